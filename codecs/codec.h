@@ -1,0 +1,125 @@
+// The one interface every codec implements (DESIGN.md section 4).
+//
+// A codec turns `count` elements (fp32, fp16 or bf16; computed in fp32) into a self-describing
+// message (see wire_format.h) and back. Decoding can accumulate into the output so reductions
+// never materialise a temporary. Pointers are host memory, or device memory when the context
+// says so (then the call is ordered on the given CUDA stream).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "codecs/dtype.h"
+
+namespace terse {
+
+// Wire identifiers: stable, stored in every message header. Never renumber.
+enum class CodecId : uint8_t {
+  kNone = 0,
+  kFp16 = 1,
+  kBf16 = 2,
+  kInt8 = 3,
+  kInt4 = 4,
+  kInt2 = 5,
+  kQsgd = 6,
+  kTernGrad = 7,
+  kSign = 8,
+  kTopK = 9,
+  kRandomK = 10,
+  kThreshold = 11,
+  kDgc = 12,
+  kPowerSgd = 13,
+};
+
+// What the collective algorithms need to know about a codec's payload.
+enum class CodecFamily : uint8_t {
+  kDense,    // one value per element (casts and quantizers): chunkable, scatter-reduce friendly
+  kSparse,   // (index, value) lists: allgather and scatter-add
+  kLowRank,  // matrix factors: allreduce of the factors
+};
+
+enum class Memory : uint8_t { kHost = 0, kDevice = 1 };
+
+// Per-tensor state a codec keeps between calls (DGC's momentum, PowerSGD's warm-started Q).
+// Owned by the caller (residual memory), created by Codec::make_state.
+class CodecState {
+ public:
+  virtual ~CodecState() = default;
+  // Bytes held, for the residual memory's byte cap.
+  virtual size_t bytes() const = 0;
+};
+
+// A matrix view of a tensor (PowerSGD). rows * cols must equal the element count; {0, 0} asks
+// the codec to pick a near-square view.
+struct MatrixShape {
+  size_t rows = 0;
+  size_t cols = 0;
+};
+
+struct EncodeContext {
+  // Drives stochastic rounding and random selection. Ranks that must agree (Random-K with a
+  // shared seed) pass the same value; it travels in the header.
+  uint64_t seed = 0;
+  // Training step of this tensor, for schedules (DGC warm-up).
+  uint64_t step = 0;
+  // Progress through the policy's warm-up ramp, in (0, 1]; 1 outside a ramp. Sparsifiers keep
+  // a density of target^progress (from dense toward the target, as DGC's warm-up does);
+  // quantizers and casts ignore it.
+  double warmup_progress = 1.0;
+  // When set, receives input - decode(message) per element in fp32 (same memory kind as the
+  // input): error feedback without a second decode pass.
+  float* error = nullptr;
+  // Required by codecs whose make_state() returns non-null; null otherwise.
+  CodecState* state = nullptr;
+  MatrixShape shape;
+  Memory memory = Memory::kHost;
+  void* stream = nullptr;  // cudaStream_t when memory == Memory::kDevice
+};
+
+struct DecodeContext {
+  Memory memory = Memory::kHost;
+  void* stream = nullptr;  // cudaStream_t when memory == Memory::kDevice
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+
+  virtual CodecId id() const = 0;
+  virtual CodecFamily family() const = 0;
+  // Canonical spec with every parameter spelled out, e.g. "int8:block=256,rounding=nearest".
+  virtual std::string spec() const = 0;
+
+  // Upper bound of a message for `count` elements of `dtype`, header included.
+  virtual size_t max_encoded_bytes(size_t count, DType dtype) const = 0;
+
+  // Per-tensor state this codec needs, or null when it keeps none.
+  virtual std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
+                                                 const MatrixShape& shape) const {
+    (void)count;
+    (void)dtype;
+    (void)shape;
+    return nullptr;
+  }
+
+  // Encodes `count` elements of `input` into `message` (capacity `capacity` bytes) and sets
+  // `*message_bytes`. Fails with ncclInvalidArgument when the capacity is short.
+  virtual ncclResult_t encode(const void* input, size_t count, DType dtype,
+                              const EncodeContext& context, void* message, size_t capacity,
+                              size_t* message_bytes) = 0;
+
+  // Decodes a message of `message_bytes` into `count` elements of `output` (overwriting, or
+  // adding when `accumulate`). Validates the whole message first: a truncated, corrupted or
+  // mismatched message is refused with ncclInvalidArgument and nothing is read or written out
+  // of bounds.
+  virtual ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
+                              DType dtype, bool accumulate, const DecodeContext& context) const = 0;
+};
+
+const char* codec_family_name(CodecFamily family);
+
+}  // namespace terse

@@ -1,0 +1,53 @@
+#include "codecs/codec_registry.h"
+
+#include "codecs/codec_factories.h"
+#include "common/result.h"
+
+namespace terse {
+
+const std::vector<CodecInfo>& codec_table() {
+  static const std::vector<CodecInfo> table = {
+      // Each codec family adds its rows here; see codec_factories.h for the factory functions.
+  };
+  return table;
+}
+
+const CodecInfo* find_codec(const std::string& name) {
+  for (const CodecInfo& info : codec_table()) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+ncclResult_t create_codec(const std::string& name, CodecParams& params,
+                          std::unique_ptr<Codec>* codec) {
+  const CodecInfo* info = find_codec(name);
+  if (info == nullptr) {
+    std::string list;
+    for (const CodecInfo& entry : codec_table())
+      list += (list.empty() ? "" : ", ") + std::string(entry.name);
+    return fail(ncclInvalidArgument, "unknown codec '%s' (known: %s)", name.c_str(), list.c_str());
+  }
+  return info->create(params, codec);
+}
+
+ncclResult_t create_codec(const std::string& spec, std::unique_ptr<Codec>* codec) {
+  std::string name;
+  CodecParams params;
+  TERSE_CHECK(parse_codec_spec(spec, &name, &params));
+  return create_codec(name, params, codec);
+}
+
+const char* codec_family_name(CodecFamily family) {
+  switch (family) {
+    case CodecFamily::kDense:
+      return "dense";
+    case CodecFamily::kSparse:
+      return "sparse";
+    case CodecFamily::kLowRank:
+      return "low-rank";
+  }
+  return "unknown";
+}
+
+}  // namespace terse

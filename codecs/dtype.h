@@ -1,0 +1,87 @@
+// The element types codecs accept. Codecs compute in fp32 whatever the input type, and decode
+// into any of the three (the wire keeps the encoder's type only for information).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/float_convert.h"
+#include "common/host_device.h"
+
+namespace terse {
+
+enum class DType : uint8_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+constexpr int kDTypeCount = 3;
+
+TERSE_HD size_t dtype_size(DType dtype) {
+  return dtype == DType::kFloat32 ? 4 : 2;
+}
+
+const char* dtype_name(DType dtype);
+
+// Maps NCCL's type; false for types no codec handles (integers, fp64, fp8).
+bool dtype_from_nccl(ncclDataType_t type, DType* dtype);
+
+// Element `i` of a tensor of `dtype`, as fp32.
+TERSE_HD float load_element(const void* data, DType dtype, size_t i) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return half_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBFloat16:
+      return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
+  }
+}
+
+// Stores fp32 `value` as element `i` (rounded to nearest even for 16-bit types).
+TERSE_HD void store_element(void* data, DType dtype, size_t i, float value) {
+  switch (dtype) {
+    case DType::kFloat16:
+      static_cast<uint16_t*>(data)[i] = float_to_half(value);
+      break;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(data)[i] = float_to_bf16(value);
+      break;
+    default:
+      static_cast<float*>(data)[i] = value;
+  }
+}
+
+// Typed views for hot loops that are templated on the element type.
+struct F32 {
+  using Storage = float;
+  static constexpr DType kType = DType::kFloat32;
+  TERSE_HD static float load(float v) { return v; }
+  TERSE_HD static float store(float v) { return v; }
+};
+struct F16 {
+  using Storage = uint16_t;
+  static constexpr DType kType = DType::kFloat16;
+  TERSE_HD static float load(uint16_t v) { return half_to_float(v); }
+  TERSE_HD static uint16_t store(float v) { return float_to_half(v); }
+};
+struct BF16 {
+  using Storage = uint16_t;
+  static constexpr DType kType = DType::kBFloat16;
+  TERSE_HD static float load(uint16_t v) { return bf16_to_float(v); }
+  TERSE_HD static uint16_t store(float v) { return float_to_bf16(v); }
+};
+
+// Calls fn(F32{}) / fn(F16{}) / fn(BF16{}) for `dtype`: one switch instead of one per codec.
+template <typename Fn>
+auto dispatch_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return fn(F16{});
+    case DType::kBFloat16:
+      return fn(BF16{});
+    default:
+      return fn(F32{});
+  }
+}
+
+}  // namespace terse

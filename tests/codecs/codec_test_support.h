@@ -1,0 +1,56 @@
+// Shared helpers for codec tests: random inputs, dtype conversion, and running a codec on the
+// GPU when one exists (tests that need it skip with the reason otherwise).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+
+namespace terse::testing {
+
+// n samples of N(0, 1) from a fixed seed (deterministic across runs and machines).
+std::vector<float> random_normal(size_t n, uint64_t seed);
+
+// A tensor of `dtype` holding `values` (rounded to nearest even for 16-bit types), as bytes.
+std::vector<uint8_t> to_dtype(const std::vector<float>& values, DType dtype);
+
+// The fp32 values of a tensor of `dtype`.
+std::vector<float> from_dtype(const std::vector<uint8_t>& bytes, DType dtype);
+
+// Encodes on the host and returns the message, failing the test on error.
+std::vector<uint8_t> encode_host(Codec& codec, const std::vector<uint8_t>& input, DType dtype,
+                                 const EncodeContext& context = {});
+
+// Decodes on the host into fp32 values, failing the test on error.
+std::vector<float> decode_host(const Codec& codec, const std::vector<uint8_t>& message,
+                               size_t count, DType dtype);
+
+// True when a CUDA device can run kernels; otherwise `why` says what is missing.
+bool gpu_available(std::string* why);
+
+// Copies `input` to the GPU, encodes there, and copies the message (and `error`, when asked
+// for) back. Returns the codec's result.
+ncclResult_t encode_device(Codec& codec, const std::vector<uint8_t>& input, DType dtype,
+                           EncodeContext context, std::vector<uint8_t>* message,
+                           std::vector<float>* error = nullptr);
+
+// Copies `message` to the GPU and decodes there into `count` elements of `dtype`, starting from
+// `initial` when `accumulate` (so accumulation is checked too); returns the result as fp32.
+ncclResult_t decode_device(const Codec& codec, const std::vector<uint8_t>& message, size_t count,
+                           DType dtype, bool accumulate, const std::vector<uint8_t>& initial,
+                           std::vector<float>* output);
+
+}  // namespace terse::testing
+
+// Skips the current test, saying why, when no GPU can run kernels.
+#define TERSE_REQUIRE_GPU()                                   \
+  do {                                                        \
+    std::string terse_gpu_why_;                               \
+    if (!::terse::testing::gpu_available(&terse_gpu_why_)) {  \
+      GTEST_SKIP() << "needs a CUDA GPU: " << terse_gpu_why_; \
+    }                                                         \
+  } while (0)
