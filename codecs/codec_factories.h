@@ -8,7 +8,9 @@
 
 namespace terse {
 
-// Each family adds its declarations here, e.g.
-// ncclResult_t create_int8_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
+// Casts (cast_codecs.cpp).
+ncclResult_t create_none_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
+ncclResult_t create_fp16_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
+ncclResult_t create_bf16_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
 
 }  // namespace terse

@@ -7,7 +7,12 @@ namespace terse {
 
 const std::vector<CodecInfo>& codec_table() {
   static const std::vector<CodecInfo> table = {
-      // Each codec family adds its rows here; see codec_factories.h for the factory functions.
+      {"none", CodecId::kNone, CodecFamily::kDense, "uncompressed: the input's own type", "",
+       create_none_codec},
+      {"fp16", CodecId::kFp16, CodecFamily::kDense, "cast to IEEE half, round to nearest even", "",
+       create_fp16_codec},
+      {"bf16", CodecId::kBf16, CodecFamily::kDense, "cast to bfloat16, round to nearest even", "",
+       create_bf16_codec},
   };
   return table;
 }
