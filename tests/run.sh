@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs the codec tests once more under
+# AddressSanitizer/UBSan (decoders must never read or write out of bounds, whatever arrives),
+# then the whole suite with CTest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./cmake/build.sh
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERSE_CUDA=OFF -DTERSE_BUILD_PERF=OFF \
+  -DTERSE_SANITIZE=address,undefined >build-asan.configure.log || { cat build-asan.configure.log; exit 1; }
+cmake --build build-asan -j"$(nproc)" --target codec_tests
+echo "terse: codec tests under AddressSanitizer and UBSan"
+TERSE_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ./build-asan/tests/codec_tests --gtest_brief=1
+
+echo "terse: full suite"
+ctest --test-dir build --output-on-failure -j"$(nproc)"
