@@ -51,8 +51,8 @@ TERSE_HD float half_to_float(uint16_t bits) {
   // Masks rather than ?: because GCC keeps ?: over these as branches.
   uint32_t special = 0u - static_cast<uint32_t>(exponent == shifted_exponent);
   uint32_t tiny = 0u - static_cast<uint32_t>(exponent == 0);
-  uint32_t result = (magnitude & ~(special | tiny)) | (inf_nan & special) |
-                    (float_bits(subnormal) & tiny);
+  uint32_t result =
+      (magnitude & ~(special | tiny)) | (inf_nan & special) | (float_bits(subnormal) & tiny);
   return bits_float(result | ((bits & 0x8000u) << 16));
 #endif
 }

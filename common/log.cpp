@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -73,11 +74,41 @@ const char* level_name(LogLevel level) {
   }
 }
 
+// Settings read from the environment on first use; reload_log_settings() reads them again.
+struct LogSettings {
+  std::mutex mutex;
+  std::atomic<bool> loaded{false};
+  std::atomic<LogLevel> level{LogLevel::kWarn};
+  FILE* sink = stderr;
+};
+
+LogSettings& settings() {
+  static LogSettings instance;
+  return instance;
+}
+
+void load(LogSettings& s) {
+  if (s.sink != stderr) fclose(s.sink);
+  s.level.store(parse_level(getenv("TERSE_DEBUG")));
+  s.sink = open_log_file();
+  s.loaded.store(true, std::memory_order_release);
+}
+
 }  // namespace
 
 LogLevel log_level() {
-  static const LogLevel level = parse_level(getenv("TERSE_DEBUG"));
-  return level;
+  LogSettings& s = settings();
+  if (!s.loaded.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.loaded) load(s);
+  }
+  return s.level;
+}
+
+void reload_log_settings() {
+  LogSettings& s = settings();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  load(s);
 }
 
 void set_log_rank(int rank) {
@@ -86,7 +117,6 @@ void set_log_rank(int rank) {
 
 void log(LogLevel level, const char* format, ...) {
   if (log_level() < level) return;
-  static FILE* const sink = open_log_file();
   static const std::string host = [] {
     char name[256] = "unknown";
     gethostname(name, sizeof(name) - 1);
@@ -100,7 +130,7 @@ void log(LogLevel level, const char* format, ...) {
   vsnprintf(text, sizeof(text), format, args);
   va_end(args);
   // One fprintf per line keeps lines from different threads whole.
-  fprintf(sink, "%s:%d:%ld [%d] TERSE %s %s\n", host.c_str(), getpid(),
+  fprintf(settings().sink, "%s:%d:%ld [%d] TERSE %s %s\n", host.c_str(), getpid(),
           static_cast<long>(syscall(SYS_gettid)), t_rank, level_name(level), text);
 }
 

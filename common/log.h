@@ -9,6 +9,10 @@ enum class LogLevel : int { kNone = 0, kVersion = 1, kWarn = 2, kInfo = 3, kTrac
 // The level chosen by TERSE_DEBUG, read once.
 LogLevel log_level();
 
+// Reads TERSE_DEBUG and TERSE_DEBUG_FILE again (they are otherwise read once, on first use).
+// Not to be called while other threads log: it closes the previous file.
+void reload_log_settings();
+
 // Sets the rank shown in brackets for this thread's lines (-1 hides it until a comm exists).
 void set_log_rank(int rank);
 
