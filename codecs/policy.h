@@ -1,0 +1,177 @@
+// The compression policy: which tensors are compressed, with which codec, memory and schedule
+// (DESIGN.md section 4). An ordered list of rules; the first rule whose match accepts a tensor
+// decides for it (Distiller's overrides, AutoDist's per-variable strategies). No match means
+// "none": the tensor is reduced exactly as NCCL would.
+//
+// Where a policy comes from:
+//   TERSE_CODEC=name[:k=v,...]  one rule: every fp32/fp16/bf16 tensor reduced with sum or avg;
+//                               memory by default_memory_kind() (memory_kind.h).
+//   TERSE_POLICY=file.yaml      rules from a file; the format is documented at the top of
+//                               policy_file.cpp, with an example in perf/policies/example.yaml.
+// Both are validated when loaded (codecs are actually created), so a typo fails at init with
+// the file, line and reason instead of at the first allreduce.
+//
+// A Policy is immutable once built; decide() is const and safe to call from many threads.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "codecs/codec_params.h"
+#include "codecs/dtype.h"
+#include "codecs/memory_kind.h"
+
+namespace terse {
+
+// Which links a collective crosses. Rules match on it; tensors report intra or inter.
+enum class LinkClass : uint8_t {
+  kAny = 0,    // rules only: either
+  kIntra = 1,  // all ranks on one node (NVLink, PCIe, shared memory)
+  kInter = 2,  // the collective crosses a network between nodes
+};
+const char* link_class_name(LinkClass link);  // "any", "intra", "inter"
+bool parse_link_class(const std::string& text, LinkClass* link);
+
+// The codec name that asks the cost model to choose (resolved by the collective layer).
+inline constexpr const char kAutoCodec[] = "auto";
+
+// What the policy knows about one collective call.
+struct TensorInfo {
+  std::string name;            // C API name; "" for anonymous buffers
+  uint64_t bytes = 0;          // count * element size
+  std::optional<DType> dtype;  // empty: not a float type (integers, fp64, fp8): never compressed
+  ncclRedOp_t op = ncclSum;
+  int comm_size = 1;
+  LinkClass link = LinkClass::kIntra;
+  uint64_t step = 0;  // how many times this tensor was reduced before (schedules)
+};
+
+// Which tensors a rule accepts. Every field defaults to "any", except ops (sum and avg).
+struct RuleMatch {
+  static constexpr uint32_t kAllDTypes = (1u << kDTypeCount) - 1;
+  static constexpr uint32_t bit(DType dtype) { return 1u << static_cast<unsigned>(dtype); }
+  static constexpr uint32_t bit(ncclRedOp_t op) { return 1u << static_cast<unsigned>(op); }
+  // The only reductions compression is defined for: lossy codecs approximate a sum (avg is a
+  // scaled sum). max/min/prod of approximations is meaningless, so no rule may name them.
+  static constexpr uint32_t kLinearOps = (1u << ncclSum) | (1u << ncclAvg);
+
+  // Full match (std::regex_match, ECMAScript) of the tensor name; unnamed tensors have name "".
+  // Absent: any name, unnamed included.
+  std::optional<std::string> name_pattern;  // as written, for messages
+  std::regex name_regex;                    // compiled name_pattern
+  // Tensor size in bytes, both bounds inclusive: min_bytes <= bytes <= max_bytes.
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = UINT64_MAX;
+  uint32_t dtypes = kAllDTypes;  // bit(DType) set
+  uint32_t ops = kLinearOps;     // bit(ncclRedOp_t) set, a subset of kLinearOps
+  // Communicator size, both bounds inclusive.
+  int min_comm_size = 1;
+  int max_comm_size = INT32_MAX;
+  LinkClass link = LinkClass::kAny;
+
+  // Compiles `pattern`; refuses an invalid regular expression, naming it and why.
+  ncclResult_t set_name_pattern(const std::string& pattern);
+  // Refuses anything but sum and avg (see kLinearOps), naming the op; refuses an empty list.
+  ncclResult_t set_ops(const std::vector<ncclRedOp_t>& list);
+  // Refuses an empty list.
+  ncclResult_t set_dtypes(const std::vector<DType>& list);
+  // Refuses min > max for bytes or comm size, and comm sizes below 1.
+  ncclResult_t validate() const;
+
+  bool matches(const TensorInfo& info) const;
+};
+
+// When a rule compresses: from step `start` up to `end` (exclusive; 0 = forever), every
+// `every`-th step, with a warm-up ramp over the first `warmup` active steps.
+struct Schedule {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t every = 1;
+  uint64_t warmup = 0;
+
+  // Refuses every == 0 and an end at or before start (a rule that could never be active).
+  ncclResult_t validate() const;
+  // start <= step, step < end (unless end is 0), and (step - start) divisible by every.
+  bool active(uint64_t step) const;
+  // For an active step: (n + 1) / warmup where n = (step - start) / every counts the active steps
+  // before it, while n < warmup; 1 afterwards or when warmup is 0. With every = 1 this is
+  // (step - start + 1) / warmup. Values lie in (0, 1] (EncodeContext::warmup_progress).
+  double warmup_progress(uint64_t step) const;
+};
+
+// A codec as a rule gives it, validated by creating it once.
+struct CodecChoice {
+  std::string spec = "none";  // canonical (Codec::spec(), every parameter spelled out), or "auto"
+  std::string name = "none";  // registry name, or "auto"
+  CodecParams params;         // as written, for the collective layer's create_codec()
+  MemoryKind memory = MemoryKind::kNone;
+
+  // Creates codec `name` with `params` (unknown codecs and parameters are refused with the
+  // registry's message) and settles the memory: `memory` when given, else
+  // default_memory_kind(). Refuses memory 'momentum' for codecs other than dgc, and memory other
+  // than 'none' for the lossless codec 'none'. `auto` takes no parameters; its memory defaults
+  // to residual and may not be momentum.
+  static ncclResult_t make(const std::string& name, const CodecParams& params,
+                           const std::optional<MemoryKind>& memory, CodecChoice* choice);
+};
+
+struct PolicyRule {
+  RuleMatch match;
+  CodecChoice codec;
+  Schedule schedule;
+  std::string origin;  // where it was written, for logs: "policy.yaml:12", "TERSE_CODEC"
+};
+
+// What decide() says about one call.
+struct Decision {
+  std::string spec = "none";   // canonical codec spec (CodecChoice::spec), "auto" or "none"
+  std::string codec = "none";  // codec name
+  CodecParams params;
+  MemoryKind memory = MemoryKind::kNone;
+  double warmup_progress = 1.0;  // for EncodeContext::warmup_progress
+  int rule = -1;                 // index of the matching rule, -1 when none matched
+  bool scheduled = false;        // the matching rule's schedule is active at this step; when a rule
+                                 // matched but its schedule is not, the decision is "none"
+
+  // False for "none" (plain NCCL reduction). True for "auto" too: the cost model may still
+  // choose none.
+  bool compressed() const { return codec != "none"; }
+};
+
+class Policy {
+ public:
+  // An empty policy: nothing is compressed.
+  Policy() = default;
+
+  // Appends a rule (tried after the ones before it). Re-checks the match's and the schedule's
+  // invariants so hand-built rules cannot bypass what files are held to.
+  ncclResult_t add_rule(PolicyRule rule);
+
+  // The first rule whose match accepts `info`, with its schedule applied. Tensors without a
+  // float dtype never match.
+  Decision decide(const TensorInfo& info) const;
+
+  const std::vector<PolicyRule>& rules() const { return rules_; }
+
+  // The TERSE_CODEC shorthand: one rule, codec `spec` ("name" or "name:k=v,..."), matching
+  // every float tensor reduced with sum or avg, always active.
+  static ncclResult_t from_codec_spec(const std::string& spec, Policy* policy);
+  // A YAML policy (format: policy_file.cpp); `source` names it in errors ("file:line: ...").
+  static ncclResult_t from_yaml(const std::string& text, const std::string& source, Policy* policy);
+  // Reads and parses a YAML policy file.
+  static ncclResult_t from_file(const std::string& path, Policy* policy);
+
+ private:
+  std::vector<PolicyRule> rules_;
+};
+
+// The policy the environment asks for: TERSE_CODEC, TERSE_POLICY, or the empty policy when
+// neither is set. Both set is refused. `*policy` is replaced only on success.
+ncclResult_t load_policy_from_env(Policy* policy);
+
+}  // namespace terse
