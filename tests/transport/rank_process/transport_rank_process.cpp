@@ -1,0 +1,121 @@
+// One rank of a multi-process transport test (see rank_process_protocol.h). Reports through its
+// exit code; says what went wrong on stderr.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "common/result.h"
+#include "exchange_patterns.h"
+#include "rank_process_protocol.h"
+#include "transport/transport.h"
+#include "transport/transport_settings.h"
+
+namespace terse {
+namespace test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int report(int code, int rank, const std::string& what) {
+  fprintf(stderr, "transport_rank_process rank %d: %s\n", rank, what.c_str());
+  return code;
+}
+
+int run_exchange(Transport& transport) {
+  std::string problem;
+  ncclResult_t result = ring_exchange(transport, 1 << 20, 3, 1, &problem);
+  if (result == ncclSuccess) result = all_to_all_exchange(transport, 2, &problem);
+  if (result == ncclSuccess) result = all_to_all_exchange(transport, 3, &problem);
+  if (result == ncclSuccess) result = control_collectives(transport, &problem);
+  if (result != ncclSuccess) {
+    return report(kRankExchangeFailed, transport.rank(),
+                  problem.empty() ? std::string(last_error()) : problem);
+  }
+  return kRankOk;
+}
+
+// The last rank leaves without a word after the first round, as a crashed process would; the
+// others must see ncclRemoteError within TERSE_TIMEOUT_S and then abort promptly.
+// With `hang`, the last rank stops itself instead: a peer that is alive to the kernel and to
+// UCX's connections but never answers, which only the deadline can catch.
+int run_dead_peer(std::unique_ptr<Transport> transport, bool hang) {
+  const int rank = transport->rank();
+  const int victim = transport->nranks() - 1;
+  std::string problem;
+  ncclResult_t result = all_to_all_exchange(*transport, 1, &problem);
+  if (rank == victim) {
+    if (result != ncclSuccess) return report(kRankExchangeFailed, rank, last_error());
+    if (hang) raise(SIGSTOP);  // the test kills it once the others are done
+    _exit(kRankOk);  // no destructors, no endpoint close: the kernel cleans up as after a crash
+  }
+  const double slack = 5.0;
+  for (uint32_t round = 2; result == ncclSuccess && round < 1000; ++round) {
+    Clock::time_point started = Clock::now();
+    result = all_to_all_exchange(*transport, round, &problem);
+    if (result != ncclSuccess && seconds_since(started) > transport->timeout_seconds() + slack) {
+      return report(kRankErrorTooLate, rank,
+                    "the error came after " + std::to_string(seconds_since(started)) + " s");
+    }
+  }
+  if (result == ncclSuccess) {
+    return report(kRankNoErrorFromDeadPeer, rank,
+                  "every round succeeded without rank " + std::to_string(victim));
+  }
+  if (result != ncclRemoteError) {
+    return report(kRankWrongErrorFromDeadPeer, rank,
+                  std::string(result_string(result)) + ": " + last_error());
+  }
+  fprintf(stderr, "transport_rank_process rank %d: as expected: %s\n", rank, last_error());
+  Clock::time_point abort_started = Clock::now();
+  transport->abort();
+  transport.reset();
+  if (seconds_since(abort_started) > 3.0) {
+    return report(kRankAbortTooSlow, rank,
+                  "abort took " + std::to_string(seconds_since(abort_started)) + " s");
+  }
+  return kRankOk;
+}
+
+int run(int argc, char** argv) {
+  UniqueId id;
+  if (argc != 5 || !unique_id_from_hex(argv[4], &id)) {
+    fprintf(stderr, "usage: %s <scenario> <rank> <nranks> <unique id in hex>\n", argv[0]);
+    return kRankBadArguments;
+  }
+  const std::string scenario = argv[1];
+  const int rank = atoi(argv[2]);
+  const int nranks = atoi(argv[3]);
+  double timeout = 0;
+  if (transport_timeout_seconds(&timeout) != ncclSuccess) return kRankBadArguments;
+  // Whatever happens, this process must not outlive a broken test.
+  alarm(static_cast<unsigned>(3 * timeout + 20));
+  set_log_rank(rank);
+
+  std::unique_ptr<Transport> transport;
+  if (Transport::create(id, rank, nranks, &transport) != ncclSuccess) {
+    return report(kRankCreateFailed, rank, last_error());
+  }
+  if (scenario == kScenarioExchange) return run_exchange(*transport);
+  if (scenario == kScenarioDeadPeer) return run_dead_peer(std::move(transport), false);
+  if (scenario == kScenarioHungPeer) return run_dead_peer(std::move(transport), true);
+  return report(kRankBadArguments, rank, "unknown scenario " + scenario);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace terse
+
+int main(int argc, char** argv) {
+  return terse::test::run(argc, argv);
+}

@@ -1,0 +1,56 @@
+// How the multi-process tests talk to their helper executable (transport_rank_process): the
+// command line that starts one rank, and the exit codes it reports with. Each rank runs in a
+// fresh process (spawned, not forked), so UCX starts clean in every one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "transport/unique_id.h"
+
+namespace terse {
+namespace test {
+
+// transport_rank_process <scenario> <rank> <nranks> <unique id in hex>
+constexpr const char* kScenarioExchange = "exchange";
+// The last rank exits after the first round; the others must then get ncclRemoteError within
+// TERSE_TIMEOUT_S (+ slack) and abort() must return promptly.
+constexpr const char* kScenarioDeadPeer = "dead-peer";
+// The same, but the last rank stops itself (SIGSTOP) instead of exiting: nothing tells UCX it is
+// gone, so only the TERSE_TIMEOUT_S deadline can end the others' waits.
+constexpr const char* kScenarioHungPeer = "hung-peer";
+
+enum RankExitCode {
+  kRankOk = 0,
+  kRankBadArguments = 10,
+  kRankCreateFailed = 11,
+  kRankExchangeFailed = 12,  // an error where success was expected, or wrong data
+  kRankNoErrorFromDeadPeer = 13,
+  kRankWrongErrorFromDeadPeer = 14,
+  kRankErrorTooLate = 15,
+  kRankAbortTooSlow = 16,
+};
+
+std::string unique_id_to_hex(const UniqueId& id);
+bool unique_id_from_hex(const std::string& hex, UniqueId* id);
+
+struct RankProcessResult {
+  int rank = -1;
+  bool exited = false;  // false: killed by a signal (or by the parent at its deadline)
+  int exit_code = -1;
+  int signal = 0;
+  bool killed_by_parent = false;
+  double seconds = 0;  // from the spawn of all ranks to this one's exit
+};
+
+// Spawns `nranks` helper processes for `scenario` (environment inherited) and waits for all of
+// them, killing any still running after `seconds_allowed`. `expendable_rank` (if >= 0) is killed
+// as soon as every other rank has exited (a stopped process would never exit by itself).
+std::vector<RankProcessResult> run_rank_processes(const char* scenario, int nranks,
+                                                  const UniqueId& id, double seconds_allowed,
+                                                  int expendable_rank = -1);
+
+std::string describe(const RankProcessResult& result);
+
+}  // namespace test
+}  // namespace terse

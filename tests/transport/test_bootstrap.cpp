@@ -1,0 +1,249 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "transport/bootstrap_client.h"
+#include "transport/bootstrap_messages.h"
+#include "transport/socket.h"
+#include "transport/unique_id.h"
+#include "transport_test_support.h"
+
+namespace terse {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using test::run_ranks;
+using test::ScopedEnv;
+using Table = std::vector<std::vector<uint8_t>>;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Distinct, rank-specific payloads of varied sizes (empty included).
+std::vector<uint8_t> payload_of(int rank) {
+  std::vector<uint8_t> payload((rank * 37) % 300);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(rank * 11 + i);
+  return payload;
+}
+
+Table expected_table(int nranks) {
+  Table table;
+  for (int rank = 0; rank < nranks; ++rank) table.push_back(payload_of(rank));
+  return table;
+}
+
+// Every rendezvous here runs on loopback with a short TERSE_TIMEOUT_S.
+class Bootstrap : public ::testing::Test {
+ protected:
+  ScopedEnv ifname_{"TERSE_SOCKET_IFNAME", "lo"};
+  ScopedEnv family_{"TERSE_SOCKET_FAMILY", "AF_INET"};
+  ScopedEnv terse_comm_id_{"TERSE_COMM_ID", nullptr};
+  ScopedEnv nccl_comm_id_{"NCCL_COMM_ID", nullptr};
+  ScopedEnv timeout_{"TERSE_TIMEOUT_S", "10"};
+  const double timeout_seconds_ = 10;
+
+  // Runs bootstrap_allgather for each (rank, nranks) pair on its own thread.
+  std::vector<ncclResult_t> run(const UniqueId& id, const std::vector<std::pair<int, int>>& ranks,
+                                std::vector<Table>* tables, std::vector<std::string>* errors) {
+    std::vector<ncclResult_t> results(ranks.size(), ncclInternalError);
+    tables->assign(ranks.size(), {});
+    errors->assign(ranks.size(), "");
+    run_ranks(static_cast<int>(ranks.size()), [&](int i) {
+      results[i] = bootstrap_allgather(id, ranks[i].first, ranks[i].second,
+                                       payload_of(ranks[i].first), timeout_seconds_, &(*tables)[i]);
+      (*errors)[i] = last_error();
+    });
+    return results;
+  }
+};
+
+class BootstrapRanks : public Bootstrap, public ::testing::WithParamInterface<int> {};
+
+TEST_P(BootstrapRanks, EveryRankGetsTheSameTable) {
+  const int nranks = GetParam();
+  UniqueId id;
+  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  std::vector<std::pair<int, int>> ranks;
+  for (int rank = 0; rank < nranks; ++rank) ranks.push_back({rank, nranks});
+  std::vector<Table> tables;
+  std::vector<std::string> errors;
+  std::vector<ncclResult_t> results = run(id, ranks, &tables, &errors);
+  for (int rank = 0; rank < nranks; ++rank) {
+    EXPECT_EQ(results[rank], ncclSuccess) << errors[rank];
+    EXPECT_EQ(tables[rank], expected_table(nranks)) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanks, ::testing::Values(1, 2, 3, 4, 8));
+
+TEST_F(Bootstrap, StrangersAreDroppedWhileTheRanksComplete) {
+  UniqueId id;
+  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  UniqueIdFields fields;
+  ASSERT_EQ(decode_unique_id(id, &fields), ncclSuccess);
+  Deadline deadline = Deadline::after_seconds(5);
+
+  // One connects and says nothing; it must not hold anyone up.
+  Socket silent;
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &silent), ncclSuccess);
+  // One presents a wrong secret, one sends garbage: both are disconnected without a reply.
+  Socket wrong_secret, garbage;
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &wrong_secret), ncclSuccess);
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &garbage), ncclSuccess);
+  BootstrapHello hello;
+  hello.secret = fields.secret + 1;
+  hello.rank = 0;
+  hello.nranks = 3;
+  std::vector<uint8_t> bytes = encode_hello(hello);
+  ASSERT_EQ(wrong_secret.send_all(bytes.data(), bytes.size(), deadline, "hello"), ncclSuccess);
+  std::vector<uint8_t> junk(64, 'x');
+  ASSERT_EQ(garbage.send_all(junk.data(), junk.size(), deadline, "junk"), ncclSuccess);
+  uint8_t byte = 0;
+  EXPECT_EQ(wrong_secret.recv_all(&byte, 1, deadline, "anything"), ncclRemoteError);
+  EXPECT_EQ(garbage.recv_all(&byte, 1, deadline, "anything"), ncclRemoteError);
+
+  // A rank holding a stale id (right address, wrong secret) is told so quickly.
+  UniqueIdFields stale = fields;
+  stale.secret ^= 1;
+  UniqueId stale_id;
+  encode_unique_id(stale, &stale_id);
+  Table ignored;
+  Clock::time_point start = Clock::now();
+  EXPECT_EQ(bootstrap_allgather(stale_id, 1, 3, payload_of(1), timeout_seconds_, &ignored),
+            ncclRemoteError);
+  EXPECT_NE(std::string(last_error()).find("wrong secret"), std::string::npos) << last_error();
+  EXPECT_LT(seconds_since(start), 5.0);
+
+  std::vector<Table> tables;
+  std::vector<std::string> errors;
+  std::vector<ncclResult_t> results = run(id, {{0, 3}, {1, 3}, {2, 3}}, &tables, &errors);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(results[rank], ncclSuccess) << errors[rank];
+    EXPECT_EQ(tables[rank], expected_table(3));
+  }
+}
+
+TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
+  for (const char* host : {"127.0.0.1", "::1"}) {
+    int port = test::free_tcp_port(host);
+    if (port == 0) continue;  // no IPv6 loopback here
+    std::string value = std::string(strchr(host, ':') ? "[" : "") + host +
+                        (strchr(host, ':') ? "]" : "") + ":" + std::to_string(port);
+    ScopedEnv comm_id("TERSE_COMM_ID", value.c_str());
+    const int nranks = 4;
+    std::vector<ncclResult_t> results(nranks, ncclInternalError);
+    std::vector<Table> tables(nranks);
+    std::vector<std::string> errors(nranks);
+    run_ranks(nranks, [&](int rank) {
+      // The others try to connect before rank 0 has started the root, and must retry.
+      if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      UniqueId id;  // every rank makes its own: the same id, never broadcast
+      results[rank] = create_unique_id(&id);
+      if (results[rank] == ncclSuccess) {
+        results[rank] = bootstrap_allgather(id, rank, nranks, payload_of(rank), timeout_seconds_,
+                                            &tables[rank]);
+      }
+      errors[rank] = last_error();
+    });
+    for (int rank = 0; rank < nranks; ++rank) {
+      EXPECT_EQ(results[rank], ncclSuccess) << value << ": " << errors[rank];
+      EXPECT_EQ(tables[rank], expected_table(nranks)) << value;
+    }
+  }
+}
+
+TEST_F(Bootstrap, CommIdThatIsNotLocalFailsOnRankZero) {
+  ScopedEnv comm_id("TERSE_COMM_ID", "192.0.2.250:29500");  // TEST-NET-1: never this host
+  UniqueId id;
+  ASSERT_EQ(create_unique_id(&id), ncclSuccess);
+  Table table;
+  EXPECT_EQ(bootstrap_allgather(id, 0, 2, payload_of(0), timeout_seconds_, &table),
+            ncclSystemError);
+  EXPECT_NE(std::string(last_error()).find("192.0.2.250:29500"), std::string::npos);
+}
+
+TEST_F(Bootstrap, DuplicateRankFailsEveryRankWithoutWaiting) {
+  UniqueId id;
+  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  std::vector<Table> tables;
+  std::vector<std::string> errors;
+  Clock::time_point start = Clock::now();
+  std::vector<ncclResult_t> results = run(id, {{0, 3}, {1, 3}, {1, 3}}, &tables, &errors);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i], ncclInvalidUsage) << errors[i];
+    EXPECT_NE(errors[i].find("passed rank 1"), std::string::npos) << errors[i];
+  }
+  EXPECT_LT(seconds_since(start), timeout_seconds_ / 2);
+}
+
+TEST_F(Bootstrap, NranksMismatchFailsEveryRankWithoutWaiting) {
+  UniqueId id;
+  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  std::vector<Table> tables;
+  std::vector<std::string> errors;
+  Clock::time_point start = Clock::now();
+  std::vector<ncclResult_t> results = run(id, {{0, 3}, {1, 4}}, &tables, &errors);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i], ncclInvalidUsage) << errors[i];
+    EXPECT_NE(errors[i].find("disagree"), std::string::npos) << errors[i];
+  }
+  EXPECT_LT(seconds_since(start), timeout_seconds_ / 2);
+}
+
+TEST_F(Bootstrap, RankOutOfRangeIsRefusedBeforeConnecting) {
+  UniqueId id;
+  encode_unique_id(UniqueIdFields{}, &id);  // never contacted
+  Table table;
+  EXPECT_EQ(bootstrap_allgather(id, 3, 3, {}, 1, &table), ncclInvalidArgument);
+  EXPECT_NE(std::string(last_error()).find("rank 3"), std::string::npos);
+  EXPECT_EQ(bootstrap_allgather(id, -1, 3, {}, 1, &table), ncclInvalidArgument);
+  EXPECT_EQ(bootstrap_allgather(id, 0, 0, {}, 1, &table), ncclInvalidArgument);
+  EXPECT_EQ(
+      bootstrap_allgather(id, 0, 1, std::vector<uint8_t>(kMaxBootstrapPayloadBytes + 1), 1, &table),
+      ncclInvalidArgument);
+}
+
+TEST_F(Bootstrap, MissingRankIsNamedWhenTheTimeoutPasses) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "1");
+  UniqueId id;
+  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  std::vector<ncclResult_t> results(2, ncclInternalError);
+  std::vector<std::string> errors(2);
+  Clock::time_point start = Clock::now();
+  run_ranks(2, [&](int i) {
+    Table table;
+    int rank = i == 0 ? 0 : 2;  // rank 1 never comes
+    results[i] = bootstrap_allgather(id, rank, 3, payload_of(rank), 1, &table);
+    errors[i] = last_error();
+  });
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i], ncclRemoteError) << errors[i];
+    EXPECT_NE(errors[i].find("missing ranks: 1"), std::string::npos) << errors[i];
+  }
+  EXPECT_LT(seconds_since(start), 5.0);
+}
+
+TEST_F(Bootstrap, UnreachableRootTimesOut) {
+  int port = test::free_tcp_port("127.0.0.1");
+  ASSERT_NE(port, 0);
+  UniqueIdFields fields;
+  ASSERT_EQ(SocketAddress::parse("127.0.0.1:" + std::to_string(port), "TEST", &fields.root),
+            ncclSuccess);
+  UniqueId id;
+  encode_unique_id(fields, &id);
+  Table table;
+  Clock::time_point start = Clock::now();
+  EXPECT_EQ(bootstrap_allgather(id, 0, 2, payload_of(0), 1, &table), ncclRemoteError);
+  EXPECT_NE(std::string(last_error()).find("could not connect"), std::string::npos);
+  EXPECT_LT(seconds_since(start), 3.0);
+}
+
+}  // namespace
+}  // namespace terse

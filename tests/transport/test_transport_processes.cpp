@@ -1,0 +1,97 @@
+// Transport between ranks in separate processes: the helper executable transport_rank_process
+// runs one rank each (rank_process_protocol.h); this process hosts the bootstrap root.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "rank_process_protocol.h"
+#include "transport/unique_id.h"
+#include "transport_test_support.h"
+
+namespace terse {
+namespace {
+
+using test::RankProcessResult;
+using test::ScopedEnv;
+
+class TransportProcesses : public ::testing::Test {
+ protected:
+  ScopedEnv ifname_{"TERSE_SOCKET_IFNAME", "lo"};
+  ScopedEnv family_{"TERSE_SOCKET_FAMILY", "AF_INET"};
+  ScopedEnv terse_comm_id_{"TERSE_COMM_ID", nullptr};
+  ScopedEnv nccl_comm_id_{"NCCL_COMM_ID", nullptr};
+
+  std::vector<RankProcessResult> run(const char* scenario, int nranks, double seconds_allowed,
+                                     int expendable_rank = -1) {
+    UniqueId id;
+    EXPECT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+    return test::run_rank_processes(scenario, nranks, id, seconds_allowed, expendable_rank);
+  }
+};
+
+TEST_F(TransportProcesses, ExchangeWithUcxDefaults) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "20");
+  for (const RankProcessResult& result : run(test::kScenarioExchange, 3, 60)) {
+    EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+  }
+}
+
+TEST_F(TransportProcesses, ExchangeOverTcpOnly) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "20");
+  ScopedEnv tls("UCX_TLS", "tcp");
+  for (const RankProcessResult& result : run(test::kScenarioExchange, 2, 60)) {
+    EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+  }
+}
+
+TEST_F(TransportProcesses, ExchangeOverSharedMemoryOnly) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "20");
+  ScopedEnv tls("UCX_TLS", "shm,self");
+  for (const RankProcessResult& result : run(test::kScenarioExchange, 3, 60)) {
+    EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+  }
+}
+
+// The last rank exits after the first round. Whatever wire UCX uses, the others must report
+// ncclRemoteError within TERSE_TIMEOUT_S (plus slack), never hang, and abort promptly.
+class DeadPeer : public TransportProcesses, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(DeadPeer, SurvivorsGetRemoteErrorWithinTheTimeout) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "5");
+  std::optional<ScopedEnv> tls;
+  if (GetParam() != nullptr) tls.emplace("UCX_TLS", GetParam());
+  for (const RankProcessResult& result : run(test::kScenarioDeadPeer, 3, 45)) {
+    EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+  }
+}
+
+// Over shared memory alone UCX cannot report the death (UCP_ERR_HANDLING_MODE_NONE): the
+// deadline must.
+INSTANTIATE_TEST_SUITE_P(Wires, DeadPeer, ::testing::Values(nullptr, "tcp", "shm,self"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param ? info.param : "default";
+                           for (char& c : name) {
+                             if (c == ',') c = '_';
+                           }
+                           return name;
+                         });
+
+// The last rank stops (SIGSTOP) after the first round: its connections stay up, so only the
+// deadline can end the others' waits. They must report ncclRemoteError within TERSE_TIMEOUT_S.
+TEST_F(TransportProcesses, HungPeerTurnsIntoRemoteErrorAtTheDeadline) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "3");
+  std::vector<RankProcessResult> results = run(test::kScenarioHungPeer, 3, 40, /*expendable=*/2);
+  ASSERT_EQ(results.size(), 3u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(results[rank].exited && results[rank].exit_code == test::kRankOk)
+        << describe(results[rank]);
+    EXPECT_GE(results[rank].seconds, 3.0) << "the error came before the deadline could pass";
+  }
+  EXPECT_TRUE(results[2].killed_by_parent) << describe(results[2]);
+}
+
+}  // namespace
+}  // namespace terse

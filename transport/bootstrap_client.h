@@ -1,0 +1,27 @@
+// A rank's side of the bootstrap rendezvous: connect to the root named by the unique id, present
+// the secret, this rank's number and its payload, and receive every rank's payload.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/unique_id.h"
+
+namespace terse {
+
+// Fills `table` with every rank's payload in rank order (this rank's own among them). When the id
+// comes from NCCL_COMM_ID, rank 0 first starts the root at that address and keeps it until every
+// rank has its answer. Connecting is retried until `timeout_seconds` from now (the root or rank 0
+// may start later); the reply is awaited 5 s longer so that the root's verdict (missing ranks,
+// inconsistent ranks) arrives ahead of a bare timeout.
+//
+// Errors: ncclInvalidArgument for rank/nranks/payload out of range or a malformed id;
+// ncclInvalidUsage when the ranks are inconsistent (duplicate rank, nranks mismatch);
+// ncclRemoteError when the root cannot be reached, drops us, or not every rank arrives in time.
+ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
+                                 const std::vector<uint8_t>& payload, double timeout_seconds,
+                                 std::vector<std::vector<uint8_t>>* table);
+
+}  // namespace terse

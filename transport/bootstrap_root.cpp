@@ -1,0 +1,74 @@
+#include "transport/bootstrap_root.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "common/log.h"
+#include "common/result.h"
+#include "transport/bootstrap_rendezvous.h"
+
+namespace terse {
+
+ncclResult_t BootstrapRoot::start(const SocketAddress& bind_address, uint64_t secret,
+                                  double timeout_seconds, std::unique_ptr<BootstrapRoot>* out) {
+  Socket listener;
+  TERSE_CHECK(Socket::listen(bind_address, &listener));
+  int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd < 0) {
+    return fail(ncclSystemError, "cannot create the bootstrap root's stop event: %s",
+                strerror(errno));
+  }
+  std::unique_ptr<BootstrapRoot> root(
+      new BootstrapRoot(std::move(listener), stop_fd, secret, timeout_seconds));
+  try {
+    root->thread_ = std::thread([raw = root.get()] { raw->run(); });
+  } catch (const std::system_error& error) {
+    return fail(ncclSystemError, "cannot start the bootstrap root thread: %s", error.what());
+  }
+  TERSE_INFO("bootstrap root listening on %s", root->address_.to_string().c_str());
+  *out = std::move(root);
+  return ncclSuccess;
+}
+
+BootstrapRoot::BootstrapRoot(Socket listener, int stop_fd, uint64_t secret, double timeout_seconds)
+    : listener_(std::move(listener)),
+      stop_fd_(stop_fd),
+      address_(listener_.local_address()),
+      secret_(secret),
+      timeout_seconds_(timeout_seconds) {}
+
+BootstrapRoot::~BootstrapRoot() {
+  if (thread_.joinable()) {
+    uint64_t one = 1;
+    ssize_t written = write(stop_fd_, &one, sizeof(one));
+    (void)written;  // the eventfd cannot be full; nothing useful to do if it were
+    thread_.join();
+  }
+  close(stop_fd_);
+}
+
+void BootstrapRoot::run() {
+  BootstrapRendezvous rendezvous(secret_, timeout_seconds_);
+  rendezvous.serve(listener_, stop_fd_);
+  // Late strangers now get "connection refused" instead of a silent wait.
+  listener_.close();
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_ = true;
+  finished_changed_.notify_all();
+}
+
+bool BootstrapRoot::finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return finished_;
+}
+
+bool BootstrapRoot::wait_finished(const Deadline& deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return finished_changed_.wait_until(lock, deadline.when(), [this] { return finished_; });
+}
+
+}  // namespace terse

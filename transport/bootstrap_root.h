@@ -1,0 +1,62 @@
+// The bootstrap root: a thread that listens on one TCP address, collects every rank's hello
+// (bootstrap_messages.h), and when all `nranks` have arrived answers each with the table of all
+// payloads. It serves one rendezvous and exits.
+//
+// Connections that do not present the secret (wrong magic, version or secret, or no complete
+// hello within 10 s) are dropped with a WARN line and change nothing, so a port scanner or a
+// rank of another job cannot disturb the rendezvous. Inconsistent ranks (two processes with the
+// same rank, different nranks) fail the whole rendezvous: every rank that arrived, or arrives
+// later, gets the reason with ncclInvalidUsage instead of waiting for its deadline. If not every
+// rank arrived within the timeout (counted from the first arrival, or from the start when none
+// came) the waiting ranks get ncclRemoteError naming the missing ranks.
+#pragma once
+
+#include <nccl.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "transport/deadline.h"
+#include "transport/socket.h"
+#include "transport/socket_address.h"
+
+namespace terse {
+
+class BootstrapRoot {
+ public:
+  // Listens on `bind_address` (port 0 picks a free one) and starts the serving thread.
+  static ncclResult_t start(const SocketAddress& bind_address, uint64_t secret,
+                            double timeout_seconds, std::unique_ptr<BootstrapRoot>* out);
+
+  // Stops the thread if it is still serving (waiting ranks then see the connection close) and
+  // joins it.
+  ~BootstrapRoot();
+  BootstrapRoot(const BootstrapRoot&) = delete;
+  BootstrapRoot& operator=(const BootstrapRoot&) = delete;
+
+  // The address ranks connect to, with the port actually bound.
+  const SocketAddress& address() const { return address_; }
+
+  bool finished();
+  // Waits until the thread has answered every rank or given up; false if `deadline` came first.
+  bool wait_finished(const Deadline& deadline);
+
+ private:
+  BootstrapRoot(Socket listener, int stop_fd, uint64_t secret, double timeout_seconds);
+  void run();
+
+  Socket listener_;
+  int stop_fd_;  // an eventfd; written once to ask the thread to stop
+  SocketAddress address_;
+  uint64_t secret_;
+  double timeout_seconds_;
+  std::mutex mutex_;
+  std::condition_variable finished_changed_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+}  // namespace terse

@@ -1,0 +1,64 @@
+// Transport::barrier and Transport::allgather: the control collectives, tagged with the control
+// bit and their own sequence so they never match a data operation's messages.
+#include <cstring>
+
+#include "common/result.h"
+#include "transport/tag_layout.h"
+#include "transport/transport.h"
+
+namespace terse {
+
+ncclResult_t Transport::barrier() {
+  const uint32_t sequence = control_sequence_++;
+  Deadline deadline = default_deadline();
+  // Empty messages still need a valid address on some UCX paths.
+  char token = 0, landing = 0;
+  // Dissemination: in round k every rank signals rank + 2^k and hears from rank - 2^k; after
+  // ceil(log2 n) rounds each rank has (transitively) heard from all.
+  uint32_t round = 0;
+  for (int distance = 1; distance < nranks_; distance *= 2, ++round) {
+    uint32_t operation = make_control_operation(sequence, round);
+    TransferRequest requests[2];
+    TERSE_CHECK(
+        post_recv((rank_ - distance + nranks_) % nranks_, operation, &landing, 0, &requests[0]));
+    TERSE_CHECK(post_send((rank_ + distance) % nranks_, operation, &token, 0, &requests[1]));
+    TERSE_CHECK(wait(requests, 2, deadline));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Transport::allgather(const void* mine, size_t bytes, void* all) {
+  if (bytes > 0 && (mine == nullptr || all == nullptr)) {
+    return fail(ncclInvalidArgument, "allgather of %zu bytes got a NULL buffer", bytes);
+  }
+  const uint32_t sequence = control_sequence_++;
+  Deadline deadline = default_deadline();
+  // Empty contributions still exchange (empty) messages, so the call stays a collective; they
+  // point at a local byte rather than doing arithmetic on a possibly NULL `all`.
+  char empty = 0;
+  char* blocks = bytes > 0 ? static_cast<char*>(all) : &empty;
+  if (bytes > 0 && blocks + rank_ * bytes != mine) memmove(blocks + rank_ * bytes, mine, bytes);
+  // Ring: in step s a rank forwards the block it got in step s - 1 (its own first) to the right
+  // and receives the next block from the left.
+  const int right = (rank_ + 1) % nranks_;
+  const int left = (rank_ - 1 + nranks_) % nranks_;
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    const int send_block = (rank_ - step + nranks_) % nranks_;
+    const int recv_block = (rank_ - step - 1 + nranks_) % nranks_;
+    uint32_t operation = make_control_operation(sequence, static_cast<uint32_t>(step));
+    TransferRequest requests[2];
+    TERSE_CHECK(post_recv(left, operation, blocks + recv_block * bytes, bytes, &requests[0]));
+    TERSE_CHECK(post_send(right, operation, blocks + send_block * bytes, bytes, &requests[1]));
+    ncclResult_t result = wait(requests, 2, deadline);
+    if (result != ncclSuccess && result != ncclInvalidUsage) return result;
+    if (result == ncclInvalidUsage || requests[0].received_bytes() != bytes) {
+      return fail(ncclInvalidUsage,
+                  "rank %d: allgather: rank %d's block differs in size from this rank's %zu "
+                  "bytes; every rank must pass the same size",
+                  rank_, recv_block, bytes);
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace terse

@@ -1,0 +1,88 @@
+// create_unique_id and the NCCL_COMM_ID path (declared in unique_id.h).
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "common/env.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "transport/bootstrap_root.h"
+#include "transport/interface_address.h"
+#include "transport/root_registry.h"
+#include "transport/transport_settings.h"
+#include "transport/unique_id.h"
+
+namespace terse {
+namespace {
+
+ncclResult_t random_secret(uint64_t* secret) {
+  uint8_t* bytes = reinterpret_cast<uint8_t*>(secret);
+  size_t filled = 0;
+  while (filled < sizeof(*secret)) {
+    ssize_t got = getrandom(bytes + filled, sizeof(*secret) - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return fail(ncclSystemError, "getrandom failed while drawing the bootstrap secret: %s",
+                  strerror(errno));
+    }
+    filled += static_cast<size_t>(got);
+  }
+  return ncclSuccess;
+}
+
+// FNV-1a: every rank must derive the same value from the same text, nothing more.
+uint64_t hash_text(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+}  // namespace
+
+ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present) {
+  const char* variable = "TERSE_COMM_ID";
+  std::string text = env_string(variable, "");
+  if (text.empty()) {
+    variable = "NCCL_COMM_ID";
+    text = env_string(variable, "");
+  }
+  *present = !text.empty();
+  if (!*present) return ncclSuccess;
+  TERSE_CHECK(SocketAddress::parse(text, variable, &fields->root));
+  fields->secret = hash_text("terse comm id " + text);
+  fields->root_started_by_rank_zero = true;
+  return ncclSuccess;
+}
+
+ncclResult_t create_unique_id(UniqueId* id) {
+  if (id == nullptr) return fail(ncclInvalidArgument, "unique id pointer is NULL");
+  UniqueIdFields fields;
+  bool from_environment = false;
+  TERSE_CHECK(unique_id_from_environment(&fields, &from_environment));
+  if (from_environment) {
+    encode_unique_id(fields, id);
+    TERSE_INFO("unique id names %s from the environment; rank 0 starts the bootstrap root",
+               fields.root.to_string().c_str());
+    return ncclSuccess;
+  }
+  InterfaceAddress interface;
+  TERSE_CHECK(find_interface_address(&interface));
+  double timeout_seconds = 0;
+  TERSE_CHECK(transport_timeout_seconds(&timeout_seconds));
+  TERSE_CHECK(random_secret(&fields.secret));
+  std::unique_ptr<BootstrapRoot> root;
+  TERSE_CHECK(BootstrapRoot::start(interface.address, fields.secret, timeout_seconds, &root));
+  fields.root = root->address();
+  encode_unique_id(fields, id);
+  TERSE_INFO("bootstrap root on interface %s at %s", interface.interface_name.c_str(),
+             fields.root.to_string().c_str());
+  keep_root_until_finished(std::move(root));
+  return ncclSuccess;
+}
+
+}  // namespace terse

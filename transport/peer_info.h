@@ -1,0 +1,24 @@
+// What each rank contributes to the bootstrap table: its host identity (to group ranks by host)
+// and its UCX worker address (to create endpoints to it).
+//
+//   host identity bytes u32 | host identity | worker address bytes u32 | worker address
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace terse {
+
+struct PeerInfo {
+  std::string host_identity;
+  std::vector<uint8_t> worker_address;
+};
+
+std::vector<uint8_t> encode_peer_info(const PeerInfo& info);
+// ncclRemoteError naming `rank` when the bytes are not exactly one well-formed PeerInfo.
+ncclResult_t decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerInfo* info);
+
+}  // namespace terse

@@ -1,0 +1,63 @@
+// A TCP socket that owns its descriptor, with every blocking step bounded by a Deadline. The
+// bootstrap is the only user: UCX opens its own connections for the data path.
+#pragma once
+
+#include <nccl.h>
+#include <sys/types.h>
+
+#include <cstddef>
+
+#include "transport/deadline.h"
+#include "transport/socket_address.h"
+
+namespace terse {
+
+class Socket {
+ public:
+  Socket() = default;
+  ~Socket() { close(); }
+  Socket(Socket&& other) noexcept : fd_(other.release()), peer_(other.peer_) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  // Binds to `address` (port 0 picks a free port) and listens. Non-blocking, close-on-exec.
+  static ncclResult_t listen(const SocketAddress& address, Socket* out);
+
+  // Connects to `address`. Refused or unreachable attempts are retried with a growing pause
+  // until `deadline`, because the peer (the bootstrap root) may not have started yet.
+  static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
+
+  // Accepts one waiting connection; leaves `*out` closed when none is waiting.
+  ncclResult_t accept(Socket* out, SocketAddress* peer) const;
+
+  // Sends or receives exactly `size` bytes or fails (peer gone, deadline passed). `what` names
+  // the data in the error message ("the bootstrap reply").
+  ncclResult_t send_all(const void* data, size_t size, const Deadline& deadline,
+                        const char* what) const;
+  ncclResult_t recv_all(void* data, size_t size, const Deadline& deadline, const char* what) const;
+
+  // Reads whatever is available without waiting: the byte count (0 when nothing is there yet),
+  // or -1 when the peer closed the connection or it failed.
+  ssize_t recv_available(void* data, size_t size) const;
+
+  SocketAddress local_address() const;
+  // The address connected to or accepted from (kept, so it can still be named after a reset).
+  const SocketAddress& peer_address() const { return peer_; }
+
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void close();
+
+ private:
+  Socket(int fd, const SocketAddress& peer) : fd_(fd), peer_(peer) {}
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  int fd_ = -1;
+  SocketAddress peer_;
+};
+
+}  // namespace terse

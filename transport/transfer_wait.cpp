@@ -1,0 +1,135 @@
+// Transport::wait and its failure path: how requests finish, time out, and are cancelled.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "common/log.h"
+#include "common/result.h"
+#include "transport/transport.h"
+
+namespace terse {
+namespace {
+
+// Spinning briefly keeps latency low when a message is about to arrive; after that an idle wait
+// sleeps on the worker's event descriptor so ranks sharing cores do not starve each other. The
+// sleep is capped because not every UCX transport signals every event.
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+constexpr int kMaxSleepMs = 1;
+// How long cancelled requests get to finish before their endpoints are force-closed, and how long
+// after that before they are abandoned to UCX.
+constexpr double kCancelSeconds = 0.2;
+constexpr double kForceCloseSeconds = 1.0;
+
+std::vector<TransferRequest*> unfinished(TransferRequest* requests, size_t count) {
+  std::vector<TransferRequest*> list;
+  for (size_t i = 0; i < count; ++i) {
+    if (requests[i].posted() && requests[i].status() == UCS_INPROGRESS)
+      list.push_back(&requests[i]);
+  }
+  return list;
+}
+
+}  // namespace
+
+ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
+  auto idle_since = Deadline::Clock::now();
+  for (;;) {
+    TransferRequest* culprit = nullptr;
+    ucs_status_t culprit_status = UCS_OK;
+    bool culprit_peer_failed = false;
+    TransferRequest* first_unfinished = nullptr;
+    for (size_t i = 0; i < count; ++i) {
+      TransferRequest& request = requests[i];
+      if (!request.posted()) continue;
+      ucs_status_t status = request.status();
+      if (status == UCS_INPROGRESS) {
+        if (first_unfinished == nullptr) first_unfinished = &request;
+        // UCX fails sends to a dead peer, but a receive is posted on the worker, not on an
+        // endpoint: it would wait for the deadline unless we look at the peer's health.
+        ucs_status_t peer_error = endpoints_[request.peer()].error();
+        if (culprit == nullptr && request.direction() == TransferDirection::kReceive &&
+            peer_error != UCS_OK) {
+          culprit = &request;
+          culprit_status = peer_error;
+          culprit_peer_failed = true;
+        }
+      } else if (status != UCS_OK && culprit == nullptr) {
+        culprit = &request;
+        culprit_status = status;
+      }
+    }
+    if (culprit == nullptr && first_unfinished == nullptr) return ncclSuccess;
+
+    char reason[256] = "";
+    ncclResult_t code = ncclRemoteError;
+    if (culprit != nullptr && culprit_status == UCS_ERR_MESSAGE_TRUNCATED) {
+      code = ncclInvalidUsage;
+      snprintf(reason, sizeof(reason),
+               "failed: the message was longer than the receive buffer (do the ranks agree on "
+               "the sizes?)");
+    } else if (culprit != nullptr) {
+      snprintf(reason, sizeof(reason), "failed: %s%s", ucs_status_string(culprit_status),
+               culprit_peer_failed ? " (UCX reported the peer failed)" : "");
+    } else if (interrupted_.load()) {
+      culprit = first_unfinished;
+      snprintf(reason, sizeof(reason), "was interrupted: the communicator is being aborted");
+    } else if (deadline.expired()) {
+      culprit = first_unfinished;
+      snprintf(reason, sizeof(reason),
+               "did not finish before its deadline (TERSE_TIMEOUT_S=%.0f); the peer may have "
+               "died, hung, or not posted the matching call",
+               timeout_seconds_);
+    }
+    if (culprit != nullptr) {
+      std::string subject = describe(*culprit);
+      cancel_unfinished(requests, count);
+      return fail(code, "rank %d: %s %s", rank_, subject.c_str(), reason);
+    }
+
+    auto now = Deadline::Clock::now();
+    if (worker_->progress() != 0) {
+      idle_since = now;
+    } else if (now - idle_since >= kSpinBeforeSleep) {
+      worker_->sleep_until_event(deadline.poll_timeout_ms(kMaxSleepMs));
+    }
+  }
+}
+
+void Transport::cancel_unfinished(TransferRequest* requests, size_t count) {
+  std::vector<TransferRequest*> pending = unfinished(requests, count);
+  if (pending.empty()) return;
+  for (TransferRequest* request : pending) request->cancel();
+  Deadline settle = Deadline::after_seconds(kCancelSeconds);
+  while (!pending.empty() && !settle.expired()) {
+    if (worker_->progress() == 0) worker_->sleep_until_event(settle.poll_timeout_ms(1));
+    pending = unfinished(requests, count);
+  }
+  if (pending.empty()) return;
+
+  // Sends, and receives UCX already matched, cannot be cancelled; force-closing the peer's
+  // endpoint completes them (UCS_ERR_CANCELED), so none keeps using the caller's buffer.
+  std::vector<void*> closing;
+  for (TransferRequest* request : pending) {
+    UcxEndpoint& endpoint = endpoints_[request->peer()];
+    if (!endpoint.is_open()) continue;
+    TERSE_INFO("rank %d: force-closing the endpoint to rank %d to end a %s", rank_, request->peer(),
+               describe(*request).c_str());
+    void* close_request = endpoint.start_close(/*force=*/true);
+    if (close_request != nullptr) closing.push_back(close_request);
+  }
+  Deadline give_up = Deadline::after_seconds(kForceCloseSeconds);
+  while (!pending.empty() && !give_up.expired()) {
+    if (worker_->progress() == 0) worker_->sleep_until_event(give_up.poll_timeout_ms(1));
+    pending = unfinished(requests, count);
+  }
+  for (void* close_request : closing) ucp_request_free(close_request);
+  for (TransferRequest* request : pending) {
+    TERSE_WARN(
+        "rank %d: a %s did not end after cancellation and a forced close; abandoning it "
+        "to UCX",
+        rank_, describe(*request).c_str());
+    request->abandon();
+  }
+}
+
+}  // namespace terse

@@ -1,0 +1,268 @@
+#include "transport/transport.h"
+
+#include <cstdio>
+
+#include "common/env.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "transport/bootstrap_client.h"
+#include "transport/host_identity.h"
+#include "transport/peer_info.h"
+#include "transport/tag_layout.h"
+#include "transport/transport_settings.h"
+
+namespace terse {
+namespace {
+
+// abort() must return promptly whatever the peers do; a forced close needs no peer, so this only
+// bounds UCX's local clean-up.
+constexpr double kAbortSeconds = 1.0;
+
+ncclResult_t check_rank_arguments(int rank, int nranks) {
+  if (nranks < 1 || nranks > kMaxTaggedRanks) {
+    return fail(ncclInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
+                kMaxTaggedRanks);
+  }
+  if (rank < 0 || rank >= nranks) {
+    return fail(ncclInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
+                nranks, nranks - 1);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
+                               std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "transport output pointer is NULL");
+  TERSE_CHECK(check_rank_arguments(rank, nranks));
+  UniqueIdFields fields;
+  TERSE_CHECK(decode_unique_id(id, &fields));
+
+  std::unique_ptr<Transport> transport(new Transport());
+  transport->rank_ = rank;
+  transport->nranks_ = nranks;
+  transport->communicator_ = communicator_tag_id(fields.secret);
+  TERSE_CHECK(transport_timeout_seconds(&transport->timeout_seconds_));
+  UcxErrorMode error_mode = UcxErrorMode::kPeer;
+  TERSE_CHECK(ucx_error_mode(&error_mode));
+  TERSE_CHECK(UcxContext::create(nranks, &transport->context_));
+  TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
+
+  PeerInfo mine;
+  mine.host_identity = ::terse::host_identity();
+  TERSE_CHECK(transport->worker_->address(&mine.worker_address));
+  std::vector<std::vector<uint8_t>> table;
+  ncclResult_t result = bootstrap_allgather(id, rank, nranks, encode_peer_info(mine),
+                                            transport->timeout_seconds_, &table);
+  if (result == ncclSuccess) result = transport->connect_endpoints(table, error_mode);
+  if (result != ncclSuccess) {
+    transport->abort();
+    return result;
+  }
+  TERSE_INFO("transport: rank %d of %d connected (communicator 0x%04x, host %s)", rank, nranks,
+             transport->communicator_, mine.host_identity.c_str());
+  *out = std::move(transport);
+  return ncclSuccess;
+}
+
+ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
+                                          UcxErrorMode mode) {
+  endpoints_.resize(nranks_);
+  host_identities_.resize(nranks_);
+  for (int peer = 0; peer < nranks_; ++peer) {
+    PeerInfo info;
+    TERSE_CHECK(decode_peer_info(table[peer], peer, &info));
+    host_identities_[peer] = std::move(info.host_identity);
+    // Creating an endpoint only records the address; UCX connects on first use.
+    ucs_status_t status =
+        UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
+    if (status == UCS_ERR_UNREACHABLE && mode == UcxErrorMode::kPeer) {
+      // UCX 1.13 refuses peer-failure reporting over shared memory alone (UCX_TLS=shm): fall
+      // back for every endpoint rather than fail, keeping the deadline as the safety net.
+      TERSE_INFO(
+          "rank %d: UCX_TLS=%s offers no transport that reports peer failure; endpoints "
+          "use UCP_ERR_HANDLING_MODE_NONE, so a dead peer is noticed at the "
+          "TERSE_TIMEOUT_S deadline",
+          rank_, env_string("UCX_TLS", "(unset)").c_str());
+      mode = UcxErrorMode::kNone;
+      status = UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
+    }
+    if (status != UCS_OK) {
+      return fail(ncclSystemError,
+                  "rank %d: UCX cannot create an endpoint to rank %d (%zu-byte worker address): "
+                  "%s; do the ranks allow a common transport (UCX_TLS=%s)?",
+                  rank_, peer, info.worker_address.size(), ucs_status_string(status),
+                  env_string("UCX_TLS", "(unset)").c_str());
+    }
+  }
+  return ncclSuccess;
+}
+
+Transport::~Transport() {
+  if (!closed_) close();
+}
+
+ncclResult_t Transport::check_peer(int peer, const char* direction) const {
+  if (closed_) {
+    return fail(ncclInvalidUsage, "rank %d: cannot %s rank %d: the transport is closed", rank_,
+                direction, peer);
+  }
+  if (peer < 0 || peer >= nranks_) {
+    return fail(ncclInvalidArgument, "rank %d: cannot %s rank %d: peer out of range (0 to %d)",
+                rank_, direction, peer, nranks_ - 1);
+  }
+  const UcxEndpoint& endpoint = endpoints_[peer];
+  if (endpoint.error() != UCS_OK) {
+    return fail(ncclRemoteError, "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)",
+                rank_, direction, peer, ucs_status_string(endpoint.error()));
+  }
+  if (!endpoint.is_open()) {
+    return fail(ncclRemoteError,
+                "rank %d: cannot %s rank %d: its endpoint was closed after an earlier failure",
+                rank_, direction, peer);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Transport::send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                             TransferRequest* request) {
+  if (is_control_operation(operation)) {
+    return fail(ncclInvalidArgument,
+                "operation 0x%08x has the control bit set, which the transport reserves for its "
+                "own barrier and allgather",
+                operation);
+  }
+  return post_send(peer, operation, buffer, bytes, request);
+}
+
+ncclResult_t Transport::recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                             TransferRequest* request) {
+  if (is_control_operation(operation)) {
+    return fail(ncclInvalidArgument,
+                "operation 0x%08x has the control bit set, which the transport reserves for its "
+                "own barrier and allgather",
+                operation);
+  }
+  return post_recv(peer, operation, buffer, bytes, request);
+}
+
+namespace {
+
+ncclResult_t check_buffer(const void* buffer, size_t bytes, TransferRequest* request) {
+  if (request == nullptr) return fail(ncclInvalidArgument, "transfer request pointer is NULL");
+  if (buffer == nullptr && bytes > 0) {
+    return fail(ncclInvalidArgument, "buffer is NULL but %zu bytes were asked for", bytes);
+  }
+  if (request->posted() && request->status() == UCS_INPROGRESS) {
+    return fail(ncclInvalidUsage, "the transfer request still holds an unfinished %s rank %d",
+                request->direction() == TransferDirection::kSend ? "send to" : "receive from",
+                request->peer());
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                                  TransferRequest* request) {
+  TERSE_CHECK(check_buffer(buffer, bytes, request));
+  TERSE_CHECK(check_peer(peer, "send to"));
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  params.memory_type = UCS_MEMORY_TYPE_HOST;
+  uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
+  ucs_status_ptr_t result =
+      ucp_tag_send_nbx(endpoints_[peer].handle(), buffer, bytes, tag, &params);
+  request->start(worker_, result, TransferDirection::kSend, peer, tag, bytes);
+  if (UCS_PTR_IS_ERR(result)) {
+    return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
+                describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                                  TransferRequest* request) {
+  TERSE_CHECK(check_buffer(buffer, bytes, request));
+  TERSE_CHECK(check_peer(peer, "receive from"));
+  ucp_request_param_t params{};
+  // Always a request back, even when the message is already here: UCX 1.13 leaves recv_info
+  // unfilled on immediate completion, so the length is read from the request (transfer_request.h).
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  params.memory_type = UCS_MEMORY_TYPE_HOST;
+  // The source rank is part of the tag, so matching the whole tag makes the receive
+  // source-specific.
+  uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(peer));
+  ucs_status_ptr_t result =
+      ucp_tag_recv_nbx(worker_->handle(), buffer, bytes, tag, kMatchWholeTag, &params);
+  request->start(worker_, result, TransferDirection::kReceive, peer, tag, bytes);
+  if (UCS_PTR_IS_ERR(result)) {
+    return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
+                describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
+  }
+  return ncclSuccess;
+}
+
+std::string Transport::describe(const TransferRequest& request) const {
+  TagFields fields = split_tag(request.tag());
+  char text[256];
+  snprintf(text, sizeof(text),
+           "%s of %zu bytes %s rank %d (communicator 0x%04x, %soperation %u step %u)",
+           request.direction() == TransferDirection::kSend ? "send" : "receive", request.bytes(),
+           request.direction() == TransferDirection::kSend ? "to" : "from", request.peer(),
+           fields.communicator, is_control_operation(fields.operation) ? "control " : "",
+           operation_sequence(fields.operation), operation_step(fields.operation));
+  return text;
+}
+
+void Transport::close_endpoints(bool force, const Deadline& deadline) {
+  struct Closing {
+    int peer;
+    void* request;
+  };
+  std::vector<Closing> closing;
+  for (UcxEndpoint& endpoint : endpoints_) {
+    void* request = endpoint.start_close(force);
+    if (request != nullptr) closing.push_back({endpoint.peer_rank(), request});
+  }
+  while (!closing.empty()) {
+    worker_->progress();
+    for (size_t i = 0; i < closing.size();) {
+      if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS) {
+        ++i;
+        continue;
+      }
+      ucp_request_free(closing[i].request);
+      closing.erase(closing.begin() + i);
+    }
+    if (closing.empty() || deadline.expired()) break;
+    worker_->sleep_until_event(deadline.poll_timeout_ms(1));
+  }
+  for (const Closing& stuck : closing) {
+    TERSE_WARN(
+        "rank %d: closing the endpoint to rank %d did not finish in time; releasing it "
+        "unflushed",
+        rank_, stuck.peer);
+    ucp_request_free(stuck.request);
+  }
+  // A forced close finishes the endpoint's outstanding requests (as cancelled) from callbacks
+  // that progress runs; drain them so that callers find their requests finished.
+  while (worker_ != nullptr && !deadline.expired() && worker_->progress() != 0) {
+  }
+}
+
+void Transport::close() {
+  if (closed_) return;
+  close_endpoints(/*force=*/false, default_deadline());
+  closed_ = true;
+}
+
+void Transport::abort() {
+  interrupted_.store(true);
+  if (closed_) return;
+  close_endpoints(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
+  closed_ = true;
+}
+
+}  // namespace terse

@@ -1,0 +1,126 @@
+// One rank's transport for one communicator: its UCX context and worker, an endpoint to every
+// rank (itself included), tagged nonblocking send/receive of host buffers, waits with deadlines,
+// and the small control collectives (barrier, allgather) the layers above need for setup.
+//
+// Threading: every call except interrupt() must come from one thread at a time (the worker runs
+// in UCS_THREAD_MODE_SINGLE); different ranks' transports are independent and may run on
+// different threads of one process.
+//
+// Failure model: a wait that cannot finish (peer died, request failed, TERSE_TIMEOUT_S passed,
+// interrupt()) returns ncclRemoteError naming the peer and the operation, after cancelling what
+// it waited for, so no request outlives it with the caller's buffer. Endpoints to peers that had
+// to be force-closed for that stay closed: the communicator is then broken, as NCCL's is after
+// an error, and should be aborted. How soon a dead peer is noticed depends on
+// TERSE_UCX_ERROR_MODE (transport_settings.h): at once with `peer`, at the deadline with `none`.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/deadline.h"
+#include "transport/transfer_request.h"
+#include "transport/ucx_context.h"
+#include "transport/ucx_endpoint.h"
+#include "transport/ucx_worker.h"
+#include "transport/unique_id.h"
+
+namespace terse {
+
+class Transport {
+ public:
+  // Creates this rank's UCX context and worker, joins the bootstrap rendezvous named by `id`
+  // (exchanging worker addresses and host identities with every rank) and creates an endpoint
+  // to every rank. Collective: all `nranks` ranks call it with the same id. nranks is limited to
+  // kMaxTaggedRanks (65536) by the tag layout.
+  static ncclResult_t create(const UniqueId& id, int rank, int nranks,
+                             std::unique_ptr<Transport>* out);
+
+  // close() unless already closed or aborted.
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  // The tag layout's communicator field for this communicator (derived from the unique id).
+  uint16_t communicator() const { return communicator_; }
+  // Equal for two ranks exactly when they run on the same host (host_identity.h).
+  const std::string& host_identity(int rank) const { return host_identities_[rank]; }
+  // TERSE_TIMEOUT_S as read at creation.
+  double timeout_seconds() const { return timeout_seconds_; }
+  // A deadline TERSE_TIMEOUT_S from now.
+  Deadline default_deadline() const { return Deadline::after_seconds(timeout_seconds_); }
+
+  // Posts a tagged send of `bytes` bytes to `peer` (any rank, this one included) and a receive
+  // of at most `bytes` bytes from `peer`. `operation` goes into the tag (tag_layout.h,
+  // make_operation); a receive matches only the message `peer` sent with the same operation.
+  // `buffer` may be null when `bytes` is 0. `*request` must not hold an unfinished transfer.
+  ncclResult_t send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                    TransferRequest* request);
+  ncclResult_t recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                    TransferRequest* request);
+
+  // Progresses until every request finished. On failure or at `deadline` cancels the rest and
+  // returns ncclRemoteError (ncclInvalidUsage when a message was longer than its receive
+  // buffer), with a message naming the peer, direction and operation.
+  ncclResult_t wait(TransferRequest* requests, size_t count, const Deadline& deadline);
+  ncclResult_t wait(std::vector<TransferRequest>* requests) {
+    return wait(requests->data(), requests->size(), default_deadline());
+  }
+
+  // One round of UCX progress, for callers that overlap work with communication.
+  void progress() { worker_->progress(); }
+
+  // Control collectives over the same endpoints, tagged apart from data operations (the tag's
+  // control bit and a sequence of their own). Every rank must call them in the same order.
+  // barrier: dissemination, ceil(log2 nranks) rounds of empty messages.
+  ncclResult_t barrier();
+  // allgather: every rank contributes `bytes` bytes; `all` receives nranks * bytes in rank
+  // order. A ring, nranks - 1 steps: meant for small setup data, not for tensors. A rank that
+  // passes a different size fails with ncclInvalidUsage.
+  ncclResult_t allgather(const void* mine, size_t bytes, void* all);
+
+  // Thread-safe: makes the current and every later wait() fail at once with ncclRemoteError
+  // (how an abort from another thread unblocks the rank's thread).
+  void interrupt() { interrupted_.store(true); }
+
+  // Closes every endpoint, flushing what was sent; bounded by TERSE_TIMEOUT_S, after which the
+  // remaining endpoints are released unflushed. Outstanding requests should have been waited.
+  void close();
+  // Force-closes every endpoint at once (outstanding requests complete as cancelled) and always
+  // returns within about a second, whatever the peers do.
+  void abort();
+
+ private:
+  Transport() = default;
+  ncclResult_t connect_endpoints(const std::vector<std::vector<uint8_t>>& table, UcxErrorMode mode);
+  ncclResult_t post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                         TransferRequest* request);
+  ncclResult_t post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                         TransferRequest* request);
+  ncclResult_t check_peer(int peer, const char* direction) const;
+  // wait()'s failure path: leaves every request finished, force-closing endpoints if needed.
+  void cancel_unfinished(TransferRequest* requests, size_t count);
+  void close_endpoints(bool force, const Deadline& deadline);
+  std::string describe(const TransferRequest& request) const;
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  uint16_t communicator_ = 0;
+  double timeout_seconds_ = 0;
+  std::shared_ptr<UcxContext> context_;
+  std::shared_ptr<UcxWorker> worker_;
+  std::vector<UcxEndpoint> endpoints_;  // by rank
+  std::vector<std::string> host_identities_;
+  uint32_t control_sequence_ = 0;
+  std::atomic<bool> interrupted_{false};
+  bool closed_ = false;
+};
+
+}  // namespace terse

@@ -1,0 +1,37 @@
+#include "transport/transport_settings.h"
+
+#include <cstdint>
+#include <string>
+
+#include "common/env.h"
+#include "common/result.h"
+
+namespace terse {
+
+ncclResult_t transport_timeout_seconds(double* seconds) {
+  int64_t value = 0;
+  TERSE_CHECK(env_int("TERSE_TIMEOUT_S", kDefaultTransportTimeoutSeconds, &value));
+  // A week is far beyond any real wait; the bound keeps deadline arithmetic from overflowing.
+  if (value <= 0 || value > 7 * 24 * 3600) {
+    return fail(ncclInvalidArgument,
+                "TERSE_TIMEOUT_S=%lld is out of range (expected 1 to 604800 seconds)",
+                static_cast<long long>(value));
+  }
+  *seconds = static_cast<double>(value);
+  return ncclSuccess;
+}
+
+ncclResult_t ucx_error_mode(UcxErrorMode* mode) {
+  std::string text = env_string("TERSE_UCX_ERROR_MODE", "peer");
+  if (text == "peer") {
+    *mode = UcxErrorMode::kPeer;
+  } else if (text == "none") {
+    *mode = UcxErrorMode::kNone;
+  } else {
+    return fail(ncclInvalidArgument, "TERSE_UCX_ERROR_MODE=%s is not 'peer' or 'none'",
+                text.c_str());
+  }
+  return ncclSuccess;
+}
+
+}  // namespace terse

@@ -1,0 +1,39 @@
+#include "transport/ucx_context.h"
+
+#include "common/env.h"
+#include "common/result.h"
+
+namespace terse {
+
+ncclResult_t UcxContext::create(size_t estimated_endpoints, std::shared_ptr<UcxContext>* out) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK) {
+    return fail(ncclSystemError, "UCX cannot read its configuration (UCX_* variables): %s",
+                ucs_status_string(status));
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  // WAKEUP lets an idle wait sleep on the worker's event descriptor instead of spinning: ranks
+  // run as threads on few cores in tests, and host-memory collectives block their caller.
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.estimated_num_eps = estimated_endpoints;
+  params.mt_workers_shared = 0;  // one worker per context, used by one thread
+  params.name = "terse";
+  ucp_context_h context = nullptr;
+  status = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (status != UCS_OK) {
+    return fail(ncclSystemError, "UCX initialisation failed: %s (UCX_TLS=%s)",
+                ucs_status_string(status), env_string("UCX_TLS", "unset").c_str());
+  }
+  out->reset(new UcxContext(context));
+  return ncclSuccess;
+}
+
+UcxContext::~UcxContext() {
+  ucp_cleanup(context_);
+}
+
+}  // namespace terse

@@ -1,0 +1,31 @@
+// One UCX context (ucp_context_h) per communicator rank, owning the library state for that rank.
+// Shared ownership: the worker, and through it every outstanding request, keeps its context
+// alive, so tearing things down in any order is safe.
+#pragma once
+
+#include <nccl.h>
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace terse {
+
+class UcxContext {
+ public:
+  // Reads the UCX_* environment (UCX_TLS and friends pick the wires) and initialises UCX for
+  // tagged messages and worker wake-up events. `estimated_endpoints` is a sizing hint.
+  static ncclResult_t create(size_t estimated_endpoints, std::shared_ptr<UcxContext>* out);
+
+  ~UcxContext();
+  UcxContext(const UcxContext&) = delete;
+  UcxContext& operator=(const UcxContext&) = delete;
+
+  ucp_context_h handle() const { return context_; }
+
+ private:
+  explicit UcxContext(ucp_context_h context) : context_(context) {}
+  ucp_context_h context_;
+};
+
+}  // namespace terse

@@ -1,0 +1,71 @@
+#include "transport/ucx_worker.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <cstring>
+
+#include "common/log.h"
+#include "common/result.h"
+
+namespace terse {
+
+ncclResult_t UcxWorker::create(std::shared_ptr<UcxContext> context,
+                               std::shared_ptr<UcxWorker>* out) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucp_worker_h worker = nullptr;
+  ucs_status_t status = ucp_worker_create(context->handle(), &params, &worker);
+  if (status != UCS_OK) {
+    return fail(ncclSystemError, "UCX cannot create a worker: %s", ucs_status_string(status));
+  }
+  int event_fd = -1;
+  status = ucp_worker_get_efd(worker, &event_fd);
+  if (status != UCS_OK) {
+    // Still correct, only busier: idle waits then yield the core instead of sleeping.
+    TERSE_INFO("UCX worker has no event descriptor (%s); idle waits will poll",
+               ucs_status_string(status));
+    event_fd = -1;
+  }
+  out->reset(new UcxWorker(std::move(context), worker, event_fd));
+  return ncclSuccess;
+}
+
+UcxWorker::~UcxWorker() {
+  ucp_worker_destroy(worker_);
+  callback_state_.clear();  // no callback can run any more
+}
+
+ncclResult_t UcxWorker::address(std::vector<uint8_t>* bytes) const {
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  ucs_status_t status = ucp_worker_get_address(worker_, &address, &length);
+  if (status != UCS_OK) {
+    return fail(ncclSystemError, "UCX cannot report the worker address: %s",
+                ucs_status_string(status));
+  }
+  const uint8_t* begin = reinterpret_cast<const uint8_t*>(address);
+  bytes->assign(begin, begin + length);
+  ucp_worker_release_address(worker_, address);
+  return ncclSuccess;
+}
+
+void UcxWorker::sleep_until_event(int max_ms) {
+  if (event_fd_ < 0 || max_ms <= 0) {
+    sched_yield();
+    return;
+  }
+  // UCX only signals the descriptor for events that arrive after arming; BUSY means some are
+  // already pending and the caller should progress instead.
+  ucs_status_t status = ucp_worker_arm(worker_);
+  if (status == UCS_ERR_BUSY) return;
+  if (status != UCS_OK) {
+    sched_yield();
+    return;
+  }
+  pollfd entry{event_fd_, POLLIN, 0};
+  poll(&entry, 1, max_ms);
+}
+
+}  // namespace terse

@@ -1,0 +1,54 @@
+// The UCX worker of one communicator rank: the progress engine all of that rank's endpoints and
+// requests live on. Created with UCS_THREAD_MODE_SINGLE, so only one thread at a time may use
+// it: the thread that drives this rank (the collectives layer guarantees this; ranks run as
+// threads in tests each own their worker).
+#pragma once
+
+#include <nccl.h>
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transport/ucx_context.h"
+
+namespace terse {
+
+class UcxWorker {
+ public:
+  static ncclResult_t create(std::shared_ptr<UcxContext> context, std::shared_ptr<UcxWorker>* out);
+
+  ~UcxWorker();
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_worker_h handle() const { return worker_; }
+
+  // The packed address peers create endpoints from (goes into the bootstrap table).
+  ncclResult_t address(std::vector<uint8_t>* bytes) const;
+
+  // One round of ucp_worker_progress; the number of events handled.
+  unsigned progress() { return ucp_worker_progress(worker_); }
+
+  // For an idle wait: arms the worker and sleeps on its event descriptor for at most `max_ms`,
+  // returning early when UCX signals an event. Returns at once when events are pending.
+  void sleep_until_event(int max_ms);
+
+  // Keeps `object` alive until the worker is destroyed: state that a UCX callback registered on
+  // this worker may still reach after its owner is gone (an endpoint's error-handler argument).
+  void keep_until_destroyed(std::shared_ptr<void> object) {
+    callback_state_.push_back(std::move(object));
+  }
+
+ private:
+  UcxWorker(std::shared_ptr<UcxContext> context, ucp_worker_h worker, int event_fd)
+      : context_(std::move(context)), worker_(worker), event_fd_(event_fd) {}
+
+  std::shared_ptr<UcxContext> context_;  // destroyed after the worker
+  ucp_worker_h worker_;
+  int event_fd_;  // owned by UCX; -1 when wake-up is unavailable
+  std::vector<std::shared_ptr<void>> callback_state_;
+};
+
+}  // namespace terse

@@ -1,0 +1,62 @@
+// The 128-byte unique id that names one communicator's rendezvous (the plugin copies it into
+// ncclUniqueId::internal). It carries where the bootstrap root listens and the secret every
+// rank must present to it:
+//
+//   offset  size  field
+//        0     4  magic "trse"
+//        4     2  format version (1), little-endian
+//        6     1  flags: bit 0 = no root runs yet, rank 0 starts it (NCCL_COMM_ID)
+//        7     1  address family: 4 or 6
+//        8     2  root port, little-endian
+//       10     2  zero
+//       12     4  IPv6 scope id (link-local addresses), little-endian
+//       16    16  root address (IPv4 uses the first 4 bytes)
+//       32     8  secret, little-endian
+//       40    88  zero
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/socket_address.h"
+
+namespace terse {
+
+constexpr size_t kUniqueIdBytes = 128;
+
+struct UniqueId {
+  char internal[kUniqueIdBytes];
+};
+static_assert(sizeof(UniqueId) == sizeof(ncclUniqueId), "must fit ncclUniqueId exactly");
+
+struct UniqueIdFields {
+  SocketAddress root;   // where the bootstrap root listens
+  uint64_t secret = 0;  // ranks present it; the root drops connections without it
+  bool root_started_by_rank_zero = false;  // set for NCCL_COMM_ID: rank 0 starts the root
+};
+
+void encode_unique_id(const UniqueIdFields& fields, UniqueId* id);
+// Refuses ids that are not terse's (wrong magic or version, unknown family, no port) with
+// ncclInvalidArgument, e.g. an id that was not broadcast intact.
+ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields);
+
+// What ncclGetUniqueId does. With TERSE_COMM_ID (or NCCL_COMM_ID) = host:port set it starts
+// nothing and returns an id naming that address, the same on every rank that calls it, so the
+// id need not be broadcast; rank 0 then starts the root there during init. Otherwise it starts a
+// bootstrap root in this process, listening on the interface chosen as described in
+// interface_address.h, with a fresh random secret (getrandom). The root serves one rendezvous
+// and exits; it also gives up TERSE_TIMEOUT_S after it started if not every rank came.
+ncclResult_t create_unique_id(UniqueId* id);
+
+// The id fields TERSE_COMM_ID / NCCL_COMM_ID describe; `*present` false when neither is set.
+// The secret is a hash of the variable's text: it keeps out ranks of a job that uses another
+// address, but anyone who knows the address knows it too (NCCL_COMM_ID has no secret at all).
+ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present);
+
+// A 16-bit communicator number for the tag layout, derived from the secret so that every rank
+// computes the same one without talking.
+uint16_t communicator_tag_id(uint64_t secret);
+
+}  // namespace terse
