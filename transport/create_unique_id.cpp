@@ -70,6 +70,12 @@ ncclResult_t create_unique_id(UniqueId* id) {
                fields.root.to_string().c_str());
     return ncclSuccess;
   }
+  return create_unique_id_with_own_root(id);
+}
+
+ncclResult_t create_unique_id_with_own_root(UniqueId* id) {
+  if (id == nullptr) return fail(ncclInvalidArgument, "unique id pointer is NULL");
+  UniqueIdFields fields;
   InterfaceAddress interface;
   TERSE_CHECK(find_interface_address(&interface));
   double timeout_seconds = 0;

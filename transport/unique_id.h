@@ -50,6 +50,11 @@ ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields);
 // and exits; it also gives up TERSE_TIMEOUT_S after it started if not every rank came.
 ncclResult_t create_unique_id(UniqueId* id);
 
+// Starts a bootstrap root in this process and returns its id whatever TERSE_COMM_ID says: for
+// ids made at run time (ncclCommSplit's sub-communicators), which must not all name the one
+// address the environment gives.
+ncclResult_t create_unique_id_with_own_root(UniqueId* id);
+
 // The id fields TERSE_COMM_ID / NCCL_COMM_ID describe; `*present` false when neither is set.
 // The secret is a hash of the variable's text: it keeps out ranks of a job that uses another
 // address, but anyone who knows the address knows it too (NCCL_COMM_ID has no secret at all).

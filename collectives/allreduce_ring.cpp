@@ -1,0 +1,215 @@
+// Ring allreduce: a ring reduce-scatter followed by a ring allgather (ring_pattern.h), each rank
+// sending 2(n-1)/n of the buffer, which is optimal in bandwidth; its 2(n-1) sequential steps make
+// it a poor choice for small messages (allreduce_selection.h).
+//
+// Pipelining. Every block is cut into pieces of context.piece_bytes (TERSE_PIECE_BYTES), so one
+// step of the ring becomes several messages ("units", numbered in the order both neighbours handle
+// them: the reduce-scatter's steps, then the allgather's, pieces in order within a step). A unit's
+// piece is sent as soon as its data is final here (the previous step's unit of the same piece has
+// been reduced or received), receives are posted kReceivesAhead units ahead into a ring of scratch
+// slots, and the worker is progressed between slices of every reduction, so the transfer of the
+// next pieces runs while this one is reduced.
+//
+// Buffers. The reduce-scatter accumulates in `recv`: a received piece lands in scratch, this
+// rank's own contribution is put into `recv` (copied, or scaled for PreMulSum/average) and the
+// scratch piece is combined into it. The allgather receives straight into `recv`, but a piece
+// may only be overwritten once the reduce-scatter's send of the same region (the same step and
+// piece, exactly (n-1) * pieces units earlier) has finished. `send` is only read, so
+// send == recv (in place) needs nothing special.
+//
+// No deadlock: a rank blocks only on (a) the receive of the unit it handles, whose send the
+// previous rank posts as soon as it has handled the unit a step earlier, or (b) the send of a
+// unit (n-1) * pieces units before the one it handles, which the next rank receives into a
+// receive it posted before waiting on anything newer. Following such waits around the ring the
+// unit numbers strictly decrease, so they cannot close a cycle.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "collectives/algorithm_scratch.h"
+#include "collectives/allreduce_algorithms.h"
+#include "collectives/in_flight_transfers.h"
+#include "collectives/reduce_op_stages.h"
+#include "collectives/reduction.h"
+#include "collectives/ring_pattern.h"
+#include "common/result.h"
+#include "transport/tag_layout.h"
+#include "transport/transport.h"
+
+namespace terse {
+namespace {
+
+// Receives posted ahead of the unit being reduced (and so scratch slots): enough to keep the
+// link busy while one piece is reduced, few enough that scratch stays a few pieces.
+constexpr size_t kReceivesAhead = 4;
+// The worker is progressed after every slice this big of a reduction.
+constexpr size_t kReduceSliceBytes = size_t{128} << 10;
+// At most this many pieces per block (pieces grow beyond context.piece_bytes if needed): more
+// would not pipeline any better, and every unit holds two request slots.
+constexpr size_t kMaxPiecesPerBlock = 1024;
+
+// Elements per piece: context.piece_bytes worth, but no more than kMaxPiecesPerBlock pieces for
+// the largest block (block 0).
+size_t ring_piece_elements(const AlgorithmContext& context, ncclDataType_t type,
+                           size_t largest_block) {
+  const size_t fewest = (largest_block + kMaxPiecesPerBlock - 1) / kMaxPiecesPerBlock;
+  return std::max(piece_elements(context, type), fewest);
+}
+
+class RingAllreduce {
+ public:
+  RingAllreduce(const CollectiveArgs& args, const AlgorithmContext& context)
+      : args_(args),
+        context_(context),
+        transport_(context.transport),
+        ring_(context.transport->rank(), context.transport->nranks()),
+        element_bytes_(nccl_type_size(args.type)),
+        piece_elements_(ring_piece_elements(context, args.type, ring_.block(args.count, 0).count)),
+        pieces_(pipeline_piece_count(ring_.block(args.count, 0).count, piece_elements_)),
+        phase_units_(static_cast<size_t>(ring_.steps()) * pieces_),
+        units_(2 * phase_units_),
+        slots_(std::min(kReceivesAhead, units_)),
+        slot_elements_(std::min(piece_elements_, ring_.block(args.count, 0).count)),
+        scratch_(slots_ * slot_elements_ * element_bytes_),
+        transfers_(transport_, 2 * units_, context.deadline) {}
+
+  ncclResult_t run() {
+    for (size_t unit = 0; unit < units_; ++unit) {
+      TERSE_CHECK(post_ready_sends(unit));
+      TERSE_CHECK(post_receives(unit));
+      TERSE_CHECK(transfers_.wait(recv_slot(unit)));
+      if (unit < phase_units_) reduce_received(unit);
+    }
+    return transfers_.wait_all();
+  }
+
+ private:
+  bool in_reduce_scatter(size_t unit) const { return unit < phase_units_; }
+  int step_of(size_t unit) const { return static_cast<int>((unit % phase_units_) / pieces_); }
+  size_t piece_of(size_t unit) const { return unit % pieces_; }
+  size_t send_slot(size_t unit) const { return unit; }
+  size_t recv_slot(size_t unit) const { return units_ + unit; }
+  uint32_t operation(size_t unit) const {
+    return make_operation(context_.sequence, static_cast<uint32_t>(unit));
+  }
+
+  ElementRange piece(int block, size_t unit) const {
+    return pipeline_piece(ring_.block(args_.count, block), piece_elements_, piece_of(unit));
+  }
+  ElementRange send_range(size_t unit) const {
+    const int step = step_of(unit);
+    return piece(in_reduce_scatter(unit) ? ring_.reduce_scatter_send_block(step)
+                                         : ring_.allgather_send_block(step),
+                 unit);
+  }
+  ElementRange recv_range(size_t unit) const {
+    const int step = step_of(unit);
+    return piece(in_reduce_scatter(unit) ? ring_.reduce_scatter_recv_block(step)
+                                         : ring_.allgather_recv_block(step),
+                 unit);
+  }
+
+  uint8_t* recv_at(const ElementRange& range) const {
+    return static_cast<uint8_t*>(args_.recv) + range.offset * element_bytes_;
+  }
+  const uint8_t* send_at(const ElementRange& range) const {
+    return static_cast<const uint8_t*>(args_.send) + range.offset * element_bytes_;
+  }
+  uint8_t* scratch_slot(size_t unit) {
+    return scratch_.data() + (unit % slots_) * slot_elements_ * element_bytes_;
+  }
+
+  // Posts, in unit order, every send whose data is final: the first step's pieces (this rank's
+  // own contribution) at once, any later unit's once the unit a step before it was handled.
+  ncclResult_t post_ready_sends(size_t handled_units) {
+    for (; next_send_ < units_ && next_send_ < handled_units + pieces_; ++next_send_) {
+      const ElementRange range = send_range(next_send_);
+      const uint8_t* data = recv_at(range);
+      if (next_send_ < pieces_) {
+        // Out of place and unscaled, the own contribution goes out straight from `send`.
+        if (args_.send == args_.recv || contribution_needs_scaling(args_.op)) {
+          prepare_contribution(args_.type, args_.op, recv_at(range), send_at(range), range.count);
+        } else {
+          data = send_at(range);
+        }
+      }
+      TERSE_CHECK(transfers_.send(send_slot(next_send_), ring_.next(), operation(next_send_), data,
+                                  range.count * element_bytes_));
+    }
+    return ncclSuccess;
+  }
+
+  // Posts receives up to kReceivesAhead units past `unit`, the one about to be waited for. An
+  // allgather receive overwrites the region the reduce-scatter sent from at the same step and
+  // piece; it waits for that send only when it is the receive needed now, and otherwise stops
+  // posting ahead until the send has finished.
+  ncclResult_t post_receives(size_t unit) {
+    for (; next_recv_ < units_ && next_recv_ < unit + slots_; ++next_recv_) {
+      const ElementRange range = recv_range(next_recv_);
+      if (in_reduce_scatter(next_recv_)) {
+        TERSE_CHECK(transfers_.recv(recv_slot(next_recv_), ring_.previous(), operation(next_recv_),
+                                    scratch_slot(next_recv_), range.count * element_bytes_));
+        continue;
+      }
+      const size_t overlapping_send = send_slot(next_recv_ - phase_units_);
+      // (A send not posted yet lies ahead of the sends' front; stop here too.)
+      if (!transfers_.posted(overlapping_send) || !transfers_.finished(overlapping_send)) {
+        if (next_recv_ != unit) break;
+        TERSE_CHECK(transfers_.wait(overlapping_send));
+      }
+      TERSE_CHECK(transfers_.recv(recv_slot(next_recv_), ring_.previous(), operation(next_recv_),
+                                  recv_at(range), range.count * element_bytes_));
+    }
+    return ncclSuccess;
+  }
+
+  // Combines a received reduce-scatter piece with this rank's own contribution in `recv`; the
+  // last step's piece is then final and gets the op's finishing touch (integer average).
+  void reduce_received(size_t unit) {
+    const ElementRange range = recv_range(unit);
+    uint8_t* accumulator = recv_at(range);
+    prepare_contribution(args_.type, args_.op, accumulator, send_at(range), range.count);
+    const uint8_t* operand = scratch_slot(unit);
+    const size_t slice = std::max<size_t>(1, kReduceSliceBytes / element_bytes_);
+    for (size_t done = 0; done < range.count; done += slice) {
+      const size_t n = std::min(slice, range.count - done);
+      reduce_into(args_.type, args_.op.kind, accumulator + done * element_bytes_,
+                  operand + done * element_bytes_, n);
+      transport_->progress();
+    }
+    if (step_of(unit) == ring_.steps() - 1) {
+      finish_result(args_.type, args_.op, accumulator, range.count);
+    }
+  }
+
+  const CollectiveArgs& args_;
+  const AlgorithmContext& context_;
+  Transport* transport_;
+  RingPattern ring_;
+  size_t element_bytes_;
+  size_t piece_elements_;
+  size_t pieces_;       // per block, the same for every block (the last ones may be empty)
+  size_t phase_units_;  // units of the reduce-scatter, and of the allgather
+  size_t units_;
+  size_t slots_;          // scratch slots, one per receive posted ahead
+  size_t slot_elements_;  // the largest piece
+  // Declared before the transfers so that it outlives any receive still being cancelled.
+  AlgorithmScratch scratch_;
+  InFlightTransfers transfers_;
+  size_t next_send_ = 0;
+  size_t next_recv_ = 0;
+};
+
+}  // namespace
+
+ncclResult_t ring_allreduce(const CollectiveArgs& args, const AlgorithmContext& context) {
+  if (args.count == 0) return ncclSuccess;
+  if (context.transport->nranks() == 1) {
+    prepare_contribution(args.type, args.op, args.recv, args.send, args.count);
+    finish_result(args.type, args.op, args.recv, args.count);
+    return ncclSuccess;
+  }
+  return RingAllreduce(args, context).run();
+}
+
+}  // namespace terse

@@ -1,0 +1,71 @@
+// What one collective call asks for, in the form every algorithm takes. The plugin validates a
+// user's call and fills this; the communicator assigns the operation sequence and runs the
+// algorithm the selector picked. Buffers are host memory here (device buffers are staged by the
+// communicator before an algorithm sees them).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/reduction.h"
+#include "transport/deadline.h"
+
+namespace terse {
+
+class Transport;
+
+enum class CollectiveKind {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kSend,
+  kRecv,
+};
+
+const char* collective_name(CollectiveKind kind);
+
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  // Elements per rank as NCCL counts them: allreduce/broadcast/reduce the whole buffer;
+  // allgather/gather the per-rank send count; reduce-scatter/scatter the per-rank recv count;
+  // alltoall the count exchanged with each peer; send/recv the message.
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  ReduceOp op;
+  int root = 0;  // broadcast, reduce, gather, scatter
+  int peer = 0;  // send, recv
+};
+
+// What an algorithm runs with: one rank's transport, the operation number that keeps its
+// messages apart from every other operation's (tag_layout.h: make_operation(sequence, step)),
+// and the deadline after which it gives up with ncclRemoteError.
+//
+// `piece_bytes` is how large a pipeline piece may be (TERSE_PIECE_BYTES, read by the
+// communicator; default kDefaultPieceBytes): algorithms cut big messages into pieces of at most
+// this many bytes so several are in flight and temporary memory stays a few pieces.
+constexpr size_t kDefaultPieceBytes = size_t{1} << 20;
+
+struct AlgorithmContext {
+  Transport* transport = nullptr;
+  uint32_t sequence = 0;
+  Deadline deadline = Deadline::after_seconds(0);
+  size_t piece_bytes = kDefaultPieceBytes;
+};
+
+// Elements of `type` in one pipeline piece (at least 1).
+inline size_t piece_elements(const AlgorithmContext& context, ncclDataType_t type) {
+  const size_t element_bytes = nccl_type_size(type);
+  const size_t elements = element_bytes == 0 ? 0 : context.piece_bytes / element_bytes;
+  return elements == 0 ? 1 : elements;
+}
+
+}  // namespace terse

@@ -1,0 +1,365 @@
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/operation_numbers.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "transport/tag_layout.h"
+
+namespace terse {
+namespace {
+
+bool is_point_to_point(CollectiveKind kind) {
+  return kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv;
+}
+
+bool has_root(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce ||
+         kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter;
+}
+
+// How many count-sized blocks the largest buffer of the call holds (on some rank).
+size_t blocks_per_buffer(CollectiveKind kind, int nranks) {
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
+      return static_cast<size_t>(nranks);
+    default:
+      return 1;
+  }
+}
+
+// Which buffers this rank reads or writes (NCCL ignores sendbuff off the root of a broadcast
+// or scatter and recvbuff off the root of a reduce or gather).
+void buffers_used(const CollectiveArgs& args, int rank, bool* send, bool* recv) {
+  const bool root = rank == args.root;
+  switch (args.kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+      *send = root;
+      *recv = true;
+      return;
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kGather:
+      *send = true;
+      *recv = root;
+      return;
+    case CollectiveKind::kSend:
+      *send = true;
+      *recv = false;
+      return;
+    case CollectiveKind::kRecv:
+      *send = false;
+      *recv = true;
+      return;
+    default:
+      *send = *recv = true;
+      return;
+  }
+}
+
+// Transport::wait with a deadline already past cancels whatever is unfinished (force-closing
+// endpoints where a send cannot be cancelled), so no request outlives the call with a user's
+// buffer; the first error stays the thread's last error.
+void cancel_unfinished(Transport* transport, std::vector<TransferRequest>* requests,
+                       ncclResult_t code) {
+  const std::string first = last_error();
+  transport->wait(requests->data(), requests->size(), Deadline::after_seconds(0));
+  if (first != last_error()) fail(code, "%s", first.c_str());
+}
+
+}  // namespace
+
+ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int cuda_device,
+                                  std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "communicator output pointer is NULL");
+  std::unique_ptr<Communicator> comm(new Communicator());
+  TERSE_CHECK(AlgorithmSelection::from_environment(&comm->selection_));
+  uint64_t piece_bytes = 0;
+  TERSE_CHECK(env_bytes("TERSE_PIECE_BYTES", kDefaultPieceBytes, &piece_bytes));
+  if (piece_bytes == 0) {
+    return fail(ncclInvalidArgument, "TERSE_PIECE_BYTES is 0; a pipeline piece needs a byte");
+  }
+  comm->piece_bytes_ = static_cast<size_t>(piece_bytes);
+  TERSE_CHECK(Transport::create(id, rank, nranks, &comm->transport_));
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  comm->cuda_device_ = cuda_device;
+  comm->sends_issued_.assign(static_cast<size_t>(nranks), 0);
+  comm->receives_issued_.assign(static_cast<size_t>(nranks), 0);
+  *out = std::move(comm);
+  return ncclSuccess;
+}
+
+Communicator::~Communicator() {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  if (transport_ == nullptr || aborted_ || finalized_) return;
+  // A broken communicator's peers may be dead: flushing to them would wait for the deadline.
+  if (async_error_.load() != ncclSuccess) {
+    transport_->abort();
+  } else {
+    transport_->close();
+  }
+}
+
+std::string Communicator::async_error_message() const {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return async_error_message_;
+}
+
+void Communicator::break_with(ncclResult_t result) {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  if (async_error_.load() != ncclSuccess) return;  // the first error explains the rest
+  async_error_message_ = last_error();
+  async_error_.store(result);
+}
+
+ncclResult_t Communicator::check_arguments(const CollectiveArgs& args) const {
+  const char* what = collective_name(args.kind);
+  const size_t element_bytes = nccl_type_size(args.type);
+  if (element_bytes == 0) {
+    return fail(ncclInvalidArgument, "%s: datatype %d is not a valid ncclDataType_t", what,
+                static_cast<int>(args.type));
+  }
+  if (has_root(args.kind) && (args.root < 0 || args.root >= nranks_)) {
+    return fail(ncclInvalidArgument, "%s: root %d is out of range for a communicator of %d ranks",
+                what, args.root, nranks_);
+  }
+  if (is_point_to_point(args.kind) && (args.peer < 0 || args.peer >= nranks_)) {
+    return fail(ncclInvalidArgument, "%s: peer %d is out of range for a communicator of %d ranks",
+                what, args.peer, nranks_);
+  }
+  const size_t blocks = blocks_per_buffer(args.kind, nranks_);
+  if (args.count > SIZE_MAX / element_bytes / blocks) {
+    return fail(ncclInvalidArgument,
+                "%s: count %zu of %s (%zu bytes each, %zu blocks) overflows the byte count", what,
+                args.count, nccl_type_name(args.type), element_bytes, blocks);
+  }
+  if (args.count > 0) {
+    bool send = false, recv = false;
+    buffers_used(args, rank_, &send, &recv);
+    if (send && args.send == nullptr) {
+      return fail(ncclInvalidArgument, "%s: sendbuff is NULL with count %zu", what, args.count);
+    }
+    if (recv && args.recv == nullptr) {
+      return fail(ncclInvalidArgument, "%s: recvbuff is NULL with count %zu", what, args.count);
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Communicator::check_usable() const {
+  if (aborted_) {
+    return fail(ncclInvalidUsage, "rank %d: the communicator was aborted", rank_);
+  }
+  if (finalized_) {
+    return fail(ncclInvalidUsage, "rank %d: the communicator was finalized", rank_);
+  }
+  const ncclResult_t broken = async_error_.load();
+  if (broken != ncclSuccess) {
+    return fail(broken, "rank %d: the communicator failed earlier and must be aborted: %s", rank_,
+                async_error_message().c_str());
+  }
+  return ncclSuccess;
+}
+
+AlgorithmContext Communicator::collective_context() {
+  AlgorithmContext context;
+  context.transport = transport_.get();
+  context.sequence = collective_sequence(collectives_issued_++);
+  context.deadline = transport_->default_deadline();
+  context.piece_bytes = piece_bytes_;
+  return context;
+}
+
+AlgorithmContext Communicator::point_to_point_context(const CollectiveArgs& args) {
+  std::vector<uint64_t>& issued =
+      args.kind == CollectiveKind::kSend ? sends_issued_ : receives_issued_;
+  AlgorithmContext context;
+  context.transport = transport_.get();
+  context.sequence = point_to_point_sequence(issued[static_cast<size_t>(args.peer)]++);
+  context.deadline = transport_->default_deadline();
+  context.piece_bytes = piece_bytes_;
+  return context;
+}
+
+ncclResult_t Communicator::run(const CollectiveArgs& args) {
+  return run(args, nullptr);
+}
+
+ncclResult_t Communicator::run(const CollectiveArgs& args, const AlgorithmInfo* algorithm) {
+  TERSE_CHECK(check_arguments(args));
+  if (algorithm != nullptr && algorithm->kind != args.kind) {
+    return fail(ncclInvalidArgument, "algorithm %s implements %s, not %s", algorithm->name,
+                collective_name(algorithm->kind), collective_name(args.kind));
+  }
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  set_log_rank(rank_);  // this thread's log lines now show the rank it works for
+  TERSE_CHECK(check_usable());
+  return run_locked(args, algorithm);
+}
+
+ncclResult_t Communicator::run_locked(const CollectiveArgs& args, const AlgorithmInfo* algorithm) {
+  // NCCL treats an empty send or receive as nothing to do, on both sides.
+  if (is_point_to_point(args.kind) && args.count == 0) return ncclSuccess;
+  if (algorithm == nullptr) algorithm = selection_.choose(args);
+  if (algorithm == nullptr) {
+    return fail(ncclInvalidUsage, "rank %d: no algorithm implements %s (known: %s)", rank_,
+                collective_name(args.kind), algorithm_names().c_str());
+  }
+  const AlgorithmContext context =
+      is_point_to_point(args.kind) ? point_to_point_context(args) : collective_context();
+  TERSE_TRACE("rank %d: %s of %zu x %s with %s (operation sequence %u)", rank_,
+              collective_name(args.kind), args.count, nccl_type_name(args.type), algorithm->name,
+              context.sequence);
+  const ncclResult_t result = algorithm->run(args, context);
+  if (result != ncclSuccess) break_with(result);
+  return result;
+}
+
+ncclResult_t Communicator::run_batch(const std::vector<CollectiveArgs>& calls) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  set_log_rank(rank_);
+  TERSE_CHECK(check_usable());
+  std::vector<TransferRequest> transfers;
+  transfers.reserve(calls.size());
+  for (const CollectiveArgs& call : calls) {
+    if (!is_point_to_point(call.kind) || call.count == 0) continue;
+    const AlgorithmContext context = point_to_point_context(call);
+    const uint32_t operation = make_operation(context.sequence, 0);
+    const size_t bytes = call.count * nccl_type_size(call.type);
+    transfers.emplace_back();
+    const ncclResult_t result =
+        call.kind == CollectiveKind::kSend
+            ? transport_->send(call.peer, operation, call.send, bytes, &transfers.back())
+            : transport_->recv(call.peer, operation, call.recv, bytes, &transfers.back());
+    if (result != ncclSuccess) {
+      cancel_unfinished(transport_.get(), &transfers, result);
+      break_with(result);
+      return result;
+    }
+  }
+  for (const CollectiveArgs& call : calls) {
+    if (is_point_to_point(call.kind)) continue;
+    const ncclResult_t result = run_locked(call, nullptr);
+    if (result != ncclSuccess) {
+      cancel_unfinished(transport_.get(), &transfers, result);
+      return result;
+    }
+  }
+  ncclResult_t result =
+      transport_->wait(transfers.data(), transfers.size(), transport_->default_deadline());
+  for (size_t i = 0; result == ncclSuccess && i < transfers.size(); ++i) {
+    const TransferRequest& request = transfers[i];
+    if (request.direction() == TransferDirection::kReceive &&
+        request.received_bytes() != request.bytes()) {
+      result = fail(ncclInvalidUsage,
+                    "rank %d: the message from rank %d held %zu bytes where the receive expected "
+                    "%zu; do the send and receive counts and datatypes agree?",
+                    rank_, request.peer(), request.received_bytes(), request.bytes());
+    }
+  }
+  if (result != ncclSuccess) break_with(result);
+  return result;
+}
+
+ncclResult_t Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "split: newcomm pointer is NULL");
+  out->reset();
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    return fail(ncclInvalidArgument, "split: color %d is negative and not NCCL_SPLIT_NOCOLOR (%d)",
+                color, NCCL_SPLIT_NOCOLOR);
+  }
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  TERSE_CHECK(check_usable());
+
+  struct Choice {
+    int32_t color;
+    int32_t key;
+  };
+  const Choice mine{color, key};
+  std::vector<Choice> choices(static_cast<size_t>(nranks_));
+  ncclResult_t result = transport_->allgather(&mine, sizeof(mine), choices.data());
+  if (result != ncclSuccess) {
+    break_with(result);
+    return result;
+  }
+  // The ranks of this color in their new order: by key, ties by rank.
+  std::vector<int> members;
+  for (int rank = 0; rank < nranks_; ++rank) {
+    if (color != NCCL_SPLIT_NOCOLOR && choices[static_cast<size_t>(rank)].color == color) {
+      members.push_back(rank);
+    }
+  }
+  const bool creates_root = !members.empty() && members.front() == rank_;
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return choices[static_cast<size_t>(a)].key < choices[static_cast<size_t>(b)].key;
+  });
+
+  // The lowest rank of each color starts the bootstrap root; every rank takes part in the
+  // exchange of ids, contributing zeros unless it created one (or failed to).
+  UniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  ncclResult_t created = ncclSuccess;
+  std::string creation_error;
+  if (creates_root) {
+    created = create_unique_id_with_own_root(&id);
+    if (created != ncclSuccess) {
+      creation_error = last_error();
+      std::memset(&id, 0, sizeof(id));
+    }
+  }
+  std::vector<UniqueId> ids(static_cast<size_t>(nranks_));
+  result = transport_->allgather(&id, sizeof(id), ids.data());
+  if (result != ncclSuccess) {
+    break_with(result);
+    return result;
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  if (created != ncclSuccess) return fail(created, "split: %s", creation_error.c_str());
+
+  const int creator = *std::min_element(members.begin(), members.end());
+  const UniqueId& new_id = ids[static_cast<size_t>(creator)];
+  const UniqueId zero_id{};
+  if (std::memcmp(&new_id, &zero_id, sizeof(UniqueId)) == 0) {
+    return fail(ncclSystemError,
+                "split: rank %d, which starts the bootstrap of color %d, could not (see its log)",
+                creator, color);
+  }
+  const int new_rank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  TERSE_INFO("split: rank %d becomes rank %d of %zu (color %d, key %d)", rank_, new_rank,
+             members.size(), color, key);
+  return Communicator::create(new_id, new_rank, static_cast<int>(members.size()), cuda_device_,
+                              out);
+}
+
+ncclResult_t Communicator::finalize() {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  if (aborted_) return fail(ncclInvalidUsage, "rank %d: the communicator was aborted", rank_);
+  if (finalized_) return ncclSuccess;
+  finalized_ = true;
+  if (async_error_.load() != ncclSuccess) {
+    transport_->abort();
+  } else {
+    transport_->close();
+  }
+  return ncclSuccess;
+}
+
+void Communicator::abort() {
+  // Thread-safe: makes a wait in progress (holding call_mutex_) fail at once.
+  if (transport_ != nullptr) transport_->interrupt();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  if (aborted_) return;
+  aborted_ = true;
+  if (transport_ != nullptr && !finalized_) transport_->abort();
+}
+
+}  // namespace terse

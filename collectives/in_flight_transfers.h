@@ -1,0 +1,58 @@
+// The transfers one algorithm call has posted, in numbered slots, so that it can wait for any
+// single one while the others stay in flight (how a pipeline overlaps work with communication),
+// and so that no request outlives the call: when a wait or a post fails, or the object goes out
+// of scope with transfers unfinished, everything still in flight is cancelled through the
+// transport before the caller's buffers can be reused or freed.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "transport/deadline.h"
+#include "transport/transfer_request.h"
+#include "transport/transport.h"
+
+namespace terse {
+
+class InFlightTransfers {
+ public:
+  // `slots` transfers at most, numbered 0..slots-1; every wait ends at `deadline`.
+  InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline);
+  // Cancels whatever is unfinished (after an error or an early return).
+  ~InFlightTransfers();
+  InFlightTransfers(const InFlightTransfers&) = delete;
+  InFlightTransfers& operator=(const InFlightTransfers&) = delete;
+
+  // Posts into `slot`, which must not hold an unfinished transfer (wait for it first).
+  ncclResult_t send(size_t slot, int peer, uint32_t operation, const void* buffer, size_t bytes);
+  ncclResult_t recv(size_t slot, int peer, uint32_t operation, void* buffer, size_t bytes);
+
+  // Whether the slot was ever posted, and whether its transfer ended (successfully or not).
+  // finished() does not progress the worker; an empty slot counts as finished.
+  bool posted(size_t slot) const { return requests_[slot].posted(); }
+  bool finished(size_t slot);
+
+  // Progresses until the transfer in `slot` finished. A receive must have filled its whole
+  // buffer: every rank computes message sizes the same way, so a short message means the ranks
+  // disagree about the call (e.g. different counts) and fails with ncclInvalidUsage. On any
+  // failure every other transfer is cancelled too and the first error is what the caller sees.
+  ncclResult_t wait(size_t slot);
+  // Progresses until every posted transfer finished.
+  ncclResult_t wait_all();
+
+  size_t slots() const { return requests_.size(); }
+
+ private:
+  // Cancels every unfinished transfer, keeping `code` and the message of the first failure as
+  // this thread's last error.
+  ncclResult_t cancel_all_after(ncclResult_t code);
+
+  Transport* transport_;
+  Deadline deadline_;
+  std::vector<TransferRequest> requests_;
+};
+
+}  // namespace terse

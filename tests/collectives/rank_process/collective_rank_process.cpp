@@ -1,0 +1,140 @@
+// One rank of a multi-process collectives test (the launcher and exit codes are the transport
+// tests', rank_process_protocol.h). Reports through its exit code; says what went wrong on
+// stderr.
+//
+// Scenario "dead-peer": every rank runs rounds of collectives (allgather, broadcast,
+// reduce-scatter); the last rank kills itself (SIGKILL) after the first round, as a crashed
+// process would. The others must get ncclRemoteError from the collective they are in within
+// TERSE_TIMEOUT_S, see it again from ncclCommGetAsyncError and, at once, from the next call, and
+// abort promptly.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "rank_process_protocol.h"
+#include "transport/transport_settings.h"
+
+namespace terse {
+namespace test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kScenarioCollectiveDeadPeer = "dead-peer";
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int report(int code, int rank, const std::string& what) {
+  fprintf(stderr, "collective_rank_process rank %d: %s\n", rank, what.c_str());
+  return code;
+}
+
+// One round: three collectives of 64K floats each.
+ncclResult_t run_round(Communicator& comm, std::vector<float>* data, std::vector<float>* out) {
+  const size_t count = data->size() / comm.nranks();
+  CollectiveArgs args;
+  args.type = ncclFloat32;
+  args.kind = CollectiveKind::kAllGather;
+  args.send = data->data();
+  args.recv = out->data();
+  args.count = count;
+  TERSE_CHECK(comm.run(args));
+  args.kind = CollectiveKind::kBroadcast;
+  args.count = data->size();
+  args.send = data->data();
+  args.recv = data->data();
+  args.root = 0;
+  TERSE_CHECK(comm.run(args));
+  args.kind = CollectiveKind::kReduceScatter;
+  args.send = data->data();
+  args.recv = out->data();
+  args.count = count;
+  return comm.run(args);
+}
+
+int run_dead_peer(std::unique_ptr<Communicator> comm, double timeout) {
+  const int rank = comm->rank();
+  const int victim = comm->nranks() - 1;
+  std::vector<float> data(static_cast<size_t>(comm->nranks()) * 16384, 1.0f), out(data.size());
+  ncclResult_t result = run_round(*comm, &data, &out);
+  if (result != ncclSuccess) return report(kRankExchangeFailed, rank, last_error());
+  if (rank == victim) raise(SIGKILL);
+
+  const double slack = 5.0;
+  for (int round = 1; result == ncclSuccess && round < 1000; ++round) {
+    Clock::time_point started = Clock::now();
+    result = run_round(*comm, &data, &out);
+    if (result != ncclSuccess && seconds_since(started) > timeout + slack) {
+      return report(kRankErrorTooLate, rank,
+                    "the error came after " + std::to_string(seconds_since(started)) + " s");
+    }
+  }
+  if (result == ncclSuccess) {
+    return report(kRankNoErrorFromDeadPeer, rank, "every round succeeded without the victim");
+  }
+  if (result != ncclRemoteError) {
+    return report(kRankWrongErrorFromDeadPeer, rank,
+                  std::string(result_string(result)) + ": " + last_error());
+  }
+  fprintf(stderr, "collective_rank_process rank %d: as expected: %s\n", rank, last_error());
+  if (comm->async_error() != ncclRemoteError) {
+    return report(kRankWrongErrorFromDeadPeer, rank, "ncclCommGetAsyncError did not report it");
+  }
+  // A broken communicator refuses further calls at once, with the same error.
+  Clock::time_point again = Clock::now();
+  result = run_round(*comm, &data, &out);
+  if (result != ncclRemoteError || seconds_since(again) > 1.0) {
+    return report(kRankWrongErrorFromDeadPeer, rank,
+                  "the call after the failure did not fail at once with ncclRemoteError");
+  }
+  Clock::time_point abort_started = Clock::now();
+  comm->abort();
+  comm.reset();
+  if (seconds_since(abort_started) > 3.0) {
+    return report(kRankAbortTooSlow, rank,
+                  "abort took " + std::to_string(seconds_since(abort_started)) + " s");
+  }
+  return kRankOk;
+}
+
+int run(int argc, char** argv) {
+  UniqueId id;
+  if (argc != 5 || !unique_id_from_hex(argv[4], &id)) {
+    fprintf(stderr, "usage: %s <scenario> <rank> <nranks> <unique id in hex>\n", argv[0]);
+    return kRankBadArguments;
+  }
+  const std::string scenario = argv[1];
+  const int rank = atoi(argv[2]);
+  const int nranks = atoi(argv[3]);
+  double timeout = 0;
+  if (transport_timeout_seconds(&timeout) != ncclSuccess) return kRankBadArguments;
+  // Whatever happens, this process must not outlive a broken test.
+  alarm(static_cast<unsigned>(3 * timeout + 20));
+  set_log_rank(rank);
+
+  std::unique_ptr<Communicator> comm;
+  if (Communicator::create(id, rank, nranks, -1, &comm) != ncclSuccess) {
+    return report(kRankCreateFailed, rank, last_error());
+  }
+  if (scenario == kScenarioCollectiveDeadPeer) return run_dead_peer(std::move(comm), timeout);
+  return report(kRankBadArguments, rank, "unknown scenario " + scenario);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace terse
+
+int main(int argc, char** argv) {
+  return terse::test::run(argc, argv);
+}
