@@ -17,18 +17,28 @@
 namespace terse {
 namespace {
 
+// The optional error output and accumulation are hoisted out of the loops (GCC does not
+// unswitch them before vectorising), so each loop body is straight-line code.
 template <typename In, typename Wire>
 TERSE_CPU_DISPATCH void cast_encode_cpu(const typename In::Storage* input,
                                         typename Wire::Storage* payload, float* error,
                                         size_t count) {
-  for (size_t i = 0; i < count; ++i) cast_encode_element<In, Wire>(input, payload, error, i);
+  if (error == nullptr) {
+    for (size_t i = 0; i < count; ++i) cast_encode_element<In, Wire>(input, payload, nullptr, i);
+  } else {
+    for (size_t i = 0; i < count; ++i) cast_encode_element<In, Wire>(input, payload, error, i);
+  }
 }
 
 template <typename Wire, typename Out>
 TERSE_CPU_DISPATCH void cast_decode_cpu(const typename Wire::Storage* payload,
                                         typename Out::Storage* output, bool accumulate,
                                         size_t count) {
-  for (size_t i = 0; i < count; ++i) cast_decode_element<Wire, Out>(payload, output, accumulate, i);
+  if (accumulate) {
+    for (size_t i = 0; i < count; ++i) cast_decode_element<Wire, Out>(payload, output, true, i);
+  } else {
+    for (size_t i = 0; i < count; ++i) cast_decode_element<Wire, Out>(payload, output, false, i);
+  }
 }
 
 class CastCodec final : public Codec {

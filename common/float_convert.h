@@ -61,10 +61,25 @@ TERSE_HD uint16_t float_to_half(float value) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(value));
 #else
-  _Float16 half = static_cast<_Float16>(value);
-  uint16_t bits;
-  memcpy(&bits, &half, sizeof(bits));
-  return bits;
+  // Round to nearest even with integer arithmetic and masks, all three cases computed and one
+  // selected, so CPU loops vectorise (GCC has no vector type for _Float16 without AVX512-FP16).
+  // Overflow goes to infinity and NaN to the canonical quiet NaN, as __float2half_rn does.
+  uint32_t bits = float_bits(value);
+  uint32_t sign = bits & 0x80000000u;
+  uint32_t magnitude = bits ^ sign;
+  // Normal results: rebias, then add half an ulp minus one plus the lowest kept bit (ties to
+  // even) before dropping the 13 extra mantissa bits.
+  uint32_t normal = (magnitude + ((15u - 127u) << 23) + 0xfffu + ((magnitude >> 13) & 1u)) >> 13;
+  // Subnormal results: adding a magic float lets the FPU do the rounding at the right place.
+  const float denormal_magic = bits_float(((127u - 15u) + (23u - 10u) + 1u) << 23);
+  uint32_t subnormal =
+      float_bits(bits_float(magnitude) + denormal_magic) - float_bits(denormal_magic);
+  uint32_t overflow = 0x7c00u | (0x0200u & (0u - static_cast<uint32_t>(magnitude > 0x7f800000u)));
+  uint32_t is_overflow = 0u - static_cast<uint32_t>(magnitude >= ((127u + 16u) << 23));
+  uint32_t is_subnormal = 0u - static_cast<uint32_t>(magnitude < (113u << 23));
+  uint32_t result = (overflow & is_overflow) | (subnormal & is_subnormal) |
+                    (normal & ~(is_overflow | is_subnormal));
+  return static_cast<uint16_t>(result | (sign >> 16));
 #endif
 }
 
