@@ -1,0 +1,17 @@
+// ncclCommDestroy closes a communicator's transport on a thread of its own. Closing flushes
+// what was sent, which needs the peers to progress too; when one thread owns several ranks of a
+// job (ncclCommInitAll, or InitRank inside a group) and destroys them one after another, a
+// synchronous close would wait for peers that thread has not reached yet, until the timeout.
+// Closing in the background lets every rank's close progress together; the library waits for
+// the closes still running when the process exits.
+#pragma once
+
+#include <memory>
+
+#include "collectives/communicator.h"
+
+namespace terse {
+
+void close_in_background(std::unique_ptr<Communicator> engine);
+
+}  // namespace terse

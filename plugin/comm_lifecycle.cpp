@@ -1,0 +1,233 @@
+// Communicator life: version, unique id, init (rank, config, all), split, finalize, destroy,
+// abort, and the accessors.
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "collectives/group.h"
+#include "common/result.h"
+#include "plugin/background_close.h"
+#include "plugin/nccl_api.h"
+#include "plugin/nccl_comm.h"
+#if TERSE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace terse {
+namespace {
+
+constexpr unsigned int kConfigMagic = 0xcafebeef;
+
+// Checks an ncclConfig_t. Only `blocking` matters to terse: every call completes before it
+// returns, so a nonblocking communicator is simply one whose calls never return
+// ncclInProgress. The other fields tune NCCL's GPU kernels and are accepted and ignored.
+ncclResult_t check_config(const ncclConfig_t* config) {
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != kConfigMagic) {
+    return fail(ncclInvalidArgument,
+                "config has magic 0x%x, not 0x%x: initialise it with NCCL_CONFIG_INITIALIZER",
+                config->magic, kConfigMagic);
+  }
+  const size_t blocking_end = offsetof(ncclConfig_t, blocking) + sizeof(int);
+  if (config->size < blocking_end || config->size > (size_t{1} << 16)) {
+    return fail(ncclInvalidArgument, "config size %zu is not the size of any ncclConfig_t",
+                config->size);
+  }
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+    return fail(ncclInvalidArgument, "config blocking %d is neither 0 nor 1", config->blocking);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t check_init(ncclComm_t* comm, int nranks, int rank) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, "comm (the output pointer) is null");
+  if (nranks <= 0) return fail(ncclInvalidArgument, "nranks %d is not positive", nranks);
+  if (rank < 0 || rank >= nranks) {
+    return fail(ncclInvalidArgument, "rank %d is outside [0, nranks %d)", rank, nranks);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+int current_cuda_device() {
+#if TERSE_HAVE_CUDA
+  int device = -1;
+  if (cudaGetDevice(&device) == cudaSuccess) return device;
+  cudaGetLastError();  // no device here: clear the sticky error, terse runs on host memory
+#endif
+  return -1;
+}
+
+ncclResult_t engine_of(ncclComm* comm, const char* function, Communicator** engine) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is null", function);
+  if (!comm->engine) {
+    return fail(ncclInvalidUsage,
+                "%s: comm is still being created by the open group (call ncclGroupEnd first)",
+                function);
+  }
+  *engine = comm->engine.get();
+  return ncclSuccess;
+}
+
+}  // namespace terse
+
+using terse::fail;
+
+TERSE_API ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return fail(ncclInvalidArgument, "version is null");
+  *version = NCCL_VERSION_CODE;  // the API terse implements: the nccl.h it was built against
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclGetVersion)
+
+TERSE_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return fail(ncclInvalidArgument, "uniqueId is null");
+  terse::UniqueId id;
+  TERSE_CHECK(terse::create_unique_id(&id));
+  std::memcpy(uniqueId->internal, id.internal, sizeof(id.internal));
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclGetUniqueId)
+
+TERSE_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                              int rank, ncclConfig_t* config) {
+  TERSE_CHECK(terse::check_init(comm, nranks, rank));
+  TERSE_CHECK(terse::check_config(config));
+  terse::UniqueId id;
+  std::memcpy(id.internal, commId.internal, sizeof(id.internal));
+  auto created = std::make_unique<ncclComm>();
+  if (terse::group_depth() > 0) {
+    // Ranks initialised from one thread inside a group meet at ncclGroupEnd.
+    terse::defer_init({created.get(), id, rank, nranks, terse::current_cuda_device()});
+    *comm = created.release();
+    return ncclSuccess;
+  }
+  TERSE_CHECK(terse::Communicator::create(id, rank, nranks, terse::current_cuda_device(),
+                                          &created->engine));
+  *comm = created.release();
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommInitRankConfig)
+
+TERSE_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                        int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+TERSE_PROFILER_ALIAS(ncclCommInitRank)
+
+// All ranks in this process, one thread each (their rendezvous needs them all at once).
+// devlist[i] (or i without a list) is what ncclCommCuDevice reports for rank i; buffers are host
+// memory either way.
+TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, "comm (the output array) is null");
+  if (ndev <= 0) return fail(ncclInvalidArgument, "ndev %d is not positive", ndev);
+  terse::UniqueId id;
+  TERSE_CHECK(terse::create_unique_id_with_own_root(&id));
+  std::vector<std::unique_ptr<ncclComm>> comms(ndev);
+  std::vector<ncclResult_t> results(ndev, ncclSuccess);
+  std::vector<std::string> messages(ndev);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ndev; ++rank) {
+    comms[rank] = std::make_unique<ncclComm>();
+    threads.emplace_back([&, rank] {
+      results[rank] = terse::Communicator::create(id, rank, ndev, devlist ? devlist[rank] : rank,
+                                                  &comms[rank]->engine);
+      if (results[rank] != ncclSuccess) messages[rank] = terse::last_error();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < ndev; ++rank) {
+    if (results[rank] != ncclSuccess) {
+      return fail(results[rank], "ncclCommInitAll: rank %d of %d failed: %s", rank, ndev,
+                  messages[rank].c_str());
+    }
+  }
+  for (int rank = 0; rank < ndev; ++rank) comm[rank] = comms[rank].release();
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommInitAll)
+
+TERSE_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                     ncclConfig_t* config) {
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommSplit", &engine));
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "newcomm is null");
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    return fail(ncclInvalidArgument, "color %d is negative and not NCCL_SPLIT_NOCOLOR", color);
+  }
+  TERSE_CHECK(terse::check_config(config));
+  auto created = std::make_unique<ncclComm>();
+  TERSE_CHECK(engine->split(color, key, &created->engine));
+  // NCCL_SPLIT_NOCOLOR: no communicator for this rank.
+  *newcomm = created->engine ? created.release() : nullptr;
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommSplit)
+
+TERSE_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommFinalize", &engine));
+  if (terse::group_depth() > 0) {
+    // Ranks finalized from one thread inside a group flush together at ncclGroupEnd.
+    terse::defer_finalize(engine);
+    return ncclSuccess;
+  }
+  return engine->finalize();
+}
+TERSE_PROFILER_ALIAS(ncclCommFinalize)
+
+TERSE_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying nothing is fine
+  // Closes (or, if broken, aborts) the transport, in the background: background_close.h.
+  if (comm->engine) terse::close_in_background(std::move(comm->engine));
+  delete comm;
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommDestroy)
+
+TERSE_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  if (comm->engine) comm->engine->abort();  // interrupts a call blocked in another thread
+  delete comm;
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommAbort)
+
+TERSE_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommGetAsyncError", &engine));
+  if (asyncError == nullptr) return fail(ncclInvalidArgument, "asyncError is null");
+  *asyncError = engine->async_error();
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommGetAsyncError)
+
+TERSE_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommCount", &engine));
+  if (count == nullptr) return fail(ncclInvalidArgument, "count is null");
+  *count = engine->nranks();
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommCount)
+
+TERSE_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommUserRank", &engine));
+  if (rank == nullptr) return fail(ncclInvalidArgument, "rank is null");
+  *rank = engine->rank();
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommUserRank)
+
+TERSE_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommCuDevice", &engine));
+  if (device == nullptr) return fail(ncclInvalidArgument, "device is null");
+  *device = engine->cuda_device();
+  return ncclSuccess;
+}
+TERSE_PROFILER_ALIAS(ncclCommCuDevice)

@@ -1,0 +1,42 @@
+// The rest of nccl.h, so that an application that names them still links against libterse:
+// ncclCommInitRankScalable works (every rank receives the same id array, so the first id names
+// one rendezvous for all); the calls terse does not implement yet fail with ncclInvalidUsage
+// and say so.
+#include "common/result.h"
+#include "plugin/nccl_api.h"
+
+using terse::fail;
+
+TERSE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
+                                                int nId, ncclUniqueId* commIds,
+                                                ncclConfig_t* config) {
+  if (commIds == nullptr) return fail(ncclInvalidArgument, "commIds is null");
+  if (nId <= 0) return fail(ncclInvalidArgument, "nId %d is not positive", nId);
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+TERSE_PROFILER_ALIAS(ncclCommInitRankScalable)
+
+TERSE_API ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
+  return fail(ncclInvalidUsage, "ncclCommShrink is not supported by terse yet");
+}
+TERSE_PROFILER_ALIAS(ncclCommShrink)
+
+TERSE_API ncclResult_t ncclCommRevoke(ncclComm_t, int) {
+  return fail(ncclInvalidUsage, "ncclCommRevoke is not supported by terse yet");
+}
+TERSE_PROFILER_ALIAS(ncclCommRevoke)
+
+TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) {
+  return fail(ncclInvalidUsage, "ncclCommWindowRegister is not supported by terse yet");
+}
+TERSE_PROFILER_ALIAS(ncclCommWindowRegister)
+
+TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  return fail(ncclInvalidUsage, "ncclCommWindowDeregister is not supported by terse yet");
+}
+TERSE_PROFILER_ALIAS(ncclCommWindowDeregister)
+
+TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+  return fail(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by terse");
+}
+TERSE_PROFILER_ALIAS(ncclGroupSimulateEnd)
