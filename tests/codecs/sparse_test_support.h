@@ -51,7 +51,7 @@ inline SparseView view_sparse(const std::vector<uint8_t>& message) {
   size_t offset = kWireHeaderBytes;
   if ((view.header.flags & kSparseImplicitIndices) == 0) {
     view.indices.resize(kept);
-    memcpy(view.indices.data(), message.data() + offset, kept * sizeof(uint32_t));
+    if (kept > 0) memcpy(view.indices.data(), message.data() + offset, kept * sizeof(uint32_t));
     offset += kept * sizeof(uint32_t);
   }
   DType value_type = static_cast<DType>(view.header.param1);
