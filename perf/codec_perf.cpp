@@ -171,7 +171,8 @@ bool measure(const std::string& spec, const Options& options, const std::vector<
 
 void print_row(const Row& row, const Options& options) {
   if (options.csv) {
-    printf("%s,%s,%s,%zu,%.6f,%.3f,%.3f,%.6g\n", row.codec.c_str(), row.params.c_str(),
+    // params holds commas itself, so it is quoted (RFC 4180); its text never holds a quote.
+    printf("%s,\"%s\",%s,%zu,%.6f,%.3f,%.3f,%.6g\n", row.codec.c_str(), row.params.c_str(),
            dtype_name(options.dtype), options.elements, row.ratio, row.encode_gbps, row.decode_gbps,
            row.rel_err);
   } else {
