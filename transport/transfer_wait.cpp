@@ -19,6 +19,10 @@ constexpr int kMaxSleepMs = 1;
 // after that before they are abandoned to UCX.
 constexpr double kCancelSeconds = 0.2;
 constexpr double kForceCloseSeconds = 1.0;
+// How long a receive from a peer whose endpoint failed keeps progressing before it is declared
+// failed: a peer that sent and then closed left its message queued here, and that message
+// matches within microseconds of progress; a dead peer's never comes.
+constexpr auto kPeerFailureGrace = std::chrono::milliseconds(100);
 
 std::vector<TransferRequest*> unfinished(TransferRequest* requests, size_t count) {
   std::vector<TransferRequest*> list;
@@ -33,7 +37,9 @@ std::vector<TransferRequest*> unfinished(TransferRequest* requests, size_t count
 
 ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
   auto idle_since = Deadline::Clock::now();
+  auto started = idle_since;
   for (;;) {
+    const bool grace_over = Deadline::Clock::now() - started >= kPeerFailureGrace;
     TransferRequest* culprit = nullptr;
     ucs_status_t culprit_status = UCS_OK;
     bool culprit_peer_failed = false;
@@ -48,7 +54,7 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
         // endpoint: it would wait for the deadline unless we look at the peer's health.
         ucs_status_t peer_error = endpoints_[request.peer()].error();
         if (culprit == nullptr && request.direction() == TransferDirection::kReceive &&
-            peer_error != UCS_OK) {
+            peer_error != UCS_OK && grace_over) {
           culprit = &request;
           culprit_status = peer_error;
           culprit_peer_failed = true;
