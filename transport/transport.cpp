@@ -103,7 +103,8 @@ Transport::~Transport() {
   if (!closed_) close();
 }
 
-ncclResult_t Transport::check_peer(int peer, const char* direction) const {
+ncclResult_t Transport::check_peer(int peer, Direction direction_kind) const {
+  const char* direction = direction_kind == Direction::kSend ? "send to" : "receive from";
   if (closed_) {
     return fail(ncclInvalidUsage, "rank %d: cannot %s rank %d: the transport is closed", rank_,
                 direction, peer);
@@ -116,8 +117,7 @@ ncclResult_t Transport::check_peer(int peer, const char* direction) const {
   // A receive is posted on the worker, not the endpoint: a peer that sent its data and then
   // closed (its endpoint error is how UCX reports the close) may still have a message queued
   // here, so receives are posted anyway and wait() decides.
-  const bool receiving = direction[0] == 'r';
-  if (!receiving && endpoint.error() != UCS_OK) {
+  if (direction_kind == Direction::kSend && endpoint.error() != UCS_OK) {
     return fail(ncclRemoteError, "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)",
                 rank_, direction, peer, ucs_status_string(endpoint.error()));
   }
@@ -171,7 +171,7 @@ ncclResult_t check_buffer(const void* buffer, size_t bytes, TransferRequest* req
 ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
                                   TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
-  TERSE_CHECK(check_peer(peer, "send to"));
+  TERSE_CHECK(check_peer(peer, Direction::kSend));
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
   params.memory_type = UCS_MEMORY_TYPE_HOST;
@@ -189,7 +189,7 @@ ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buff
 ncclResult_t Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
                                   TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
-  TERSE_CHECK(check_peer(peer, "receive from"));
+  TERSE_CHECK(check_peer(peer, Direction::kReceive));
   ucp_request_param_t params{};
   // Always a request back, even when the message is already here: UCX 1.13 leaves recv_info
   // unfilled on immediate completion, so the length is read from the request (transfer_request.h).

@@ -104,7 +104,8 @@ class Transport {
                          TransferRequest* request);
   ncclResult_t post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
                          TransferRequest* request);
-  ncclResult_t check_peer(int peer, const char* direction) const;
+  enum class Direction { kSend, kReceive };
+  ncclResult_t check_peer(int peer, Direction direction) const;
   // wait()'s failure path: leaves every request finished, force-closing endpoints if needed.
   void cancel_unfinished(TransferRequest* requests, size_t count);
   void close_endpoints(bool force, const Deadline& deadline);
