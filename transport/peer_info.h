@@ -1,7 +1,9 @@
-// What each rank contributes to the bootstrap table: its host identity (to group ranks by host)
-// and its UCX worker address (to create endpoints to it).
+// What each rank contributes to the bootstrap table: its host identity (to group ranks by host),
+// its UCX worker address (to create endpoints to it) and its process identity (to notice that a
+// peer on this host died, which shared memory does not report).
 //
-//   host identity bytes u32 | host identity | worker address bytes u32 | worker address
+//   host identity bytes u32 | host identity | worker address bytes u32 | worker address |
+//   process space bytes u32 | process space | pid u32 | process start time u64
 #pragma once
 
 #include <nccl.h>
@@ -10,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "transport/process_identity.h"
+
 namespace terse {
 
 struct PeerInfo {
   std::string host_identity;
   std::vector<uint8_t> worker_address;
+  ProcessIdentity process;
 };
 
 std::vector<uint8_t> encode_peer_info(const PeerInfo& info);

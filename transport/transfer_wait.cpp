@@ -1,4 +1,6 @@
 // Transport::wait and its failure path: how requests finish, time out, and are cancelled.
+#include <sched.h>
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -10,10 +12,13 @@
 namespace terse {
 namespace {
 
-// Spinning briefly keeps latency low when a message is about to arrive; after that an idle wait
-// sleeps on the worker's event descriptor so ranks sharing cores do not starve each other. The
-// sleep is capped because not every UCX transport signals every event.
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+// An idle wait first polls, yielding the core between polls: when ranks outnumber cores (several
+// ranks per host, or the host busy with other work) the peer this rank waits for may need this
+// very core, and handing it over at once is what keeps small-message latency in microseconds.
+// sched_yield costs a fraction of a microsecond when nothing else is runnable. A wait idle for
+// longer than that (a straggling peer) sleeps on the worker's event descriptor instead, so it
+// stops taking CPU time; the sleep is capped because not every UCX transport signals every event.
+constexpr auto kYieldBeforeSleep = std::chrono::milliseconds(5);
 constexpr int kMaxSleepMs = 1;
 // How long cancelled requests get to finish before their endpoints are force-closed, and how long
 // after that before they are abandoned to UCX.
@@ -23,6 +28,9 @@ constexpr double kForceCloseSeconds = 1.0;
 // failed: a peer that sent and then closed left its message queued here, and that message
 // matches within microseconds of progress; a dead peer's never comes.
 constexpr auto kPeerFailureGrace = std::chrono::milliseconds(100);
+// How often a wait asks the kernel whether watched peers (transport.h) still exist: a /proc read
+// per peer, so rarely enough to cost nothing next to the transfers.
+constexpr auto kLivenessCheckInterval = std::chrono::milliseconds(50);
 
 std::vector<TransferRequest*> unfinished(TransferRequest* requests, size_t count) {
   std::vector<TransferRequest*> list;
@@ -35,11 +43,20 @@ std::vector<TransferRequest*> unfinished(TransferRequest* requests, size_t count
 
 }  // namespace
 
+bool Transport::peer_process_gone(int peer) const {
+  return watched_[peer] && is_gone(processes_[peer]);
+}
+
 ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
   auto idle_since = Deadline::Clock::now();
   auto started = idle_since;
+  auto next_liveness_check = started + kPeerFailureGrace;
   for (;;) {
-    const bool grace_over = Deadline::Clock::now() - started >= kPeerFailureGrace;
+    const auto loop_start = Deadline::Clock::now();
+    const bool grace_over = loop_start - started >= kPeerFailureGrace;
+    const bool check_liveness = loop_start >= next_liveness_check;
+    if (check_liveness) next_liveness_check = loop_start + kLivenessCheckInterval;
+    bool culprit_process_gone = false;
     TransferRequest* culprit = nullptr;
     ucs_status_t culprit_status = UCS_OK;
     bool culprit_peer_failed = false;
@@ -59,6 +76,11 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
           culprit_status = peer_error;
           culprit_peer_failed = true;
         }
+        if (culprit == nullptr && check_liveness && peer_process_gone(request.peer())) {
+          culprit = &request;
+          culprit_status = UCS_ERR_ENDPOINT_TIMEOUT;
+          culprit_process_gone = true;
+        }
       } else if (status != UCS_OK && culprit == nullptr) {
         culprit = &request;
         culprit_status = status;
@@ -73,6 +95,9 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
       snprintf(reason, sizeof(reason),
                "failed: the message was longer than the receive buffer (do the ranks agree on "
                "the sizes?)");
+    } else if (culprit_process_gone) {
+      snprintf(reason, sizeof(reason), "failed: rank %d's process (pid %d) has exited",
+               culprit->peer(), static_cast<int>(processes_[culprit->peer()].pid));
     } else if (culprit != nullptr) {
       snprintf(reason, sizeof(reason), "failed: %s%s", ucs_status_string(culprit_status),
                culprit_peer_failed ? " (UCX reported the peer failed)" : "");
@@ -95,8 +120,10 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
     auto now = Deadline::Clock::now();
     if (worker_->progress() != 0) {
       idle_since = now;
-    } else if (now - idle_since >= kSpinBeforeSleep) {
+    } else if (now - idle_since >= kYieldBeforeSleep) {
       worker_->sleep_until_event(deadline.poll_timeout_ms(kMaxSleepMs));
+    } else {
+      sched_yield();
     }
   }
 }

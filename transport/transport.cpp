@@ -44,13 +44,14 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   transport->nranks_ = nranks;
   transport->communicator_ = communicator_tag_id(fields.secret);
   TERSE_CHECK(transport_timeout_seconds(&transport->timeout_seconds_));
-  UcxErrorMode error_mode = UcxErrorMode::kPeer;
+  UcxErrorModeSetting error_mode = UcxErrorModeSetting::kAuto;
   TERSE_CHECK(ucx_error_mode(&error_mode));
   TERSE_CHECK(UcxContext::create(nranks, &transport->context_));
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
 
   PeerInfo mine;
   mine.host_identity = ::terse::host_identity();
+  mine.process = this_process();
   TERSE_CHECK(transport->worker_->address(&mine.worker_address));
   std::vector<std::vector<uint8_t>> table;
   ncclResult_t result = bootstrap_allgather(id, rank, nranks, encode_peer_info(mine),
@@ -67,13 +68,25 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
 }
 
 ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
-                                          UcxErrorMode mode) {
+                                          UcxErrorModeSetting setting) {
   endpoints_.resize(nranks_);
   host_identities_.resize(nranks_);
+  processes_.resize(nranks_);
+  watched_.assign(nranks_, false);
+  const ProcessIdentity me = this_process();
   for (int peer = 0; peer < nranks_; ++peer) {
     PeerInfo info;
     TERSE_CHECK(decode_peer_info(table[peer], peer, &info));
     host_identities_[peer] = std::move(info.host_identity);
+    processes_[peer] = info.process;
+    const bool watchable = peer != rank_ && shares_process_space(me, info.process);
+    UcxErrorMode mode = UcxErrorMode::kPeer;
+    if (setting == UcxErrorModeSetting::kNone ||
+        (setting == UcxErrorModeSetting::kAuto && (watchable || peer == rank_))) {
+      // Shared memory cannot report a dead peer, but the kernel can tell whether its process
+      // still exists (wait() asks it).
+      mode = UcxErrorMode::kNone;
+    }
     // Creating an endpoint only records the address; UCX connects on first use.
     ucs_status_t status =
         UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
@@ -88,6 +101,7 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
       mode = UcxErrorMode::kNone;
       status = UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
     }
+    watched_[peer] = watchable && mode == UcxErrorMode::kNone;
     if (status != UCS_OK) {
       return fail(ncclSystemError,
                   "rank %d: UCX cannot create an endpoint to rank %d (%zu-byte worker address): "
@@ -233,7 +247,9 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
   while (!closing.empty()) {
     worker_->progress();
     for (size_t i = 0; i < closing.size();) {
-      if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS) {
+      // Flushing to a process that has exited would only end at the deadline.
+      if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS &&
+          !peer_process_gone(closing[i].peer)) {
         ++i;
         continue;
       }

@@ -11,7 +11,10 @@
 // it waited for, so no request outlives it with the caller's buffer. Endpoints to peers that had
 // to be force-closed for that stay closed: the communicator is then broken, as NCCL's is after
 // an error, and should be aborted. How soon a dead peer is noticed depends on
-// TERSE_UCX_ERROR_MODE (transport_settings.h): at once with `peer`, at the deadline with `none`.
+// TERSE_UCX_ERROR_MODE (transport_settings.h): UCX reports it at once on `peer` endpoints; on
+// `none` endpoints (shared memory, by default between ranks on one host) the transport notices
+// within kLivenessCheckInterval that the peer's process is gone, and a peer it cannot watch is
+// caught at the deadline.
 #pragma once
 
 #include <nccl.h>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "transport/deadline.h"
+#include "transport/process_identity.h"
 #include "transport/transfer_request.h"
 #include "transport/ucx_context.h"
 #include "transport/ucx_endpoint.h"
@@ -99,7 +103,10 @@ class Transport {
 
  private:
   Transport() = default;
-  ncclResult_t connect_endpoints(const std::vector<std::vector<uint8_t>>& table, UcxErrorMode mode);
+  ncclResult_t connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
+                                 UcxErrorModeSetting setting);
+  // Whether `peer` is a watched process (watched_) that has exited.
+  bool peer_process_gone(int peer) const;
   ncclResult_t post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
                          TransferRequest* request);
   ncclResult_t post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
@@ -119,6 +126,10 @@ class Transport {
   std::shared_ptr<UcxWorker> worker_;
   std::vector<UcxEndpoint> endpoints_;  // by rank
   std::vector<std::string> host_identities_;
+  std::vector<ProcessIdentity> processes_;  // by rank
+  // By rank: true for peers reached with UcxErrorMode::kNone whose process this one can see,
+  // so that their death is found by asking the kernel rather than at the deadline.
+  std::vector<bool> watched_;
   uint32_t control_sequence_ = 0;
   std::atomic<bool> interrupted_{false};
   bool closed_ = false;

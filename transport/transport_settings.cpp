@@ -21,14 +21,16 @@ ncclResult_t transport_timeout_seconds(double* seconds) {
   return ncclSuccess;
 }
 
-ncclResult_t ucx_error_mode(UcxErrorMode* mode) {
-  std::string text = env_string("TERSE_UCX_ERROR_MODE", "peer");
-  if (text == "peer") {
-    *mode = UcxErrorMode::kPeer;
+ncclResult_t ucx_error_mode(UcxErrorModeSetting* setting) {
+  std::string text = env_string("TERSE_UCX_ERROR_MODE", "auto");
+  if (text == "auto") {
+    *setting = UcxErrorModeSetting::kAuto;
+  } else if (text == "peer") {
+    *setting = UcxErrorModeSetting::kPeer;
   } else if (text == "none") {
-    *mode = UcxErrorMode::kNone;
+    *setting = UcxErrorModeSetting::kNone;
   } else {
-    return fail(ncclInvalidArgument, "TERSE_UCX_ERROR_MODE=%s is not 'peer' or 'none'",
+    return fail(ncclInvalidArgument, "TERSE_UCX_ERROR_MODE=%s is not 'auto', 'peer' or 'none'",
                 text.c_str());
   }
   return ncclSuccess;

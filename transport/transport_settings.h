@@ -17,17 +17,27 @@ ncclResult_t transport_timeout_seconds(double* seconds);
 
 // How endpoints learn that a peer failed (TERSE_UCX_ERROR_MODE).
 enum class UcxErrorMode {
-  // UCP_ERR_HANDLING_MODE_PEER (default): UCX reports a dead peer at once. In UCX 1.13 only
-  // transports that can detect peer failure qualify, which excludes shared memory: ranks on one
-  // host then talk over TCP loopback (and cma), several times slower than shared memory.
+  // UCP_ERR_HANDLING_MODE_PEER: UCX reports a dead peer at once. In UCX 1.13 only transports
+  // that can detect peer failure qualify, which excludes shared memory: ranks on one host then
+  // talk over TCP loopback (and cma), several times slower than shared memory.
   kPeer,
-  // UCP_ERR_HANDLING_MODE_NONE: UCX may use shared memory between ranks on one host; a dead peer
-  // is noticed only when a wait reaches its deadline (TERSE_TIMEOUT_S). Also what kPeer falls
-  // back to when UCX_TLS leaves no transport that can detect peer failure (e.g. UCX_TLS=shm).
+  // UCP_ERR_HANDLING_MODE_NONE: UCX may use shared memory. UCX reports nothing about a dead
+  // peer; the transport watches processes on its own host itself (process_identity.h) and the
+  // deadline (TERSE_TIMEOUT_S) catches the rest. Also what kPeer falls back to when UCX_TLS
+  // leaves no transport that can detect peer failure (e.g. UCX_TLS=shm).
   kNone,
 };
 
-// TERSE_UCX_ERROR_MODE = peer | none (default peer).
-ncclResult_t ucx_error_mode(UcxErrorMode* mode);
+// TERSE_UCX_ERROR_MODE, the mode of each endpoint:
+enum class UcxErrorModeSetting {
+  // auto (default): kNone to ranks whose process this rank can watch (same host and PID
+  // namespace), so they share memory; kPeer to the others.
+  kAuto,
+  kPeer,  // peer: kPeer to every rank
+  kNone,  // none: kNone to every rank; ranks elsewhere are caught only at the deadline
+};
+
+// TERSE_UCX_ERROR_MODE = auto | peer | none (default auto).
+ncclResult_t ucx_error_mode(UcxErrorModeSetting* setting);
 
 }  // namespace terse

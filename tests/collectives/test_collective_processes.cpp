@@ -19,8 +19,8 @@ namespace {
 
 using test::RankProcessResult;
 
-// Default: UCX reports the dead peer (TERSE_UCX_ERROR_MODE=peer). none: nothing reports it,
-// only the deadline can.
+// auto (default): shared memory between these ranks, the transport watches their processes.
+// peer: UCX reports the dead peer. none: the same endpoints as auto here.
 class CollectiveDeadPeer : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CollectiveDeadPeer, SurvivorsGetRemoteErrorWithinTheTimeout) {
@@ -40,7 +40,7 @@ TEST_P(CollectiveDeadPeer, SurvivorsGetRemoteErrorWithinTheTimeout) {
   EXPECT_FALSE(results[nranks - 1].exited) << "the victim was meant to die by SIGKILL";
 }
 
-INSTANTIATE_TEST_SUITE_P(ErrorModes, CollectiveDeadPeer, ::testing::Values("peer", "none"));
+INSTANTIATE_TEST_SUITE_P(ErrorModes, CollectiveDeadPeer, ::testing::Values("auto", "peer", "none"));
 
 }  // namespace
 }  // namespace terse

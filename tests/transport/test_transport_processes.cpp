@@ -79,6 +79,17 @@ INSTANTIATE_TEST_SUITE_P(Wires, DeadPeer, ::testing::Values(nullptr, "tcp", "shm
                            return name;
                          });
 
+// Between ranks on one host the default endpoints use shared memory, which reports nothing when
+// a peer dies; the transport watches the peer's process instead, so the survivors must see the
+// error long before a two-minute deadline (they are killed, and the test fails, after 40 s).
+TEST_F(TransportProcesses, DeadPeerOnThisHostIsNoticedLongBeforeTheDeadline) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "120");
+  ScopedEnv mode("TERSE_UCX_ERROR_MODE", "auto");
+  for (const RankProcessResult& result : run(test::kScenarioDeadPeer, 3, 40)) {
+    EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+  }
+}
+
 // The last rank stops (SIGSTOP) after the first round: its connections stay up, so only the
 // deadline can end the others' waits. They must report ncclRemoteError within TERSE_TIMEOUT_S.
 TEST_F(TransportProcesses, HungPeerTurnsIntoRemoteErrorAtTheDeadline) {

@@ -138,20 +138,25 @@ TEST(TransportTimeout, DefaultAndRefusals) {
   }
 }
 
-TEST(UcxErrorModeSetting, PeerByDefaultNoneOnRequestElseRefused) {
-  UcxErrorMode mode = UcxErrorMode::kNone;
+TEST(UcxErrorModeSetting, AutoByDefaultPeerOrNoneOnRequestElseRefused) {
+  UcxErrorModeSetting setting = UcxErrorModeSetting::kNone;
   {
     ScopedEnv unset("TERSE_UCX_ERROR_MODE", nullptr);
-    ASSERT_EQ(ucx_error_mode(&mode), ncclSuccess);
-    EXPECT_EQ(mode, UcxErrorMode::kPeer);
+    ASSERT_EQ(ucx_error_mode(&setting), ncclSuccess);
+    EXPECT_EQ(setting, UcxErrorModeSetting::kAuto);
+  }
+  {
+    ScopedEnv peer("TERSE_UCX_ERROR_MODE", "peer");
+    ASSERT_EQ(ucx_error_mode(&setting), ncclSuccess);
+    EXPECT_EQ(setting, UcxErrorModeSetting::kPeer);
   }
   {
     ScopedEnv none("TERSE_UCX_ERROR_MODE", "none");
-    ASSERT_EQ(ucx_error_mode(&mode), ncclSuccess);
-    EXPECT_EQ(mode, UcxErrorMode::kNone);
+    ASSERT_EQ(ucx_error_mode(&setting), ncclSuccess);
+    EXPECT_EQ(setting, UcxErrorModeSetting::kNone);
   }
   ScopedEnv bad("TERSE_UCX_ERROR_MODE", "sometimes");
-  EXPECT_EQ(ucx_error_mode(&mode), ncclInvalidArgument);
+  EXPECT_EQ(ucx_error_mode(&setting), ncclInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_UCX_ERROR_MODE=sometimes"), std::string::npos);
 }
 
