@@ -1,7 +1,8 @@
 // What one collective call asks for, in the form every algorithm takes. The plugin validates a
 // user's call and fills this; the communicator assigns the operation sequence and runs the
-// algorithm the selector picked. Buffers are host memory here (device buffers are staged by the
-// communicator before an algorithm sees them).
+// algorithm the selector picked. Buffers are host memory here (device buffers are staged
+// through pinned host memory by the API layer, plugin/device_staging.h, before the engine sees
+// them).
 #pragma once
 
 #include <nccl.h>
@@ -57,7 +58,7 @@ constexpr size_t kDefaultPieceBytes = size_t{1} << 20;
 struct AlgorithmContext {
   Transport* transport = nullptr;
   uint32_t sequence = 0;
-  Deadline deadline = Deadline::after_seconds(0);
+  Deadline deadline = Deadline::at({});  // already expired; set by the communicator
   size_t piece_bytes = kDefaultPieceBytes;
 };
 

@@ -19,6 +19,11 @@ namespace {
 // longer than that (a straggling peer) sleeps on the worker's event descriptor instead, so it
 // stops taking CPU time; the sleep is capped because not every UCX transport signals every event.
 constexpr auto kYieldBeforeSleep = std::chrono::milliseconds(5);
+// A message that is about to arrive lands within a few polls: those spin without yielding. The
+// clock is read only every few polls too, since on virtual machines without a fast clock source a
+// clock read costs as much as a poll.
+constexpr unsigned kSpinPolls = 16;
+constexpr unsigned kPollsPerClockRead = 16;
 constexpr int kMaxSleepMs = 1;
 // How long cancelled requests get to finish before their endpoints are force-closed, and how long
 // after that before they are abandoned to UCX.
@@ -48,14 +53,22 @@ bool Transport::peer_process_gone(int peer) const {
 }
 
 ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
-  auto idle_since = Deadline::Clock::now();
-  auto started = idle_since;
-  auto next_liveness_check = started + kPeerFailureGrace;
-  for (;;) {
-    const auto loop_start = Deadline::Clock::now();
-    const bool grace_over = loop_start - started >= kPeerFailureGrace;
-    const bool check_liveness = loop_start >= next_liveness_check;
-    if (check_liveness) next_liveness_check = loop_start + kLivenessCheckInterval;
+  // The clock starts only after the spinning polls: most waits on a small message end within
+  // them, and then read no clock at all.
+  Deadline::Clock::time_point started, now, idle_since, next_liveness_check;
+  unsigned idle_polls = 0;
+  bool sleeping = false;
+  for (unsigned poll = 0;; ++poll) {
+    if (poll == kSpinPolls) {
+      started = now = idle_since = Deadline::Clock::now();
+      next_liveness_check = started + kPeerFailureGrace;
+    } else if (poll > kSpinPolls && (sleeping || poll % kPollsPerClockRead == 0)) {
+      now = Deadline::Clock::now();
+    }
+    const bool timing = poll >= kSpinPolls;
+    const bool grace_over = timing && now - started >= kPeerFailureGrace;
+    const bool check_liveness = timing && now >= next_liveness_check;
+    if (check_liveness) next_liveness_check = now + kLivenessCheckInterval;
     bool culprit_process_gone = false;
     TransferRequest* culprit = nullptr;
     ucs_status_t culprit_status = UCS_OK;
@@ -104,7 +117,7 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
     } else if (interrupted_.load()) {
       culprit = first_unfinished;
       snprintf(reason, sizeof(reason), "was interrupted: the communicator is being aborted");
-    } else if (deadline.expired()) {
+    } else if (timing && now >= deadline.when()) {
       culprit = first_unfinished;
       snprintf(reason, sizeof(reason),
                "did not finish before its deadline (TERSE_TIMEOUT_S=%.0f); the peer may have "
@@ -117,11 +130,15 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
       return fail(code, "rank %d: %s %s", rank_, subject.c_str(), reason);
     }
 
-    auto now = Deadline::Clock::now();
+    sleeping = false;
     if (worker_->progress() != 0) {
       idle_since = now;
+      idle_polls = 0;
+    } else if (++idle_polls <= kSpinPolls) {
+      // spin: the message may be a poll away
     } else if (now - idle_since >= kYieldBeforeSleep) {
       worker_->sleep_until_event(deadline.poll_timeout_ms(kMaxSleepMs));
+      sleeping = true;
     } else {
       sched_yield();
     }

@@ -57,6 +57,10 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   ncclResult_t result = bootstrap_allgather(id, rank, nranks, encode_peer_info(mine),
                                             transport->timeout_seconds_, &table);
   if (result == ncclSuccess) result = transport->connect_endpoints(table, error_mode);
+  // Opening a shared-memory endpoint attaches the peer's segment at once: no rank may return
+  // (and perhaps destroy its worker, removing its segment) before every rank has opened its
+  // endpoints. Completing a dissemination barrier means every rank has entered it.
+  if (result == ncclSuccess) result = transport->barrier();
   if (result != ncclSuccess) {
     transport->abort();
     return result;
