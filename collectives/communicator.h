@@ -76,6 +76,11 @@ class Communicator {
   // ncclInvalidUsage once aborted). The message says what happened ("" while healthy).
   ncclResult_t async_error() const { return async_error_.load(); }
   std::string async_error_message() const;
+  // Records `result` (not success) as what broke the communicator, with the thread's last error
+  // as the message; the first error stays. The algorithms' failures do this themselves; the API
+  // layer calls it for failures it finds in work it queued on the communicator's behalf (a
+  // device-buffer call that already returned success to its caller). Thread-safe.
+  void break_with(ncclResult_t result);
 
   // ncclCommSplit. Collective over every rank of this communicator: each passes a color
   // (>= 0, or NCCL_SPLIT_NOCOLOR) and a key; the ranks of one color form a new communicator,
@@ -103,8 +108,6 @@ class Communicator {
   AlgorithmContext point_to_point_context(const CollectiveArgs& args);
   // Fails unless calls may run now (mutex held).
   ncclResult_t check_usable() const;
-  // Records `result` (not success) as what broke the communicator, with the thread's last error.
-  void break_with(ncclResult_t result);
   // `algorithm` null: the selection's choice.
   ncclResult_t run_locked(const CollectiveArgs& args, const AlgorithmInfo* algorithm);
 

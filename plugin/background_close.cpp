@@ -20,9 +20,15 @@ class BackgroundCloser {
     for (auto& thread : threads) thread.join();
   }
 
-  void close(std::unique_ptr<Communicator> engine) {
+  void close(std::unique_ptr<DeviceStaging> staging, std::unique_ptr<Communicator> engine) {
     std::lock_guard<std::mutex> lock(mutex_);
-    threads_.emplace_back([owned = std::move(engine)]() mutable { owned.reset(); });
+    threads_.emplace_back([staging = std::move(staging), engine = std::move(engine)]() mutable {
+      if (staging) {
+        staging->finish();
+        staging.reset();
+      }
+      engine.reset();
+    });
   }
 
  private:
@@ -37,8 +43,9 @@ BackgroundCloser& closer() {
 
 }  // namespace
 
-void close_in_background(std::unique_ptr<Communicator> engine) {
-  closer().close(std::move(engine));
+void close_in_background(std::unique_ptr<DeviceStaging> staging,
+                         std::unique_ptr<Communicator> engine) {
+  closer().close(std::move(staging), std::move(engine));
 }
 
 }  // namespace terse

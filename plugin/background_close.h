@@ -6,12 +6,19 @@
 // the closes still running when the process exits.
 #pragma once
 
+//
+// With device staging, the staging goes first: its proxy finishes the calls already made (as
+// their streams reach them, until TERSE_TIMEOUT_S), then its pinned memory is freed once no
+// stream can touch it; only then does the engine close.
 #include <memory>
 
 #include "collectives/communicator.h"
+#include "plugin/device_staging.h"
 
 namespace terse {
 
-void close_in_background(std::unique_ptr<Communicator> engine);
+// Either may be null.
+void close_in_background(std::unique_ptr<DeviceStaging> staging,
+                         std::unique_ptr<Communicator> engine);
 
 }  // namespace terse

@@ -1,47 +1,67 @@
 // Every collective and send/recv entry point: validate what only the API layer can (the raw
-// datatype and op values, device buffers), fill CollectiveArgs, and hand the call to the
-// engine's group layer (collectives/group.h), which checks the rest and runs or queues it.
-// The stream is accepted and ignored: buffers are host memory, and a call outside a group has
-// completed when it returns.
+// datatype and op values, where the buffers live), let the engine check the rest, and hand
+// the call to call_routing.h: host buffers run on the engine as they always did (completed
+// when the call returns, the stream ignored); device or managed buffers are staged through
+// pinned host memory on the stream (device_staging.h), and the call returns without waiting
+// for the stream. A refused call inside a group fails the group.
 #include "collectives/collective_args.h"
-#include "collectives/group.h"
 #include "common/result.h"
+#include "plugin/buffer_placement.h"
+#include "plugin/call_routing.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
+#include "plugin/pointer_memory.h"
 #include "plugin/reduction_ops.h"
-#if TERSE_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace terse {
 namespace {
 
 constexpr int kNoOp = -1;
 
-// Device buffers are not staged yet; refusing them beats reading device addresses on the host.
-ncclResult_t check_host_buffer(const void* buffer, const char* name, const char* function) {
-#if TERSE_HAVE_CUDA
-  if (buffer == nullptr) return ncclSuccess;
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, buffer) != cudaSuccess) {
-    cudaGetLastError();  // no CUDA here, or not a CUDA address: host memory
-    return ncclSuccess;
+// Where the call runs, from the memory of the buffers this rank uses. A call that moves
+// nothing (count 0) is not classified: it touches no CUDA.
+ncclResult_t place_call(const Communicator& engine, const char* function,
+                        const CollectiveArgs& args, bool* on_device) {
+  *on_device = false;
+  if (args.count == 0) return ncclSuccess;
+  const BuffersUsed used = buffers_used(args.kind, engine.rank(), args.root);
+  const BufferMemory send = used.send ? query_buffer_memory(args.send) : BufferMemory{};
+  const BufferMemory recv = used.recv ? query_buffer_memory(args.recv) : BufferMemory{};
+  const PathChoice choice = choose_path(used, send, recv, engine.cuda_device());
+  const bool names_send = choice.argument != nullptr && choice.argument[0] == 's';
+  const void* refused = names_send ? args.send : args.recv;
+  const BufferMemory& refused_memory = names_send ? send : recv;
+  switch (choice.refusal) {
+    case PlacementRefusal::kNone:
+      *on_device = choice.path == CallPath::kDevice;
+      return ncclSuccess;
+    case PlacementRefusal::kMixed: {
+      const void* other = names_send ? args.recv : args.send;
+      const BufferMemory& other_memory = names_send ? recv : send;
+      return fail(ncclInvalidUsage,
+                  "%s: %s %p is host memory but %s %p is %s; the buffers of one call must be all "
+                  "host memory or all device memory",
+                  function, choice.argument, refused, names_send ? "recvbuff" : "sendbuff", other,
+                  memory_kind_name(other_memory.kind));
+    }
+    case PlacementRefusal::kOtherDevice:
+      return fail(ncclInvalidUsage,
+                  "%s: %s %p is memory of CUDA device %d, but the communicator (rank %d) uses "
+                  "device %d",
+                  function, choice.argument, refused, refused_memory.device, engine.rank(),
+                  engine.cuda_device());
+    case PlacementRefusal::kNoDevice:
+      return fail(ncclInvalidUsage,
+                  "%s: %s %p is %s, but the communicator (rank %d) has no CUDA device (none was "
+                  "current when it was created)",
+                  function, choice.argument, refused, memory_kind_name(refused_memory.kind),
+                  engine.rank());
   }
-  if (attributes.type == cudaMemoryTypeDevice) {
-    return fail(ncclInvalidUsage,
-                "%s: %s %p is device memory; device buffers are not supported yet", function, name,
-                buffer);
-  }
-#else
-  (void)buffer;
-  (void)name;
-  (void)function;
-#endif
   return ncclSuccess;
 }
 
-ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs args, int raw_type,
-                         int raw_op) {
+ncclResult_t check_call(ncclComm* comm, const char* function, CollectiveArgs* args, int raw_type,
+                        int raw_op, QueuedCall* call) {
   Communicator* engine = nullptr;
   TERSE_CHECK(engine_of(comm, function, &engine));
   // Checked as an int before it is used as the enum: values outside it are a caller's mistake.
@@ -49,13 +69,38 @@ ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs ar
     return fail(ncclInvalidArgument, "%s: datatype %d is not an ncclDataType_t", function,
                 raw_type);
   }
-  args.type = static_cast<ncclDataType_t>(raw_type);
-  TERSE_CHECK(check_host_buffer(args.send, "sendbuff", function));
-  TERSE_CHECK(check_host_buffer(args.recv, "recvbuff", function));
+  args->type = static_cast<ncclDataType_t>(raw_type);
+  const void* device_scalar = nullptr;
   if (raw_op != kNoOp) {
-    TERSE_CHECK(resolve_reduce_op(comm, raw_op, args.type, engine->nranks(), &args.op));
+    TERSE_CHECK(
+        resolve_reduce_op(comm, raw_op, args->type, engine->nranks(), &args->op, &device_scalar));
   }
-  return submit(engine, args);
+  TERSE_CHECK(engine->check_arguments(*args));
+  TERSE_CHECK(place_call(*engine, function, *args, &call->on_device));
+  if (device_scalar != nullptr && args->count > 0) {
+    // Read in stream order with the inputs; host buffers run now, before any stream could.
+    if (!call->on_device) {
+      return fail(ncclInvalidUsage,
+                  "%s: op %d scales by a scalar in device memory (%p), which only calls on device "
+                  "buffers can read in stream order; these buffers are host memory",
+                  function, raw_op, device_scalar);
+    }
+    call->device_scalar = device_scalar;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs args, int raw_type,
+                         int raw_op, cudaStream_t stream) {
+  QueuedCall call;
+  ncclResult_t result = check_call(comm, function, &args, raw_type, raw_op, &call);
+  if (result == ncclSuccess) {
+    call.args = args;
+    call.stream = call.on_device ? stream : nullptr;
+    result = route_call(comm, call);
+  }
+  if (result != ncclSuccess) refuse_in_group(result);
+  return result;
 }
 
 CollectiveArgs make_args(CollectiveKind kind, const void* send, void* recv, size_t count) {
@@ -74,29 +119,30 @@ using terse::CollectiveKind;
 
 TERSE_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                     cudaStream_t /*stream*/) {
+                                     cudaStream_t stream) {
   return terse::submit_call(comm, "ncclAllReduce",
                             terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count),
-                            static_cast<int>(datatype), static_cast<int>(op));
+                            static_cast<int>(datatype), static_cast<int>(op), stream);
 }
 TERSE_PROFILER_ALIAS(ncclAllReduce)
 
 TERSE_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclRedOp_t op, int root,
-                                  ncclComm_t comm, cudaStream_t /*stream*/) {
+                                  ncclComm_t comm, cudaStream_t stream) {
   auto args = terse::make_args(CollectiveKind::kReduce, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclReduce", args, static_cast<int>(datatype),
-                            static_cast<int>(op));
+                            static_cast<int>(op), stream);
 }
 TERSE_PROFILER_ALIAS(ncclReduce)
 
 TERSE_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     cudaStream_t /*stream*/) {
+                                     cudaStream_t stream) {
   auto args = terse::make_args(CollectiveKind::kBroadcast, sendbuff, recvbuff, count);
   args.root = root;
-  return terse::submit_call(comm, "ncclBroadcast", args, static_cast<int>(datatype), terse::kNoOp);
+  return terse::submit_call(comm, "ncclBroadcast", args, static_cast<int>(datatype), terse::kNoOp,
+                            stream);
 }
 TERSE_PROFILER_ALIAS(ncclBroadcast)
 
@@ -109,63 +155,66 @@ TERSE_PROFILER_ALIAS(ncclBcast)
 
 TERSE_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                         cudaStream_t /*stream*/) {
+                                         cudaStream_t stream) {
   return terse::submit_call(
       comm, "ncclReduceScatter",
       terse::make_args(CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount),
-      static_cast<int>(datatype), static_cast<int>(op));
+      static_cast<int>(datatype), static_cast<int>(op), stream);
 }
 TERSE_PROFILER_ALIAS(ncclReduceScatter)
 
 TERSE_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                      ncclDataType_t datatype, ncclComm_t comm,
-                                     cudaStream_t /*stream*/) {
+                                     cudaStream_t stream) {
   return terse::submit_call(
       comm, "ncclAllGather",
       terse::make_args(CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount),
-      static_cast<int>(datatype), terse::kNoOp);
+      static_cast<int>(datatype), terse::kNoOp, stream);
 }
 TERSE_PROFILER_ALIAS(ncclAllGather)
 
 TERSE_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                                    ncclDataType_t datatype, ncclComm_t comm,
-                                    cudaStream_t /*stream*/) {
+                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return terse::submit_call(comm, "ncclAlltoAll",
                             terse::make_args(CollectiveKind::kAllToAll, sendbuff, recvbuff, count),
-                            static_cast<int>(datatype), terse::kNoOp);
+                            static_cast<int>(datatype), terse::kNoOp, stream);
 }
 TERSE_PROFILER_ALIAS(ncclAlltoAll)
 
 TERSE_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
-                                  cudaStream_t /*stream*/) {
+                                  cudaStream_t stream) {
   auto args = terse::make_args(CollectiveKind::kGather, sendbuff, recvbuff, count);
   args.root = root;
-  return terse::submit_call(comm, "ncclGather", args, static_cast<int>(datatype), terse::kNoOp);
+  return terse::submit_call(comm, "ncclGather", args, static_cast<int>(datatype), terse::kNoOp,
+                            stream);
 }
 TERSE_PROFILER_ALIAS(ncclGather)
 
 TERSE_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
-                                   cudaStream_t /*stream*/) {
+                                   cudaStream_t stream) {
   auto args = terse::make_args(CollectiveKind::kScatter, sendbuff, recvbuff, count);
   args.root = root;
-  return terse::submit_call(comm, "ncclScatter", args, static_cast<int>(datatype), terse::kNoOp);
+  return terse::submit_call(comm, "ncclScatter", args, static_cast<int>(datatype), terse::kNoOp,
+                            stream);
 }
 TERSE_PROFILER_ALIAS(ncclScatter)
 
 TERSE_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
-                                int peer, ncclComm_t comm, cudaStream_t /*stream*/) {
+                                int peer, ncclComm_t comm, cudaStream_t stream) {
   auto args = terse::make_args(CollectiveKind::kSend, sendbuff, nullptr, count);
   args.peer = peer;
-  return terse::submit_call(comm, "ncclSend", args, static_cast<int>(datatype), terse::kNoOp);
+  return terse::submit_call(comm, "ncclSend", args, static_cast<int>(datatype), terse::kNoOp,
+                            stream);
 }
 TERSE_PROFILER_ALIAS(ncclSend)
 
 TERSE_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                                ncclComm_t comm, cudaStream_t /*stream*/) {
+                                ncclComm_t comm, cudaStream_t stream) {
   auto args = terse::make_args(CollectiveKind::kRecv, nullptr, recvbuff, count);
   args.peer = peer;
-  return terse::submit_call(comm, "ncclRecv", args, static_cast<int>(datatype), terse::kNoOp);
+  return terse::submit_call(comm, "ncclRecv", args, static_cast<int>(datatype), terse::kNoOp,
+                            stream);
 }
 TERSE_PROFILER_ALIAS(ncclRecv)

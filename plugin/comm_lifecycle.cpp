@@ -6,9 +6,9 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/group.h"
 #include "common/result.h"
 #include "plugin/background_close.h"
+#include "plugin/call_routing.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
 #if TERSE_HAVE_CUDA
@@ -20,9 +20,10 @@ namespace {
 
 constexpr unsigned int kConfigMagic = 0xcafebeef;
 
-// Checks an ncclConfig_t. Only `blocking` matters to terse: every call completes before it
-// returns, so a nonblocking communicator is simply one whose calls never return
-// ncclInProgress. The other fields tune NCCL's GPU kernels and are accepted and ignored.
+// Checks an ncclConfig_t. Only `blocking` matters to terse: every call has done its part before
+// it returns (host calls completed, device calls enqueued on their streams), so a nonblocking
+// communicator is simply one whose calls never return ncclInProgress. The other fields tune NCCL's
+// GPU kernels and are accepted and ignored.
 ncclResult_t check_config(const ncclConfig_t* config) {
   if (config == nullptr) return ncclSuccess;
   if (config->magic != kConfigMagic) {
@@ -59,6 +60,11 @@ int current_cuda_device() {
   cudaGetLastError();  // no device here: clear the sticky error, terse runs on host memory
 #endif
   return -1;
+}
+
+ncclResult_t finalize_in_order(ncclComm* comm) {
+  Communicator* engine = comm->engine.get();
+  return run_in_call_order(comm, [engine] { return engine->finalize(); });
 }
 
 ncclResult_t engine_of(ncclComm* comm, const char* function, Communicator** engine) {
@@ -99,7 +105,7 @@ TERSE_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nccl
   terse::UniqueId id;
   std::memcpy(id.internal, commId.internal, sizeof(id.internal));
   auto created = std::make_unique<ncclComm>();
-  if (terse::group_depth() > 0) {
+  if (terse::api_group_depth() > 0) {
     // Ranks initialised from one thread inside a group meet at ncclGroupEnd.
     terse::defer_init({created.get(), id, rank, nranks, terse::current_cuda_device()});
     *comm = created.release();
@@ -119,8 +125,9 @@ TERSE_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUnique
 TERSE_PROFILER_ALIAS(ncclCommInitRank)
 
 // All ranks in this process, one thread each (their rendezvous needs them all at once).
-// devlist[i] (or i without a list) is what ncclCommCuDevice reports for rank i; buffers are host
-// memory either way.
+// devlist[i] (or i without a list, as NCCL numbers them) is rank i's CUDA device: what
+// ncclCommCuDevice reports and the device its device buffers must be on. Host buffers work
+// whatever it says, so InitAll(n) runs on machines with fewer than n GPUs (or none).
 TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   if (comm == nullptr) return fail(ncclInvalidArgument, "comm (the output array) is null");
   if (ndev <= 0) return fail(ncclInvalidArgument, "ndev %d is not positive", ndev);
@@ -160,7 +167,9 @@ TERSE_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   }
   TERSE_CHECK(terse::check_config(config));
   auto created = std::make_unique<ncclComm>();
-  TERSE_CHECK(engine->split(color, key, &created->engine));
+  // After every call already made on comm (its device calls may still wait for their streams).
+  TERSE_CHECK(
+      terse::run_in_call_order(comm, [&] { return engine->split(color, key, &created->engine); }));
   // NCCL_SPLIT_NOCOLOR: no communicator for this rank.
   *newcomm = created->engine ? created.release() : nullptr;
   return ncclSuccess;
@@ -170,19 +179,28 @@ TERSE_PROFILER_ALIAS(ncclCommSplit)
 TERSE_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   terse::Communicator* engine = nullptr;
   TERSE_CHECK(terse::engine_of(comm, "ncclCommFinalize", &engine));
-  if (terse::group_depth() > 0) {
+  if (terse::api_group_depth() > 0) {
     // Ranks finalized from one thread inside a group flush together at ncclGroupEnd.
-    terse::defer_finalize(engine);
+    terse::defer_finalize(comm);
     return ncclSuccess;
   }
-  return engine->finalize();
+  return terse::finalize_in_order(comm);
 }
 TERSE_PROFILER_ALIAS(ncclCommFinalize)
 
 TERSE_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying nothing is fine
-  // Closes (or, if broken, aborts) the transport, in the background: background_close.h.
-  if (comm->engine) terse::close_in_background(std::move(comm->engine));
+  // In the background (background_close.h): the calls already made on device buffers complete
+  // as their streams reach them (NCCL's destroy flushes them too), then the transport closes
+  // (or, if broken, aborts).
+  std::unique_ptr<terse::DeviceStaging> staging;
+  {
+    std::lock_guard<std::mutex> lock(comm->staging_mutex);
+    staging = std::move(comm->staging);
+  }
+  if (comm->engine || staging) {
+    terse::close_in_background(std::move(staging), std::move(comm->engine));
+  }
   delete comm;
   return ncclSuccess;
 }
@@ -190,7 +208,20 @@ TERSE_PROFILER_ALIAS(ncclCommDestroy)
 
 TERSE_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  if (comm->engine) comm->engine->abort();  // interrupts a call blocked in another thread
+  std::unique_ptr<terse::DeviceStaging> staging;
+  {
+    std::lock_guard<std::mutex> lock(comm->staging_mutex);
+    staging = std::move(comm->staging);
+  }
+  // The proxy starts nothing more; the abort interrupts what it (or another thread) is running;
+  // then every queued device call is abandoned and its stream released (outputs undefined).
+  if (staging) staging->proxy().stop(terse::StreamProxy::StopMode::kAbandon);
+  if (comm->engine) comm->engine->abort();
+  if (staging) {
+    staging->proxy().join();
+    // Its pinned memory is freed once the streams have passed their copies: not here.
+    terse::close_in_background(std::move(staging), nullptr);
+  }
   delete comm;
   return ncclSuccess;
 }

@@ -1,12 +1,13 @@
-// ncclGroupStart / ncclGroupEnd over the engine's groups (collectives/group.h), plus the one
-// thing only the API layer queues: communicators initialised inside the group, created at the
-// outermost ncclGroupEnd before the group's calls run.
+// ncclGroupStart / ncclGroupEnd: the group's calls are queued and run by call_routing.h (host
+// buffers through the engine's groups, collectives/group.h; device buffers through staging);
+// communicators initialised inside the group are created at the outermost ncclGroupEnd before
+// the calls run, and communicators finalized inside it are finalized after.
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "collectives/group.h"
 #include "common/result.h"
+#include "plugin/call_routing.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
 
@@ -18,26 +19,26 @@ std::vector<PendingInit>& pending_inits() {
   return pending;
 }
 
-std::vector<Communicator*>& pending_finalizes() {
-  thread_local std::vector<Communicator*> pending;
+std::vector<ncclComm*>& pending_finalizes() {
+  thread_local std::vector<ncclComm*> pending;
   return pending;
 }
 
-ncclResult_t run_pending_finalizes(std::vector<Communicator*> engines) {
-  std::vector<ncclResult_t> results(engines.size(), ncclSuccess);
-  std::vector<std::string> messages(engines.size());
+ncclResult_t run_pending_finalizes(std::vector<ncclComm*> comms) {
+  std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
+  std::vector<std::string> messages(comms.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < engines.size(); ++i) {
+  for (size_t i = 0; i < comms.size(); ++i) {
     threads.emplace_back([&, i] {
-      results[i] = engines[i]->finalize();
+      results[i] = finalize_in_order(comms[i]);
       if (results[i] != ncclSuccess) messages[i] = last_error();
     });
   }
   for (auto& thread : threads) thread.join();
-  for (size_t i = 0; i < engines.size(); ++i) {
+  for (size_t i = 0; i < comms.size(); ++i) {
     if (results[i] != ncclSuccess) {
       return fail(results[i], "ncclGroupEnd: ncclCommFinalize of rank %d failed: %s",
-                  engines[i]->rank(), messages[i].c_str());
+                  comms[i]->engine->rank(), messages[i].c_str());
     }
   }
   return ncclSuccess;
@@ -73,31 +74,32 @@ void defer_init(const PendingInit& init) {
   pending_inits().push_back(init);
 }
 
-void defer_finalize(Communicator* engine) {
-  pending_finalizes().push_back(engine);
+void defer_finalize(ncclComm* comm) {
+  pending_finalizes().push_back(comm);
 }
 
 }  // namespace terse
 
 TERSE_API ncclResult_t ncclGroupStart() {
-  return terse::group_start();
+  terse::begin_api_group();
+  return ncclSuccess;
 }
 TERSE_PROFILER_ALIAS(ncclGroupStart)
 
 TERSE_API ncclResult_t ncclGroupEnd() {
-  const bool outermost = terse::group_depth() == 1;
+  const bool outermost = terse::api_group_depth() == 1;
   ncclResult_t init_result = ncclSuccess;
   if (outermost && !terse::pending_inits().empty()) {
     std::vector<terse::PendingInit> inits;
     inits.swap(terse::pending_inits());
     init_result = terse::run_pending_inits(std::move(inits));
   }
-  const ncclResult_t group_result = terse::group_end();
+  const ncclResult_t group_result = terse::end_api_group();
   ncclResult_t finalize_result = ncclSuccess;
   if (outermost && !terse::pending_finalizes().empty()) {
-    std::vector<terse::Communicator*> engines;
-    engines.swap(terse::pending_finalizes());
-    finalize_result = terse::run_pending_finalizes(std::move(engines));
+    std::vector<ncclComm*> comms;
+    comms.swap(terse::pending_finalizes());
+    finalize_result = terse::run_pending_finalizes(std::move(comms));
   }
   if (init_result != ncclSuccess) return init_result;
   return group_result != ncclSuccess ? group_result : finalize_result;

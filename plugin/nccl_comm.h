@@ -1,6 +1,7 @@
 // What an ncclComm_t points to: nccl.h leaves `struct ncclComm` incomplete, and the plugin
 // completes it as terse's engine communicator plus what only the API layer knows (the
-// PreMulSum operators created on it, and whether a group has yet to create it).
+// PreMulSum operators created on it, whether a group has yet to create it, and the staging of
+// device buffers with its stream proxy).
 #pragma once
 
 #include <nccl.h>
@@ -10,13 +11,16 @@
 #include <mutex>
 
 #include "collectives/communicator.h"
+#include "plugin/device_staging.h"
 #include "transport/unique_id.h"
 
 // One ncclRedOpCreatePreMulSum operator: the scalar is read at creation (host immediate) or at
-// each call (a host pointer given as ncclScalarDevice, which NCCL also dereferences later).
+// each call (ncclScalarDevice, which NCCL also dereferences later): from the host when it is
+// host memory, else staged with each call's inputs in stream order (device_staging.h).
 struct PreMulSumOp {
   ncclDataType_t type = ncclFloat32;
   bool read_at_call = false;
+  bool scalar_on_device = false;  // device or managed memory
   double immediate = 1.0;
   const void* scalar = nullptr;
 };
@@ -28,6 +32,11 @@ struct ncclComm {
   std::mutex ops_mutex;
   std::map<int, PreMulSumOp> dynamic_ops;  // by ncclRedOp_t value (>= ncclNumOps)
   int next_dynamic_op = ncclNumOps;
+
+  // Created at the first call with device buffers (call_routing.h); from then on every call
+  // on the communicator goes through its stream proxy. Guarded by staging_mutex.
+  std::mutex staging_mutex;
+  std::unique_ptr<terse::DeviceStaging> staging;
 };
 
 namespace terse {
@@ -44,7 +53,9 @@ struct PendingInit {
 void defer_init(const PendingInit& init);
 // ncclCommFinalize inside a group: run at the outermost ncclGroupEnd after the group's calls,
 // every pending communicator on its own thread (closing flushes, which needs the peers).
-void defer_finalize(Communicator* engine);
+void defer_finalize(ncclComm* comm);
+// ncclCommFinalize's work: the engine's finalize, after every call already made on `comm`.
+ncclResult_t finalize_in_order(ncclComm* comm);
 // The communicator's engine, or ncclInvalidUsage/ncclInvalidArgument naming `function` when
 // `comm` is null or not yet created.
 ncclResult_t engine_of(ncclComm* comm, const char* function, Communicator** engine);

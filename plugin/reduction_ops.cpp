@@ -10,6 +10,7 @@
 #include "common/float_convert.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
+#include "plugin/pointer_memory.h"
 
 namespace terse {
 namespace {
@@ -60,8 +61,13 @@ double scalar_value(ncclDataType_t type, const void* scalar) {
 
 }  // namespace
 
+double premul_scalar_value(ncclDataType_t type, const void* scalar) {
+  return scalar_value(type, scalar);
+}
+
 ncclResult_t resolve_reduce_op(ncclComm* comm, int op, ncclDataType_t type, int nranks,
-                               ReduceOp* out) {
+                               ReduceOp* out, const void** device_scalar) {
+  *device_scalar = nullptr;
   ReduceOp result;
   switch (op) {
     case ncclSum:
@@ -102,8 +108,13 @@ ncclResult_t resolve_reduce_op(ncclComm* comm, int op, ncclDataType_t type, int 
       }
       result.kind = ReduceKind::kSum;
       result.scale_input = true;
-      result.input_scale =
-          premul.read_at_call ? scalar_value(premul.type, premul.scalar) : premul.immediate;
+      if (premul.scalar_on_device) {
+        result.input_scale = 1.0;  // set from the staged scalar when the call runs
+        *device_scalar = premul.scalar;
+      } else {
+        result.input_scale =
+            premul.read_at_call ? scalar_value(premul.type, premul.scalar) : premul.immediate;
+      }
     }
   }
   *out = result;
@@ -114,9 +125,10 @@ ncclResult_t resolve_reduce_op(ncclComm* comm, int op, ncclDataType_t type, int 
 
 using terse::fail;
 
-// The scalar must be host memory: ncclScalarHostImmediate reads it now; ncclScalarDevice (in
-// NCCL a device pointer read while the collective runs) is taken as a host pointer that is read
-// at every call made with the operator.
+// ncclScalarHostImmediate: a host pointer, read now. ncclScalarDevice: read at every call made
+// with the operator, as NCCL reads it while the collective runs: from the host when it is host
+// memory; when it is device (or managed) memory, copied in stream order with the call's inputs,
+// so such an operator needs device buffers.
 TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
                                                 ncclDataType_t datatype,
                                                 ncclScalarResidence_t residence, ncclComm_t comm) {
@@ -134,8 +146,15 @@ TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   PreMulSumOp premul;
   premul.type = datatype;
   premul.read_at_call = residence == ncclScalarDevice;
+  premul.scalar_on_device = terse::query_buffer_memory(scalar).kind != terse::MemoryKind::kHost;
   premul.scalar = scalar;
-  premul.immediate = terse::scalar_value(datatype, scalar);
+  if (premul.scalar_on_device && !premul.read_at_call) {
+    return fail(ncclInvalidArgument,
+                "scalar %p is device memory, but residence is ncclScalarHostImmediate (a host "
+                "pointer read now)",
+                scalar);
+  }
+  if (!premul.scalar_on_device) premul.immediate = terse::scalar_value(datatype, scalar);
   std::lock_guard<std::mutex> lock(comm->ops_mutex);
   if (comm->next_dynamic_op == ncclMaxRedOp) {
     return fail(ncclInternalError, "every ncclRedOp_t value of this communicator is used");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_processes.h"
 #include "transport/unique_id.h"
 
 namespace terse {
@@ -34,23 +35,13 @@ enum RankExitCode {
 std::string unique_id_to_hex(const UniqueId& id);
 bool unique_id_from_hex(const std::string& hex, UniqueId* id);
 
-struct RankProcessResult {
-  int rank = -1;
-  bool exited = false;  // false: killed by a signal (or by the parent at its deadline)
-  int exit_code = -1;
-  int signal = 0;
-  bool killed_by_parent = false;
-  double seconds = 0;  // from the spawn of all ranks to this one's exit
-};
-
 // Spawns `nranks` helper processes for `scenario` (environment inherited) and waits for all of
-// them, killing any still running after `seconds_allowed`. `expendable_rank` (if >= 0) is killed
-// as soon as every other rank has exited (a stopped process would never exit by itself).
+// them (rank_processes.h: any still running after `seconds_allowed` is killed, `expendable_rank`
+// (if >= 0) as soon as every other rank has exited, and each one's output is kept for
+// describe()).
 std::vector<RankProcessResult> run_rank_processes(const char* scenario, int nranks,
                                                   const UniqueId& id, double seconds_allowed,
                                                   int expendable_rank = -1);
-
-std::string describe(const RankProcessResult& result);
 
 }  // namespace test
 }  // namespace terse

@@ -1,6 +1,6 @@
 // One rank of a multi-process collectives test (the launcher and exit codes are the transport
 // tests', rank_process_protocol.h). Reports through its exit code; says what went wrong on
-// stderr.
+// stderr. The scenarios besides "dead-peer" are in rank_scenarios.h.
 //
 // Scenario "dead-peer": every rank runs rounds of collectives (allgather, broadcast,
 // reduce-scatter); the last rank kills itself (SIGKILL) after the first round, as a crashed
@@ -21,10 +21,17 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "rank_process_protocol.h"
+#include "rank_scenarios.h"
 #include "transport/transport_settings.h"
 
 namespace terse {
 namespace test {
+
+int report(int code, int rank, const std::string& what) {
+  fprintf(stderr, "collective_rank_process rank %d: %s\n", rank, what.c_str());
+  return code;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -33,11 +40,6 @@ constexpr const char* kScenarioCollectiveDeadPeer = "dead-peer";
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-int report(int code, int rank, const std::string& what) {
-  fprintf(stderr, "collective_rank_process rank %d: %s\n", rank, what.c_str());
-  return code;
 }
 
 // One round: three collectives of 64K floats each.
@@ -128,6 +130,9 @@ int run(int argc, char** argv) {
     return report(kRankCreateFailed, rank, last_error());
   }
   if (scenario == kScenarioCollectiveDeadPeer) return run_dead_peer(std::move(comm), timeout);
+  if (scenario == kScenarioAllCollectives) return run_all_collectives(*comm);
+  if (scenario == kScenarioGroups) return run_groups(*comm);
+  if (scenario == kScenarioSplit) return run_split(*comm);
   return report(kRankBadArguments, rank, "unknown scenario " + scenario);
 }
 

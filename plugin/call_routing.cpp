@@ -1,0 +1,186 @@
+#include "plugin/call_routing.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectives/group.h"
+#include "common/result.h"
+#include "plugin/nccl_comm.h"
+
+namespace terse {
+namespace {
+
+struct ApiGroup {
+  int depth = 0;
+  std::vector<std::pair<ncclComm*, QueuedCall>> calls;  // in issue order
+  ncclResult_t error = ncclSuccess;                     // the first refusal inside the group
+  std::string error_message;
+};
+
+ApiGroup& api_group() {
+  thread_local ApiGroup group;
+  return group;
+}
+
+DeviceStaging* existing_staging(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->staging_mutex);
+  return comm->staging.get();
+}
+
+ncclResult_t staging_for(ncclComm* comm, DeviceStaging** out) {
+  std::lock_guard<std::mutex> lock(comm->staging_mutex);
+  if (comm->staging == nullptr) {
+    TERSE_CHECK(DeviceStaging::create(comm->engine.get(), &comm->staging));
+  }
+  *out = comm->staging.get();
+  return ncclSuccess;
+}
+
+// A host-buffer call that moves data: it completes before the call (or ncclGroupEnd) returns.
+bool completes_on_return(const QueuedCall& call) {
+  return !call.on_device && call.args.count > 0;
+}
+
+// Device calls report failures only asynchronously, so a communicator that is already broken
+// refuses them here, as the engine refuses host calls.
+ncclResult_t check_not_broken(const Communicator& engine) {
+  const ncclResult_t broken = engine.async_error();
+  if (broken == ncclSuccess) return ncclSuccess;
+  return fail(broken, "rank %d: the communicator failed earlier and must be aborted: %s",
+              engine.rank(), engine.async_error_message().c_str());
+}
+
+struct CommunicatorCalls {
+  ncclComm* comm = nullptr;
+  std::vector<QueuedCall> calls;
+  bool device = false;               // some call has device buffers
+  bool completes_on_return = false;  // some call has host buffers with data
+  DeviceStaging* staging = nullptr;  // set when its calls go through staging
+  std::shared_ptr<DeviceStaging::Batch> batch;
+};
+
+ncclResult_t run_group(std::vector<std::pair<ncclComm*, QueuedCall>> queued) {
+  std::vector<CommunicatorCalls> comms;
+  for (auto& [comm, call] : queued) {
+    auto found = comms.begin();
+    while (found != comms.end() && found->comm != comm) ++found;
+    if (found == comms.end()) {
+      comms.emplace_back();
+      comms.back().comm = comm;
+      found = comms.end() - 1;
+    }
+    found->device = found->device || call.on_device;
+    found->completes_on_return = found->completes_on_return || completes_on_return(call);
+    found->calls.push_back(call);
+  }
+  // Staging first, so that a communicator that cannot have it fails the group before anything
+  // has run.
+  for (CommunicatorCalls& entry : comms) {
+    if (entry.device) {
+      TERSE_CHECK(check_not_broken(*entry.comm->engine));
+      TERSE_CHECK(staging_for(entry.comm, &entry.staging));
+    } else {
+      entry.staging = existing_staging(entry.comm);
+    }
+  }
+
+  ncclResult_t first_error = ncclSuccess;
+  std::string first_message;
+  auto note = [&](ncclResult_t result) {
+    if (result != ncclSuccess && first_error == ncclSuccess) {
+      first_error = result;
+      first_message = last_error();
+    }
+  };
+  for (CommunicatorCalls& entry : comms) {
+    if (entry.staging != nullptr) note(entry.staging->stage_inputs(entry.calls, &entry.batch));
+  }
+  for (CommunicatorCalls& entry : comms) {
+    if (entry.batch != nullptr) note(entry.staging->stage_outputs(entry.batch));
+  }
+  bool host_only = false;
+  for (const CommunicatorCalls& entry : comms) host_only = host_only || entry.staging == nullptr;
+  if (host_only) {
+    group_start();
+    for (const CommunicatorCalls& entry : comms) {
+      if (entry.staging != nullptr) continue;
+      for (const QueuedCall& call : entry.calls) note(submit(entry.comm->engine.get(), call.args));
+    }
+    note(group_end());
+  }
+  for (CommunicatorCalls& entry : comms) {
+    if (entry.batch != nullptr && entry.completes_on_return) {
+      note(DeviceStaging::wait(entry.batch));
+    }
+  }
+  if (first_error == ncclSuccess) return ncclSuccess;
+  return fail(first_error, "%s", first_message.c_str());
+}
+
+}  // namespace
+
+ncclResult_t route_call(ncclComm* comm, const QueuedCall& call) {
+  ApiGroup& group = api_group();
+  Communicator* engine = comm->engine.get();
+  if (call.on_device) TERSE_CHECK(check_not_broken(*engine));
+  if (group.depth > 0) {
+    group.calls.emplace_back(comm, call);
+    return ncclSuccess;
+  }
+  DeviceStaging* staging = nullptr;
+  if (call.on_device) {
+    TERSE_CHECK(staging_for(comm, &staging));
+  } else {
+    staging = existing_staging(comm);
+  }
+  if (staging == nullptr) return engine->run(call.args);
+  std::shared_ptr<DeviceStaging::Batch> batch;
+  TERSE_CHECK(staging->stage_inputs({call}, &batch));
+  TERSE_CHECK(staging->stage_outputs(batch));
+  return completes_on_return(call) ? DeviceStaging::wait(batch) : ncclSuccess;
+}
+
+void begin_api_group() {
+  ++api_group().depth;
+}
+
+ncclResult_t end_api_group() {
+  ApiGroup& group = api_group();
+  if (group.depth == 0) {
+    return fail(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
+  }
+  if (--group.depth > 0) return ncclSuccess;
+  auto calls = std::move(group.calls);
+  group.calls.clear();
+  const ncclResult_t refused = group.error;
+  const std::string refused_message = std::move(group.error_message);
+  group.error = ncclSuccess;
+  group.error_message.clear();
+  if (refused != ncclSuccess) {
+    return fail(refused, "the group ran nothing because a call in it failed: %s",
+                refused_message.c_str());
+  }
+  if (calls.empty()) return ncclSuccess;
+  return run_group(std::move(calls));
+}
+
+int api_group_depth() {
+  return api_group().depth;
+}
+
+void refuse_in_group(ncclResult_t result) {
+  ApiGroup& group = api_group();
+  if (group.depth == 0 || group.error != ncclSuccess) return;
+  group.error = result;
+  group.error_message = last_error();
+}
+
+ncclResult_t run_in_call_order(ncclComm* comm, const std::function<ncclResult_t()>& work) {
+  DeviceStaging* staging = existing_staging(comm);
+  if (staging == nullptr) return work();
+  return staging->proxy().run_in_order(work);
+}
+
+}  // namespace terse

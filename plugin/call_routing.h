@@ -1,0 +1,49 @@
+// Where an accepted collective or send/recv call goes, and the API-level group queue.
+//
+// - Host buffers on a communicator without staging: the engine, at once (outside a group) or
+//   through the engine's group at ncclGroupEnd, exactly as before device buffers existed.
+// - Device buffers: the communicator's DeviceStaging (device_staging.h), created at its first
+//   device call; the call returns once its copies are enqueued on the stream.
+// - Any call on a communicator that has staging: through its stream proxy, so that the engine
+//   sees that communicator's operations in issue order on every rank. Host-buffer calls are
+//   waited for (they complete before returning, as always); count-0 calls are queued and not
+//   waited for (they touch no memory, and waiting would block on the stream).
+//
+// Groups are kept here, not in the engine, because whether a communicator's calls are staged
+// is known only once all of them are: at the outermost ncclGroupEnd, for every communicator
+// with staging, every batch's inputs are staged first, then every stream's outputs (so that
+// communicators sharing a stream, driven from one thread, never wait for each other's inputs);
+// then the host-only communicators run through the engine's group (collectives/group.h); then
+// the batches holding host-buffer calls are waited for. A call refused inside a group fails
+// the group, which then runs nothing.
+#pragma once
+
+#include <nccl.h>
+
+#include <functional>
+
+#include "plugin/device_staging.h"
+
+struct ncclComm;
+
+namespace terse {
+
+// Runs or, inside a group, queues `call` on `comm` (arguments checked by the caller).
+ncclResult_t route_call(ncclComm* comm, const QueuedCall& call);
+
+// ncclGroupStart's part: one more level of group on this thread.
+void begin_api_group();
+// ncclGroupEnd's part: one level less; at the outermost level runs every queued call and
+// returns the first error. Fails with ncclInvalidUsage when no group is open.
+ncclResult_t end_api_group();
+// Group levels open on this thread (0 outside a group).
+int api_group_depth();
+// A call inside the open group was refused (`result`, with this thread's last error): the
+// group will run nothing. No effect outside a group.
+void refuse_in_group(ncclResult_t result);
+
+// Runs `work` (a communicator-wide engine call: split, finalize) after every call already made
+// on `comm`: through its stream proxy when it has staging, else at once.
+ncclResult_t run_in_call_order(ncclComm* comm, const std::function<ncclResult_t()>& work);
+
+}  // namespace terse

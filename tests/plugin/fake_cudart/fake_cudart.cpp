@@ -1,0 +1,378 @@
+// A fake CUDA runtime (libcudart.so.<major>) for running the device-buffer tests of
+// plugin_tests on a machine without a GPU: run.sh builds it and puts it first on
+// LD_LIBRARY_PATH. It checks terse's side of device staging (stream order, copies, the join,
+// host functions, the stream waits, shutdown), not CUDA's: a real GPU remains the test.
+//
+// What it models: each stream is a worker thread running its operations in order; host
+// functions of every stream run on one shared callback thread, as CUDA's do; events order
+// streams; cuStreamWaitValue32 (from cudaGetDriverEntryPointByVersion) and terse's polling
+// kernel (the only kernel terse launches) spin on host memory; "device memory" is a PROT_NONE
+// mapping whose pages only the fake's copies reach, through a second mapping, so any host
+// access to device memory crashes. FAKE_NO_MEMOPS=1 hides cuStreamWaitValue32 (the fallback).
+// Not modelled: implicit synchronisation, errors, graphs, several devices.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace {
+
+struct Region {
+  size_t size;
+  cudaMemoryType type;
+  char* alias;  // accessible view (device memory), else null
+};
+std::mutex regions_mutex;
+std::map<uintptr_t, Region> regions;
+
+bool find_region(const void* p, uintptr_t* base, Region* out) {
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  auto it = regions.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == regions.begin()) return false;
+  --it;
+  if (reinterpret_cast<uintptr_t>(p) >= it->first + it->second.size) return false;
+  *base = it->first;
+  *out = it->second;
+  return true;
+}
+
+char* accessible(const void* p) {
+  uintptr_t base;
+  Region r;
+  if (find_region(p, &base, &r) && r.alias != nullptr) {
+    return r.alias + (reinterpret_cast<uintptr_t>(p) - base);
+  }
+  return const_cast<char*>(static_cast<const char*>(p));
+}
+
+// One thread runs every host function, in the order streams reach them.
+class CallbackThread {
+ public:
+  CallbackThread() : thread_([this] { loop(); }) { thread_.detach(); }
+  void run(cudaHostFn_t fn, void* arg) {
+    std::atomic<bool> done{false};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back([&] {
+        fn(arg);
+        done = true;
+      });
+    }
+    cv_.notify_all();
+    while (!done.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::thread thread_;
+};
+CallbackThread& callbacks() {
+  static CallbackThread* instance = new CallbackThread();
+  return *instance;
+}
+
+struct FakeStream {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> ops;
+  bool busy = false;
+  FakeStream() {
+    std::thread([this] { loop(); }).detach();
+  }
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ops.push_back(std::move(op));
+    }
+    cv.notify_all();
+  }
+  void loop() {
+    for (;;) {
+      std::function<void()> op;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return !ops.empty(); });
+        op = std::move(ops.front());
+        ops.pop_front();
+        busy = true;
+      }
+      op();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        busy = false;
+      }
+      cv.notify_all();
+    }
+  }
+  void drain() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return ops.empty() && !busy; });
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return ops.empty() && !busy;
+  }
+};
+
+FakeStream* stream_of(cudaStream_t s) {
+  static FakeStream* legacy = new FakeStream();
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return legacy;
+  return reinterpret_cast<FakeStream*>(s);
+}
+
+struct FakeEvent {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t recorded = 0, completed = 0;
+};
+
+void spin_until(const volatile uint32_t* flag, uint32_t value) {
+  while (static_cast<int32_t>(*flag - value) < 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+CUresult CUDAAPI fake_wait_value_32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                    unsigned int) {
+  const volatile uint32_t* flag = reinterpret_cast<const volatile uint32_t*>(addr);
+  stream_of(reinterpret_cast<cudaStream_t>(stream))->push([flag, value] {
+    spin_until(flag, value);
+  });
+  return CUDA_SUCCESS;
+}
+
+thread_local int current_device = 0;
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = current_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  current_device = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) {
+  return cudaSuccess;
+}
+cudaError_t cudaPeekAtLastError(void) {
+  return cudaSuccess;
+}
+const char* cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "fake cuda error";
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  if (size == 0) size = 1;
+  const size_t page = 4096, bytes = (size + page - 1) / page * page;
+  const int fd = memfd_create("fake-device", 0);
+  if (fd < 0 || ftruncate(fd, bytes) != 0) return cudaErrorMemoryAllocation;
+  void* device = mmap(nullptr, bytes, PROT_NONE, MAP_SHARED, fd, 0);
+  void* alias = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  regions[reinterpret_cast<uintptr_t>(device)] = {bytes, cudaMemoryTypeDevice,
+                                                  static_cast<char*>(alias)};
+  *ptr = device;
+  return cudaSuccess;
+}
+cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int) {
+  void* memory = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  regions[reinterpret_cast<uintptr_t>(memory)] = {size, cudaMemoryTypeManaged, nullptr};
+  *ptr = memory;
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  auto it = regions.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == regions.end()) return cudaErrorInvalidValue;
+  if (it->second.alias != nullptr) {
+    munmap(ptr, it->second.size);
+    munmap(it->second.alias, it->second.size);
+  } else {
+    free(ptr);
+  }
+  regions.erase(it);
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
+  void* memory = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  regions[reinterpret_cast<uintptr_t>(memory)] = {size, cudaMemoryTypeHost, nullptr};
+  *ptr = memory;
+  return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, 0);
+}
+cudaError_t cudaFreeHost(void* ptr) {
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  auto it = regions.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == regions.end() || it->second.type != cudaMemoryTypeHost) return cudaErrorInvalidValue;
+  regions.erase(it);
+  free(ptr);
+  return cudaSuccess;
+}
+cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int) {
+  *device = host;
+  return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  std::memset(attributes, 0, sizeof(*attributes));
+  uintptr_t base;
+  Region r;
+  attributes->type = cudaMemoryTypeUnregistered;
+  attributes->device = -2;
+  if (find_region(ptr, &base, &r)) {
+    attributes->type = r.type;
+    attributes->device = 0;
+    attributes->devicePointer = const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  *stream = reinterpret_cast<cudaStream_t>(new FakeStream());
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) {
+  return cudaSuccess;
+}  // leaked: work completes
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  stream_of(stream)->drain();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return stream_of(stream)->idle() ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
+  *status = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind,
+                            cudaStream_t stream) {
+  stream_of(stream)->push(
+      [dst, src, count] { std::memcpy(accessible(dst), accessible(src), count); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
+  stream_of(stream)->push([dst, value, count] { std::memset(accessible(dst), value, count); });
+  return cudaSuccess;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* arg) {
+  stream_of(stream)->push([fn, arg] { callbacks().run(fn, arg); });
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  *event = reinterpret_cast<cudaEvent_t>(new FakeEvent());
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    generation = ++e->recorded;
+  }
+  stream_of(stream)->push([e, generation] {
+    {
+      std::lock_guard<std::mutex> lock(e->mutex);
+      if (e->completed < generation) e->completed = generation;
+    }
+    e->cv.notify_all();
+  });
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    generation = e->recorded;
+  }
+  stream_of(stream)->push([e, generation] {
+    std::unique_lock<std::mutex> lock(e->mutex);
+    e->cv.wait(lock, [&] { return e->completed >= generation; });
+  });
+  return cudaSuccess;
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int,
+                                             unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
+  if (std::strcmp(symbol, "cuStreamWaitValue32") == 0 && getenv("FAKE_NO_MEMOPS") == nullptr) {
+    *fn = reinterpret_cast<void*>(&fake_wait_value_32);
+    if (status) *status = cudaDriverEntryPointSuccess;
+    return cudaSuccess;
+  }
+  *fn = nullptr;
+  if (status) *status = cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
+// Only terse's polling kernel is ever launched: (const volatile uint32_t* flag, uint32_t seq).
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void** args, size_t, cudaStream_t stream) {
+  const volatile uint32_t* flag = *static_cast<const volatile uint32_t**>(args[0]);
+  const uint32_t value = *static_cast<uint32_t*>(args[1]);
+  stream_of(stream)->push([flag, value] { spin_until(flag, value); });
+  return cudaSuccess;
+}
+
+// What nvcc's generated code registers: nothing to do here.
+void** __cudaRegisterFatBinary(void*) {
+  static void* handle = nullptr;
+  return &handle;
+}
+void __cudaRegisterFatBinaryEnd(void**) {}
+void __cudaUnregisterFatBinary(void**) {}
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*,
+                            dim3*, int*) {}
+unsigned __cudaPopCallConfiguration(dim3*, dim3*, size_t*, void*) {
+  return 0;
+}
+unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, void*) {
+  return 0;
+}
+cudaError_t __cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+  return cudaSuccess;
+}
+cudaError_t __cudaGetKernel(void**, const void*) {
+  return cudaSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,71 @@
+// How the plugin's multi-process tests talk to plugin_rank_process, an application that sees
+// only <nccl.h> and libterse: its command line, its scenarios and the exit codes it reports with.
+//
+//   plugin_rank_process <scenario> <rank> <nranks> <unique id in hex | "env">
+//
+// "env": every rank calls ncclGetUniqueId itself, which with TERSE_COMM_ID (or NCCL_COMM_ID)
+// set returns the same id everywhere, as launchers without a side channel rely on.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace plugin_test {
+
+// Allreduce, allgather, broadcast, reduce-scatter and a send/recv ring, every result checked.
+constexpr const char* kScenarioCollectives = "collectives";
+// Rounds of allreduce and allgather; the last rank SIGKILLs itself between the two of round 2.
+// The others must get ncclRemoteError (from the call, or from ncclCommGetAsyncError) within
+// TERSE_TIMEOUT_S, an ncclGetLastError that names a rank, and a prompt ncclCommAbort.
+constexpr const char* kScenarioKilled = "killed";
+// Every rank but the last enters an allreduce the last never joins (it idles until the test
+// kills it); another thread then calls ncclCommAbort, which must return promptly and make the
+// blocked allreduce return an error.
+constexpr const char* kScenarioAbort = "abort";
+// ncclCommInitRank with an id whose secret is not the root's: it must fail, not hang, within
+// TERSE_TIMEOUT_S, and say that the secret may be wrong.
+constexpr const char* kScenarioStranger = "stranger";
+// The id argument that makes every rank call ncclGetUniqueId.
+constexpr const char* kIdFromEnvironment = "env";
+
+enum PluginRankExitCode {
+  kPluginRankOk = 0,
+  kPluginRankBadArguments = 10,
+  kPluginRankInitFailed = 11,
+  kPluginRankWrongResult = 12,  // a call failed where it should succeed, or wrong data
+  kPluginRankNoErrorFromDeadPeer = 13,
+  kPluginRankWrongErrorFromDeadPeer = 14,
+  kPluginRankErrorTooLate = 15,
+  kPluginRankAbortTooSlow = 16,
+  kPluginRankStrangerAccepted = 17,
+};
+
+// ncclUniqueId <-> 256 lowercase hex digits.
+inline std::string unique_id_to_hex(const ncclUniqueId& id) {
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    const uint8_t byte = static_cast<uint8_t>(id.internal[i]);
+    hex += digits[byte >> 4];
+    hex += digits[byte & 15];
+  }
+  return hex;
+}
+
+inline bool unique_id_from_hex(const std::string& hex, ncclUniqueId* id) {
+  if (hex.size() != 2 * sizeof(id->internal)) return false;
+  auto value = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  for (size_t i = 0; i < sizeof(id->internal); ++i) {
+    const int high = value(hex[2 * i]), low = value(hex[2 * i + 1]);
+    if (high < 0 || low < 0) return false;
+    id->internal[i] = static_cast<char>(high * 16 + low);
+  }
+  return true;
+}
+
+}  // namespace plugin_test

@@ -1,0 +1,132 @@
+// The NCCL API of libterse.so with ranks as processes: plugin_rank_process, an application that
+// includes only <nccl.h> and links only libterse, spawned once per rank with the unique id on
+// its command line (as the hex of ncclUniqueId) or found through TERSE_COMM_ID. The ranks check
+// their own results (rank_process/plugin_rank_protocol.h) and report through exit codes; a
+// failure shows what each rank wrote to stderr. Bootstrap on IPv4 loopback, as every multi-rank
+// test; TERSE_UCX_ERROR_MODE at its default.
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "rank_process/plugin_rank_protocol.h"
+#include "rank_processes.h"
+#include "transport_test_support.h"
+
+namespace {
+
+using terse::test::CommandLine;
+using terse::test::RankProcessResult;
+using terse::test::ScopedEnv;
+
+// Far beyond what any scenario needs: the test's own deadline, after which ranks are killed.
+constexpr double kSecondsAllowed = 60;
+
+class PluginProcesses : public ::testing::Test {
+ protected:
+  // Runs `scenario` on ranks `first` to `first + count - 1` of `nranks` (count -1: all), with
+  // `id_argument`; `expendable_rank` as run_processes takes it.
+  static std::vector<RankProcessResult> run(const char* scenario, int nranks,
+                                            const std::string& id_argument, int first = 0,
+                                            int count = -1, int expendable_rank = -1) {
+    std::vector<CommandLine> ranks;
+    for (int rank = first; rank < first + (count < 0 ? nranks : count); ++rank) {
+      ranks.push_back({TERSE_PLUGIN_RANK_PROCESS_PATH, scenario, std::to_string(rank),
+                       std::to_string(nranks), id_argument});
+    }
+    return terse::test::run_processes(ranks, kSecondsAllowed, expendable_rank);
+  }
+
+  // A fresh id from this process (its bootstrap root serves the ranks), as hex.
+  static std::string new_id() {
+    ncclUniqueId id;
+    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+    return plugin_test::unique_id_to_hex(id);
+  }
+
+  static void expect_all_ok(const std::vector<RankProcessResult>& results, size_t nranks) {
+    ASSERT_EQ(results.size(), nranks);
+    for (const RankProcessResult& result : results) {
+      EXPECT_TRUE(result.exited && result.exit_code == plugin_test::kPluginRankOk)
+          << describe(result);
+    }
+  }
+
+  ScopedEnv ifname_{"TERSE_SOCKET_IFNAME", "lo"};
+  ScopedEnv family_{"TERSE_SOCKET_FAMILY", "AF_INET"};
+  ScopedEnv terse_comm_id_{"TERSE_COMM_ID", nullptr};
+  ScopedEnv nccl_comm_id_{"NCCL_COMM_ID", nullptr};
+  ScopedEnv error_mode_{"TERSE_UCX_ERROR_MODE", nullptr};
+  // A hang fails the test at this deadline instead of running to the suite's.
+  ScopedEnv timeout_{"TERSE_TIMEOUT_S", "20"};
+};
+
+class PluginProcessRanks : public PluginProcesses, public ::testing::WithParamInterface<int> {};
+
+TEST_P(PluginProcessRanks, CollectivesWithTheIdOnTheCommandLine) {
+  expect_all_ok(run(plugin_test::kScenarioCollectives, GetParam(), new_id()), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PluginProcessRanks, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+// Every rank calls ncclGetUniqueId itself: TERSE_COMM_ID makes it the same id everywhere, and
+// rank 0 starts the bootstrap root at that address.
+TEST_F(PluginProcesses, CollectivesWithTerseCommId) {
+  const int port = terse::test::free_tcp_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  ScopedEnv comm_id("TERSE_COMM_ID", address.c_str());
+  expect_all_ok(run(plugin_test::kScenarioCollectives, 3, plugin_test::kIdFromEnvironment), 3);
+}
+
+// The last rank SIGKILLs itself between two collectives; the others must see ncclRemoteError
+// within TERSE_TIMEOUT_S (plus slack), a message naming a rank, and abort promptly.
+TEST_F(PluginProcesses, AKilledRankTurnsIntoRemoteErrorOnTheOthers) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "4");
+  const int nranks = 3;
+  const std::vector<RankProcessResult> results =
+      run(plugin_test::kScenarioKilled, nranks, new_id());
+  ASSERT_EQ(results.size(), static_cast<size_t>(nranks));
+  for (int rank = 0; rank < nranks - 1; ++rank) {
+    EXPECT_TRUE(results[rank].exited && results[rank].exit_code == plugin_test::kPluginRankOk)
+        << describe(results[rank]);
+  }
+  EXPECT_EQ(results[nranks - 1].signal, SIGKILL)
+      << "the victim was meant to kill itself: " << describe(results[nranks - 1]);
+}
+
+// ncclCommAbort from another thread ends an allreduce blocked on a rank that never joins it, and
+// returns promptly (that rank idles until it is killed here).
+TEST_F(PluginProcesses, AbortEndsABlockedCollective) {
+  const int nranks = 3;
+  const std::vector<RankProcessResult> results =
+      run(plugin_test::kScenarioAbort, nranks, new_id(), 0, -1, /*expendable_rank=*/nranks - 1);
+  ASSERT_EQ(results.size(), static_cast<size_t>(nranks));
+  for (int rank = 0; rank < nranks - 1; ++rank) {
+    EXPECT_TRUE(results[rank].exited && results[rank].exit_code == plugin_test::kPluginRankOk)
+        << describe(results[rank]);
+  }
+  EXPECT_TRUE(results[nranks - 1].killed_by_parent) << describe(results[nranks - 1]);
+}
+
+// A rank presenting a wrong secret is refused (ncclCommInitRank fails within TERSE_TIMEOUT_S
+// and says why) and does not disturb the job it tried to join: the rightful ranks then form it
+// at the same root. terse's id holds its secret at bytes 32-39 (transport/unique_id.h).
+TEST_F(PluginProcesses, AWrongSecretIsRefusedAndTheJobStillForms) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "10");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclUniqueId stranger = id;
+  stranger.internal[32] = static_cast<char>(stranger.internal[32] ^ 0x5a);
+  expect_all_ok(run(plugin_test::kScenarioStranger, 2, plugin_test::unique_id_to_hex(stranger),
+                    /*first=*/1, /*count=*/1),
+                1);
+  expect_all_ok(run(plugin_test::kScenarioCollectives, 2, plugin_test::unique_id_to_hex(id)), 2);
+}
+
+}  // namespace
