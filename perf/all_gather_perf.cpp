@@ -1,0 +1,7 @@
+// all_gather_perf: nccl-tests' all_gather_perf for ncclAllGather through libterse (perf/README.md).
+#include "perf/nccl_tests/collectives/collectives.h"
+#include "perf/nccl_tests/perf_main.h"
+
+int main(int argc, char** argv) {
+  return terse::perf::run_perf(argc, argv, terse::perf::all_gather_test());
+}

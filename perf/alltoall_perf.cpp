@@ -1,0 +1,7 @@
+// alltoall_perf: nccl-tests' alltoall_perf for ncclAlltoAll through libterse (perf/README.md).
+#include "perf/nccl_tests/collectives/collectives.h"
+#include "perf/nccl_tests/perf_main.h"
+
+int main(int argc, char** argv) {
+  return terse::perf::run_perf(argc, argv, terse::perf::alltoall_test());
+}

@@ -1,0 +1,107 @@
+#include "perf/nccl_tests/measurement.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "perf/nccl_tests/bandwidth.h"
+#include "perf/nccl_tests/element_values.h"
+#include "perf/nccl_tests/row_check.h"
+#include "perf/nccl_tests/run_abort.h"
+
+namespace terse {
+namespace perf {
+namespace {
+
+ncclRedOp_t builtin_op(Reduction op) {
+  switch (op) {
+    case Reduction::kProd:
+      return ncclProd;
+    case Reduction::kMax:
+      return ncclMax;
+    case Reduction::kMin:
+      return ncclMin;
+    case Reduction::kAvg:
+      return ncclAvg;
+    default:
+      return ncclSum;
+  }
+}
+
+}  // namespace
+
+void launch_call(RankContext& context, const RowCase& row, bool in_place, int iteration) {
+  const size_t element = row.type.bytes;
+  const size_t span = std::max(row.counts.send, row.counts.recv) * element;
+  const size_t positions = span == 0 ? 1 : std::max<size_t>(context.buffers.capacity / span, 1);
+  const size_t shift = span * (static_cast<size_t>(iteration) % positions);
+  char* recv_base = context.buffers.recv.get() + shift;
+  const size_t rank = static_cast<size_t>(context.rank);
+  const char* send = in_place ? recv_base + rank * row.counts.send_in_place * element
+                              : context.buffers.send.get() + shift;
+  char* recv = recv_base + (in_place ? rank * row.counts.recv_in_place * element : 0);
+
+  ncclRedOp_t op = builtin_op(row.op);
+  const bool premul = row.op == Reduction::kMulSum;
+  if (premul) {
+    // The scalar in the row's datatype; HostImmediate reads it here.
+    uint64_t scalar = 0;
+    store_element(row.type.type, &scalar, 0, row.pattern.premul_scalar(context.rank));
+    TERSE_PERF_NCCL(ncclRedOpCreatePreMulSum(&op, &scalar, row.type.type, ncclScalarHostImmediate,
+                                             context.comm));
+  }
+  {
+    CallTimer timer(context.slot, context.test.name);
+    TERSE_PERF_NCCL(context.test.launch(send, recv, row.counts.param, row.type.type, op, row.root,
+                                        context.comm));
+  }
+  if (premul) TERSE_PERF_NCCL(ncclRedOpDestroy(op, context.comm));
+}
+
+HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
+                        int64_t* failed_checks) {
+  const Options& options = context.options;
+  const bool checked = options.check > 0 && (!in_place || context.test.checks_in_place);
+  if (checked) prepare_row_inputs(context, row, in_place);
+  launch_call(context, row, in_place, 0);
+  context.sync.barrier();
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int iter = 0; iter < options.iters; ++iter) {
+    if (options.agg_iters > 1) TERSE_PERF_NCCL(ncclGroupStart());
+    for (int call = 0; call < options.agg_iters; ++call) {
+      launch_call(context, row, in_place, iter * options.agg_iters + call);
+      // Inside a group the barrier would only be queued: it follows the group instead.
+      if (options.blocking == 1 && options.agg_iters == 1) context.sync.barrier();
+    }
+    if (options.agg_iters > 1) {
+      CallTimer timer(context.slot, context.test.name);
+      TERSE_PERF_NCCL(ncclGroupEnd());
+      if (options.blocking == 1) context.sync.barrier();
+    }
+  }
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  const double seconds = context.sync.combine_time(
+      elapsed.count() / (static_cast<double>(options.iters) * options.agg_iters), options.average);
+
+  const size_t bytes = std::max(row.counts.send, row.counts.recv) * row.type.bytes;
+  const Bandwidth bw = bandwidth(bytes, seconds, context.test.bus_factor(context.nranks));
+  HalfResult result;
+  result.time_us = seconds * 1.0e6;
+  result.algbw = bw.algbw;
+  result.busbw = bw.busbw;
+  result.checked = checked;
+  if (!checked) return result;
+  for (int pass = 0; pass < options.check; ++pass) {
+    prepare_row_inputs(context, row, in_place);
+    launch_call(context, row, in_place, 0);
+    const int64_t wrong = count_row_wrong(context, row, in_place);
+    if (wrong != 0) ++*failed_checks;
+    result.wrong = context.sync.sum(wrong);
+    if (result.wrong != 0) break;
+  }
+  return result;
+}
+
+}  // namespace perf
+}  // namespace terse

@@ -1,0 +1,16 @@
+// Before a checked call: every rank's input in place and its receive buffer zeroed. After it:
+// the number of elements of this rank's output that miss the float64 reference.
+#pragma once
+
+#include <cstdint>
+
+#include "perf/nccl_tests/rank_context.h"
+
+namespace terse {
+namespace perf {
+
+void prepare_row_inputs(RankContext& context, const RowCase& row, bool in_place);
+int64_t count_row_wrong(const RankContext& context, const RowCase& row, bool in_place);
+
+}  // namespace perf
+}  // namespace terse
