@@ -87,14 +87,16 @@ ncclResult_t AlgorithmSelection::from_environment(AlgorithmSelection* out) {
   return parse(env_string("TERSE_ALGO", ""), out);
 }
 
-const AlgorithmInfo* AlgorithmSelection::choose(const CollectiveArgs& args) const {
+const AlgorithmInfo* AlgorithmSelection::choose(const CollectiveArgs& args, int nranks) const {
   if (const AlgorithmInfo* info = forced(args.kind)) return info;
   const size_t bytes = args.count * nccl_type_size(args.type);
+  const size_t share = bytes / static_cast<size_t>(nranks > 0 ? nranks : 1);
   const AlgorithmInfo* first = nullptr;
   for (const AlgorithmInfo& info : algorithm_table()) {
     if (info.kind != args.kind) continue;
     if (first == nullptr) first = &info;
-    if (bytes >= info.default_min_bytes && bytes < info.default_max_bytes) return &info;
+    const size_t size = info.per_rank_bounds ? share : bytes;
+    if (size >= info.default_min_bytes && size < info.default_max_bytes) return &info;
   }
   return first;
 }

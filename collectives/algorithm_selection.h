@@ -35,8 +35,9 @@ class AlgorithmSelection {
   // parse(TERSE_ALGO).
   static ncclResult_t from_environment(AlgorithmSelection* out);
 
-  // The algorithm for this call, or null when no algorithm implements its collective.
-  const AlgorithmInfo* choose(const CollectiveArgs& args) const;
+  // The algorithm for this call on `nranks` ranks, or null when no algorithm implements its
+  // collective.
+  const AlgorithmInfo* choose(const CollectiveArgs& args, int nranks) const;
 
   // The forced algorithm for `kind`, or null when the table's default decides.
   const AlgorithmInfo* forced(CollectiveKind kind) const { return forced_[static_cast<int>(kind)]; }

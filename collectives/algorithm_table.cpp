@@ -21,11 +21,11 @@ std::vector<AlgorithmInfo> make_table() {
       {1, "ring", K::kAllReduce,
        "ring reduce-scatter + allgather, pipelined in pieces: 2(n-1) steps, each rank sends "
        "2(n-1)/n of the buffer; large messages",
-       ring_allreduce, kRingAllreduceMinBytes, SIZE_MAX},
+       ring_allreduce, kRingAllreduceMinBytesPerRank, SIZE_MAX, /*per_rank_bounds=*/true},
       {2, "recursive_doubling", K::kAllReduce,
        "whole-buffer exchanges with rank ^ 2^k, log2(n) steps (+2 to fold other counts), "
        "bitwise identical on all ranks; small messages",
-       recursive_doubling_allreduce, 0, kRingAllreduceMinBytes},
+       recursive_doubling_allreduce, 0, kRingAllreduceMinBytesPerRank, /*per_rank_bounds=*/true},
 
       // ---- the other collectives (collective_algorithms.h) ----
       {20, "tree", K::kBroadcast,

@@ -24,12 +24,15 @@ struct AlgorithmInfo {
   const char* description;  // one line: what it is and when it wins
   AlgorithmFunction run;
   // Default selection (algorithm_selection.h): among the rows of `kind`, in table order, the
-  // first whose [default_min_bytes, default_max_bytes) holds the call's message size (count *
-  // type size, count as CollectiveArgs counts it) is chosen; when none does, the first row of
-  // the kind. Rows that leave both out match every size. Every rank must see the same table
-  // and sizes, so every rank chooses alike.
+  // first whose [default_min_bytes, default_max_bytes) holds the call's size is chosen; when
+  // none does, the first row of the kind. The size is the message (count * type size, count as
+  // CollectiveArgs counts it), or with `per_rank_bounds` the message divided by the rank count:
+  // each rank's share, which is what an algorithm that splits the buffer puts in one message.
+  // Rows that leave both bounds out match every size. Every rank must see the same table and
+  // sizes, so every rank chooses alike.
   size_t default_min_bytes = 0;
   size_t default_max_bytes = SIZE_MAX;
+  bool per_rank_bounds = false;
 };
 
 // Every algorithm, in a stable order.

@@ -1,5 +1,6 @@
 // The dense allreduce algorithms on host buffers, each with the signature of an
-// AlgorithmInfo::run (algorithm_table.h); allreduce_selection.h picks among them by size.
+// AlgorithmInfo::run (algorithm_table.h); the table picks among them by size
+// (allreduce_selection.h).
 #pragma once
 
 #include <nccl.h>

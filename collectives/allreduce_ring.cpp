@@ -1,6 +1,6 @@
 // Ring allreduce: a ring reduce-scatter followed by a ring allgather (ring_pattern.h), each rank
 // sending 2(n-1)/n of the buffer, which is optimal in bandwidth; its 2(n-1) sequential steps make
-// it a poor choice for small messages (allreduce_selection.h).
+// it a poor choice for small messages (allreduce_selection.h has the measured boundary).
 //
 // Pipelining. Every block is cut into pieces of context.piece_bytes (TERSE_PIECE_BYTES), so one
 // step of the ring becomes several messages ("units", numbered in the order both neighbours handle

@@ -208,7 +208,7 @@ ncclResult_t Communicator::run(const CollectiveArgs& args, const AlgorithmInfo* 
 ncclResult_t Communicator::run_locked(const CollectiveArgs& args, const AlgorithmInfo* algorithm) {
   // NCCL treats an empty send or receive as nothing to do, on both sides.
   if (is_point_to_point(args.kind) && args.count == 0) return ncclSuccess;
-  if (algorithm == nullptr) algorithm = selection_.choose(args);
+  if (algorithm == nullptr) algorithm = selection_.choose(args, nranks_);
   if (algorithm == nullptr) {
     return fail(ncclInvalidUsage, "rank %d: no algorithm implements %s (known: %s)", rank_,
                 collective_name(args.kind), algorithm_names().c_str());

@@ -69,7 +69,7 @@ class Communicator {
 
   // The algorithm run() would use for `args`.
   const AlgorithmInfo* choose_algorithm(const CollectiveArgs& args) const {
-    return selection_.choose(args);
+    return selection_.choose(args, nranks_);
   }
 
   // ncclCommGetAsyncError: ncclSuccess while healthy, else the error that broke it (also

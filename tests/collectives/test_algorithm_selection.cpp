@@ -51,22 +51,22 @@ TEST(AlgorithmTable, FindIgnoresCaseAndKnowsItsCollective) {
 
 TEST(AlgorithmSelection, DefaultsFollowTheMessageSize) {
   AlgorithmSelection defaults;
-  EXPECT_STREQ(defaults.choose(sized(K::kBroadcast, 1))->name, "tree");
-  EXPECT_STREQ(defaults.choose(sized(K::kBroadcast, 64 << 10))->name, "chain");
+  EXPECT_STREQ(defaults.choose(sized(K::kBroadcast, 1), 4)->name, "tree");
+  EXPECT_STREQ(defaults.choose(sized(K::kBroadcast, 64 << 10), 4)->name, "chain");
   // The size counts bytes, not elements.
-  EXPECT_STREQ(defaults.choose(sized(K::kBroadcast, 16 << 10, ncclFloat32))->name, "chain");
-  EXPECT_STREQ(defaults.choose(sized(K::kReduce, 100))->name, "tree");
-  EXPECT_STREQ(defaults.choose(sized(K::kReduce, 1 << 20))->name, "chain");
-  EXPECT_STREQ(defaults.choose(sized(K::kAllGather, 0))->name, "ring");
-  EXPECT_STREQ(defaults.choose(sized(K::kScatter, 5))->name, "direct");
+  EXPECT_STREQ(defaults.choose(sized(K::kBroadcast, 16 << 10, ncclFloat32), 4)->name, "chain");
+  EXPECT_STREQ(defaults.choose(sized(K::kReduce, 100), 4)->name, "tree");
+  EXPECT_STREQ(defaults.choose(sized(K::kReduce, 1 << 20), 4)->name, "chain");
+  EXPECT_STREQ(defaults.choose(sized(K::kAllGather, 0), 4)->name, "ring");
+  EXPECT_STREQ(defaults.choose(sized(K::kScatter, 5), 4)->name, "direct");
 }
 
 TEST(AlgorithmSelection, OverridesByCollectiveOrByName) {
   AlgorithmSelection selection;
   ASSERT_EQ(AlgorithmSelection::parse(" Broadcast:Chain , reduce:tree", &selection), ncclSuccess)
       << last_error();
-  EXPECT_STREQ(selection.choose(sized(K::kBroadcast, 1))->name, "chain");
-  EXPECT_STREQ(selection.choose(sized(K::kReduce, 1 << 20))->name, "tree");
+  EXPECT_STREQ(selection.choose(sized(K::kBroadcast, 1), 4)->name, "chain");
+  EXPECT_STREQ(selection.choose(sized(K::kReduce, 1 << 20), 4)->name, "tree");
   EXPECT_EQ(selection.forced(K::kGather), nullptr);
 
   // A bare name applies to every collective that has an algorithm of that name.

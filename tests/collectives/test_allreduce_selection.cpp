@@ -10,28 +10,32 @@
 namespace terse {
 namespace {
 
-TEST(AllreduceSelection, RecursiveDoublingBelowTheCrossoverRingFromIt) {
-  for (int nranks : {1, 2, 3, 4, 8, 64}) {
-    for (size_t bytes : {size_t{0}, size_t{8}, size_t{64} << 10, kRingAllreduceMinBytes - 1}) {
-      ASSERT_NE(select_allreduce(bytes, nranks), nullptr);
-      EXPECT_EQ(select_allreduce(bytes, nranks)->run, &recursive_doubling_allreduce) << bytes;
-    }
-    for (size_t bytes : {kRingAllreduceMinBytes, size_t{64} << 20, SIZE_MAX - 1}) {
-      ASSERT_NE(select_allreduce(bytes, nranks), nullptr);
-      EXPECT_EQ(select_allreduce(bytes, nranks)->run, &ring_allreduce) << bytes;
-    }
-  }
+CollectiveArgs float_allreduce(size_t count) {
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllReduce;
+  args.type = ncclFloat32;
+  args.count = count;
+  return args;
 }
 
-TEST(AllreduceSelection, AgreesWithTheCommunicatorsDefaultChoice) {
+// The boundary is on each rank's share: bytes / nranks.
+TEST(AllreduceSelection, RecursiveDoublingBelowTheCrossoverShareRingFromIt) {
   const AlgorithmSelection defaults;
-  for (size_t count : {size_t{1}, kRingAllreduceMinBytes / 4 - 1, kRingAllreduceMinBytes / 4}) {
-    CollectiveArgs args;
-    args.kind = CollectiveKind::kAllReduce;
-    args.type = ncclFloat32;
-    args.count = count;
-    EXPECT_EQ(defaults.choose(args), select_allreduce(count * 4, 4)) << count;
+  for (int nranks : {1, 2, 3, 4, 8, 64}) {
+    const size_t crossover_bytes = kRingAllreduceMinBytesPerRank * static_cast<size_t>(nranks);
+    for (size_t bytes : {size_t{0}, size_t{8}, crossover_bytes - 4}) {
+      EXPECT_EQ(defaults.choose(float_allreduce(bytes / 4), nranks)->run,
+                &recursive_doubling_allreduce)
+          << bytes << " bytes on " << nranks << " ranks";
+    }
+    for (size_t bytes : {crossover_bytes, size_t{64} << 20}) {
+      EXPECT_EQ(defaults.choose(float_allreduce(bytes / 4), nranks)->run, &ring_allreduce)
+          << bytes << " bytes on " << nranks << " ranks";
+    }
   }
+  // The same message changes algorithm with the rank count.
+  EXPECT_EQ(defaults.choose(float_allreduce(2048), 2)->run, &ring_allreduce);
+  EXPECT_EQ(defaults.choose(float_allreduce(2048), 8)->run, &recursive_doubling_allreduce);
 }
 
 TEST(AllreduceSelection, TerseAlgoNamesEitherAlgorithm) {
@@ -41,11 +45,11 @@ TEST(AllreduceSelection, TerseAlgoNamesEitherAlgorithm) {
   big.kind = CollectiveKind::kAllReduce;
   big.type = ncclFloat64;
   big.count = size_t{16} << 20;
-  EXPECT_EQ(selection.choose(big)->run, &recursive_doubling_allreduce);
+  EXPECT_EQ(selection.choose(big, 4)->run, &recursive_doubling_allreduce);
   ASSERT_EQ(AlgorithmSelection::parse("allreduce:ring", &selection), ncclSuccess);
   CollectiveArgs small = big;
   small.count = 1;
-  EXPECT_EQ(selection.choose(small)->run, &ring_allreduce);
+  EXPECT_EQ(selection.choose(small, 4)->run, &ring_allreduce);
   EXPECT_NE(algorithm_names().find("allreduce:recursive_doubling"), std::string::npos);
 }
 
