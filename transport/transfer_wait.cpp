@@ -131,13 +131,13 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
     }
 
     sleeping = false;
-    if (worker_->progress() != 0) {
+    if (progress_workers() != 0) {
       idle_since = now;
       idle_polls = 0;
     } else if (++idle_polls <= kSpinPolls) {
       // spin: the message may be a poll away
     } else if (now - idle_since >= kYieldBeforeSleep) {
-      worker_->sleep_until_event(deadline.poll_timeout_ms(kMaxSleepMs));
+      sleep_until_event(deadline.poll_timeout_ms(kMaxSleepMs));
       sleeping = true;
     } else {
       sched_yield();
@@ -151,7 +151,7 @@ void Transport::cancel_unfinished(TransferRequest* requests, size_t count) {
   for (TransferRequest* request : pending) request->cancel();
   Deadline settle = Deadline::after_seconds(kCancelSeconds);
   while (!pending.empty() && !settle.expired()) {
-    if (worker_->progress() == 0) worker_->sleep_until_event(settle.poll_timeout_ms(1));
+    if (progress_workers() == 0) sleep_until_event(settle.poll_timeout_ms(1));
     pending = unfinished(requests, count);
   }
   if (pending.empty()) return;
@@ -169,7 +169,7 @@ void Transport::cancel_unfinished(TransferRequest* requests, size_t count) {
   }
   Deadline give_up = Deadline::after_seconds(kForceCloseSeconds);
   while (!pending.empty() && !give_up.expired()) {
-    if (worker_->progress() == 0) worker_->sleep_until_event(give_up.poll_timeout_ms(1));
+    if (progress_workers() == 0) sleep_until_event(give_up.poll_timeout_ms(1));
     pending = unfinished(requests, count);
   }
   for (void* close_request : closing) ucp_request_free(close_request);

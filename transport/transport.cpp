@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/env.h"
 #include "common/log.h"
@@ -13,6 +14,9 @@
 
 namespace terse {
 namespace {
+
+// The shared-memory worker's transports: shared memory (posix, sysv, cma) and loopback to self.
+constexpr const char* kLocalTransports = "sm,self";
 
 // abort() must return promptly whatever the peers do; a forced close needs no peer, so this only
 // bounds UCX's local clean-up.
@@ -46,13 +50,26 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   TERSE_CHECK(transport_timeout_seconds(&transport->timeout_seconds_));
   UcxErrorModeSetting error_mode = UcxErrorModeSetting::kAuto;
   TERSE_CHECK(ucx_error_mode(&error_mode));
-  TERSE_CHECK(UcxContext::create(nranks, &transport->context_));
+  TERSE_CHECK(UcxContext::create(nranks, nullptr, &transport->context_));
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
+  if (error_mode != UcxErrorModeSetting::kPeer && getenv("UCX_TLS") == nullptr) {
+    // Best effort: without it, ranks on this host use the network worker.
+    if (UcxContext::create(nranks, kLocalTransports, &transport->local_context_) != ncclSuccess ||
+        UcxWorker::create(transport->local_context_, &transport->local_worker_) != ncclSuccess) {
+      TERSE_INFO("transport: no shared-memory worker (%s); ranks on this host use the network one",
+                 last_error());
+      transport->local_worker_.reset();
+      transport->local_context_.reset();
+    }
+  }
 
   PeerInfo mine;
   mine.host_identity = ::terse::host_identity();
   mine.process = this_process();
   TERSE_CHECK(transport->worker_->address(&mine.worker_address));
+  if (transport->local_worker_ != nullptr) {
+    TERSE_CHECK(transport->local_worker_->address(&mine.local_worker_address));
+  }
   std::vector<std::vector<uint8_t>> table;
   ncclResult_t result = bootstrap_allgather(id, rank, nranks, encode_peer_info(mine),
                                             transport->timeout_seconds_, &table);
@@ -77,19 +94,43 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
   host_identities_.resize(nranks_);
   processes_.resize(nranks_);
   watched_.assign(nranks_, false);
+  // Every worker until the endpoints are known (a failure below still progresses them all while
+  // closing); trimmed to the workers in use at the end.
+  active_workers_ = {worker_.get()};
+  if (local_worker_ != nullptr) active_workers_.push_back(local_worker_.get());
   const ProcessIdentity me = this_process();
+  const std::string my_host = ::terse::host_identity();
   for (int peer = 0; peer < nranks_; ++peer) {
     PeerInfo info;
     TERSE_CHECK(decode_peer_info(table[peer], peer, &info));
+    // Same host (by host identity, which TERSE_HOSTID may split, e.g. for emulated nodes behind
+    // a rate-limited link) and a process this one can watch: shared memory is allowed.
+    const bool on_this_host =
+        peer == rank_ || (info.host_identity == my_host && shares_process_space(me, info.process));
+    const bool watchable = peer != rank_ && shares_process_space(me, info.process);
     host_identities_[peer] = std::move(info.host_identity);
     processes_[peer] = info.process;
-    const bool watchable = peer != rank_ && shares_process_space(me, info.process);
     UcxErrorMode mode = UcxErrorMode::kPeer;
     if (setting == UcxErrorModeSetting::kNone ||
-        (setting == UcxErrorModeSetting::kAuto && (watchable || peer == rank_))) {
+        (setting == UcxErrorModeSetting::kAuto && on_this_host)) {
       // Shared memory cannot report a dead peer, but the kernel can tell whether its process
       // still exists (wait() asks it).
       mode = UcxErrorMode::kNone;
+    }
+    // Both sides decide alike (the relation is symmetric and both know whether the other has a
+    // shared-memory worker).
+    const bool local = mode == UcxErrorMode::kNone && on_this_host && local_worker_ != nullptr &&
+                       !info.local_worker_address.empty();
+    if (local) {
+      ucs_status_t status = UcxEndpoint::open(local_worker_, info.local_worker_address, peer, mode,
+                                              &endpoints_[peer]);
+      if (status != UCS_OK) {
+        return fail(ncclSystemError,
+                    "rank %d: UCX cannot create a shared-memory endpoint to rank %d: %s", rank_,
+                    peer, ucs_status_string(status));
+      }
+      watched_[peer] = watchable;
+      continue;
     }
     // Creating an endpoint only records the address; UCX connects on first use.
     ucs_status_t status =
@@ -114,7 +155,23 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
                   env_string("UCX_TLS", "(unset)").c_str());
     }
   }
+  active_workers_.clear();
+  for (UcxWorker* worker : {worker_.get(), local_worker_.get()}) {
+    if (worker == nullptr) continue;
+    for (const UcxEndpoint& endpoint : endpoints_) {
+      if (endpoint.worker().get() == worker) {
+        active_workers_.push_back(worker);
+        break;
+      }
+    }
+  }
   return ncclSuccess;
+}
+
+unsigned Transport::progress_workers() {
+  unsigned events = 0;
+  for (UcxWorker* worker : active_workers_) events += worker->progress();
+  return events;
 }
 
 Transport::~Transport() {
@@ -196,7 +253,7 @@ ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buff
   uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
   ucs_status_ptr_t result =
       ucp_tag_send_nbx(endpoints_[peer].handle(), buffer, bytes, tag, &params);
-  request->start(worker_, result, TransferDirection::kSend, peer, tag, bytes);
+  request->start(endpoints_[peer].worker(), result, TransferDirection::kSend, peer, tag, bytes);
   if (UCS_PTR_IS_ERR(result)) {
     return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
                 describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
@@ -216,9 +273,9 @@ ncclResult_t Transport::post_recv(int peer, uint32_t operation, void* buffer, si
   // The source rank is part of the tag, so matching the whole tag makes the receive
   // source-specific.
   uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(peer));
-  ucs_status_ptr_t result =
-      ucp_tag_recv_nbx(worker_->handle(), buffer, bytes, tag, kMatchWholeTag, &params);
-  request->start(worker_, result, TransferDirection::kReceive, peer, tag, bytes);
+  ucs_status_ptr_t result = ucp_tag_recv_nbx(endpoints_[peer].worker()->handle(), buffer, bytes,
+                                             tag, kMatchWholeTag, &params);
+  request->start(endpoints_[peer].worker(), result, TransferDirection::kReceive, peer, tag, bytes);
   if (UCS_PTR_IS_ERR(result)) {
     return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
                 describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
@@ -249,7 +306,7 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
     if (request != nullptr) closing.push_back({endpoint.peer_rank(), request});
   }
   while (!closing.empty()) {
-    worker_->progress();
+    progress_workers();
     for (size_t i = 0; i < closing.size();) {
       // Flushing to a process that has exited would only end at the deadline.
       if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS &&
@@ -261,7 +318,7 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
       closing.erase(closing.begin() + i);
     }
     if (closing.empty() || deadline.expired()) break;
-    worker_->sleep_until_event(deadline.poll_timeout_ms(1));
+    sleep_until_event(deadline.poll_timeout_ms(1));
   }
   for (const Closing& stuck : closing) {
     TERSE_WARN(
@@ -272,7 +329,7 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
   }
   // A forced close finishes the endpoint's outstanding requests (as cancelled) from callbacks
   // that progress runs; drain them so that callers find their requests finished.
-  while (worker_ != nullptr && !deadline.expired() && worker_->progress() != 0) {
+  while (!deadline.expired() && progress_workers() != 0) {
   }
 }
 

@@ -79,7 +79,7 @@ class Transport {
   }
 
   // One round of UCX progress, for callers that overlap work with communication.
-  void progress() { worker_->progress(); }
+  void progress() { progress_workers(); }
 
   // Control collectives over the same endpoints, tagged apart from data operations (the tag's
   // control bit and a sequence of their own). Every rank must call them in the same order.
@@ -105,6 +105,10 @@ class Transport {
   Transport() = default;
   ncclResult_t connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
                                  UcxErrorModeSetting setting);
+  // One round of progress on every worker that has endpoints; the events handled.
+  unsigned progress_workers();
+  // An idle wait's sleep on every worker that has endpoints (UcxWorker::sleep_until_event).
+  void sleep_until_event(int max_ms) { UcxWorker::sleep_until_event(active_workers_, max_ms); }
   // Whether `peer` is a watched process (watched_) that has exited.
   bool peer_process_gone(int peer) const;
   ncclResult_t post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
@@ -122,9 +126,16 @@ class Transport {
   int nranks_ = 0;
   uint16_t communicator_ = 0;
   double timeout_seconds_ = 0;
+  // The network worker (every transport UCX_TLS allows) and, unless UCX_TLS is set or
+  // TERSE_UCX_ERROR_MODE=peer, a worker of its own context restricted to shared memory for the
+  // ranks on this host: UCX 1.13 otherwise adds the TCP loopback lane to their rendezvous
+  // traffic, which halves their bandwidth.
   std::shared_ptr<UcxContext> context_;
   std::shared_ptr<UcxWorker> worker_;
-  std::vector<UcxEndpoint> endpoints_;  // by rank
+  std::shared_ptr<UcxContext> local_context_;
+  std::shared_ptr<UcxWorker> local_worker_;
+  std::vector<UcxWorker*> active_workers_;  // those with endpoints; what waits progress
+  std::vector<UcxEndpoint> endpoints_;      // by rank
   std::vector<std::string> host_identities_;
   std::vector<ProcessIdentity> processes_;  // by rank
   // By rank: true for peers reached with UcxErrorMode::kNone whose process this one can see,

@@ -30,8 +30,8 @@ enum class UcxErrorMode {
 
 // TERSE_UCX_ERROR_MODE, the mode of each endpoint:
 enum class UcxErrorModeSetting {
-  // auto (default): kNone to ranks whose process this rank can watch (same host and PID
-  // namespace), so they share memory; kPeer to the others.
+  // auto (default): kNone to ranks on this host (same host identity) whose process this rank
+  // can watch (same boot id and PID namespace), so they share memory; kPeer to the others.
   kAuto,
   kPeer,  // peer: kPeer to every rank
   kNone,  // none: kNone to every rank; ranks elsewhere are caught only at the deadline

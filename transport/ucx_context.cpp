@@ -5,12 +5,21 @@
 
 namespace terse {
 
-ncclResult_t UcxContext::create(size_t estimated_endpoints, std::shared_ptr<UcxContext>* out) {
+ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transports,
+                                std::shared_ptr<UcxContext>* out) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
     return fail(ncclSystemError, "UCX cannot read its configuration (UCX_* variables): %s",
                 ucs_status_string(status));
+  }
+  if (transports != nullptr) {
+    status = ucp_config_modify(config, "TLS", transports);
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return fail(ncclSystemError, "UCX refuses the transport list %s: %s", transports,
+                  ucs_status_string(status));
+    }
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
@@ -26,7 +35,8 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, std::shared_ptr<UcxC
   ucp_config_release(config);
   if (status != UCS_OK) {
     return fail(ncclSystemError, "UCX initialisation failed: %s (UCX_TLS=%s)",
-                ucs_status_string(status), env_string("UCX_TLS", "unset").c_str());
+                ucs_status_string(status),
+                transports != nullptr ? transports : env_string("UCX_TLS", "unset").c_str());
   }
   out->reset(new UcxContext(context));
   return ncclSuccess;

@@ -15,7 +15,9 @@ class UcxContext {
  public:
   // Reads the UCX_* environment (UCX_TLS and friends pick the wires) and initialises UCX for
   // tagged messages and worker wake-up events. `estimated_endpoints` is a sizing hint.
-  static ncclResult_t create(size_t estimated_endpoints, std::shared_ptr<UcxContext>* out);
+  // `transports`, when not null, replaces UCX_TLS (e.g. "sm,self").
+  static ncclResult_t create(size_t estimated_endpoints, const char* transports,
+                             std::shared_ptr<UcxContext>* out);
 
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;

@@ -37,6 +37,8 @@ class UcxEndpoint {
   bool is_open() const { return endpoint_ != nullptr; }
   ucp_ep_h handle() const { return endpoint_; }
   int peer_rank() const { return peer_rank_; }
+  // The worker this endpoint lives on: receives from its peer are posted there.
+  const std::shared_ptr<UcxWorker>& worker() const { return worker_; }
 
   // UCS_OK while healthy; the error UCX reported for the peer once it failed.
   ucs_status_t error() const {

@@ -51,21 +51,25 @@ ncclResult_t UcxWorker::address(std::vector<uint8_t>* bytes) const {
   return ncclSuccess;
 }
 
-void UcxWorker::sleep_until_event(int max_ms) {
-  if (event_fd_ < 0 || max_ms <= 0) {
-    sched_yield();
-    return;
+void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms) {
+  pollfd entries[2];
+  size_t count = 0;
+  for (UcxWorker* worker : workers) {
+    if (worker->event_fd_ < 0 || max_ms <= 0 || count == 2) {
+      sched_yield();
+      return;
+    }
+    // UCX only signals the descriptor for events that arrive after arming; BUSY means some are
+    // already pending and the caller should progress instead.
+    ucs_status_t status = ucp_worker_arm(worker->worker_);
+    if (status == UCS_ERR_BUSY) return;
+    if (status != UCS_OK) {
+      sched_yield();
+      return;
+    }
+    entries[count++] = pollfd{worker->event_fd_, POLLIN, 0};
   }
-  // UCX only signals the descriptor for events that arrive after arming; BUSY means some are
-  // already pending and the caller should progress instead.
-  ucs_status_t status = ucp_worker_arm(worker_);
-  if (status == UCS_ERR_BUSY) return;
-  if (status != UCS_OK) {
-    sched_yield();
-    return;
-  }
-  pollfd entry{event_fd_, POLLIN, 0};
-  poll(&entry, 1, max_ms);
+  if (count > 0) poll(entries, count, max_ms);
 }
 
 }  // namespace terse

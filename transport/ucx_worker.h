@@ -33,7 +33,9 @@ class UcxWorker {
 
   // For an idle wait: arms the worker and sleeps on its event descriptor for at most `max_ms`,
   // returning early when UCX signals an event. Returns at once when events are pending.
-  void sleep_until_event(int max_ms);
+  void sleep_until_event(int max_ms) { sleep_until_event({this}, max_ms); }
+  // The same over several workers: sleeps until any of them has an event.
+  static void sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms);
 
   // Keeps `object` alive until the worker is destroyed: state that a UCX callback registered on
   // this worker may still reach after its owner is gone (an endpoint's error-handler argument).

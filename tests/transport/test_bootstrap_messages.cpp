@@ -58,12 +58,16 @@ TEST(BootstrapMessages, PayloadTableRoundTripsAndRefusesMalformedBodies) {
 }
 
 TEST(PeerInfo, RoundTripsAndRefusesMalformedBytes) {
-  PeerInfo in{"node7:805d5149", {1, 2, 3, 4, 5}, {"boot:pidns=4/4026531836", 4242, 987654321012}};
+  PeerInfo in{"node7:805d5149",
+              {1, 2, 3, 4, 5},
+              {9, 8, 7},
+              {"boot:pidns=4/4026531836", 4242, 987654321012}};
   std::vector<uint8_t> bytes = encode_peer_info(in);
   PeerInfo out;
   ASSERT_EQ(decode_peer_info(bytes, 3, &out), ncclSuccess);
   EXPECT_EQ(out.host_identity, in.host_identity);
   EXPECT_EQ(out.worker_address, in.worker_address);
+  EXPECT_EQ(out.local_worker_address, in.local_worker_address);
   EXPECT_EQ(out.process.process_space, in.process.process_space);
   EXPECT_EQ(out.process.pid, in.process.pid);
   EXPECT_EQ(out.process.start_time, in.process.start_time);
