@@ -108,11 +108,8 @@ class QsgdCodec final : public Codec {
     const uint32_t block = header.param0;
     const uint32_t levels = header.param1;
     ScaledCodesLayout layout;
-    if (!scaled_codes_layout(count, block, qsgd_code_bits(levels), &layout)) {
-      return fail(ncclInvalidArgument, "qsgd: count %zu is too large", count);
-    }
-    TERSE_CHECK(check_payload(kName, kWireHeaderBytes + layout.payload_bytes, message_bytes));
-    if (count > 0 && output == nullptr) return fail(ncclInvalidArgument, "qsgd: output is null");
+    TERSE_CHECK(check_scaled_codes_message(kName, count, block, qsgd_code_bits(levels),
+                                           message_bytes, output, &layout));
     const uint8_t* payload = static_cast<const uint8_t*>(message) + kWireHeaderBytes;
     if (context.memory == Memory::kDevice) {
       TERSE_CHECK(require_cuda(kName));

@@ -2,9 +2,21 @@
 
 #include <cstdint>
 
+#include "codecs/wire_format.h"
 #include "common/result.h"
 
 namespace terse {
+
+ncclResult_t check_scaled_codes_message(const char* codec, size_t count, uint32_t block, int bits,
+                                        size_t message_bytes, const void* output,
+                                        ScaledCodesLayout* layout) {
+  if (!scaled_codes_layout(count, block, bits, layout)) {
+    return fail(ncclInvalidArgument, "%s: count %zu is too large", codec, count);
+  }
+  TERSE_CHECK(check_payload(codec, kWireHeaderBytes + layout->payload_bytes, message_bytes));
+  if (count > 0 && output == nullptr) return fail(ncclInvalidArgument, "%s: output is null", codec);
+  return ncclSuccess;
+}
 
 ncclResult_t check_scaled_codes_block(const char* codec, const char* where, long long block) {
   if (block < kScaledCodesMinBlock || block > kScaledCodesMaxBlock) {

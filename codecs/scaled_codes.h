@@ -70,6 +70,13 @@ struct ScaledCodesDefect {
 // of 8, naming `codec`; `where` says whether it came from parameters or a message.
 ncclResult_t check_scaled_codes_block(const char* codec, const char* where, long long block);
 
+// A decode's checks once its header is read: the layout of `count` elements in blocks of
+// `block` at `bits` per code (too large a count is refused), a message of exactly the header and
+// that payload, and an output to write when count > 0. Errors name `codec`.
+ncclResult_t check_scaled_codes_message(const char* codec, size_t count, uint32_t block, int bits,
+                                        size_t message_bytes, const void* output,
+                                        ScaledCodesLayout* layout);
+
 // Refuses a device message that is not 4-byte aligned (the kernels access fp32 scales and
 // 32-bit code words in place).
 ncclResult_t check_scaled_codes_alignment(const char* codec, const void* message);

@@ -88,11 +88,8 @@ class SignCodec final : public Codec {
     }
     const uint32_t block = header.param0;
     ScaledCodesLayout layout;
-    if (!scaled_codes_layout(count, block, SignMath::kBits, &layout)) {
-      return fail(ncclInvalidArgument, "sign: count %zu is too large", count);
-    }
-    TERSE_CHECK(check_payload(kName, kWireHeaderBytes + layout.payload_bytes, message_bytes));
-    if (count > 0 && output == nullptr) return fail(ncclInvalidArgument, "sign: output is null");
+    TERSE_CHECK(check_scaled_codes_message(kName, count, block, SignMath::kBits, message_bytes,
+                                           output, &layout));
     const uint8_t* payload = static_cast<const uint8_t*>(message) + kWireHeaderBytes;
     if (context.memory == Memory::kDevice) {
       TERSE_CHECK(require_cuda(kName));

@@ -33,9 +33,6 @@ constexpr double kForceCloseSeconds = 1.0;
 // failed: a peer that sent and then closed left its message queued here, and that message
 // matches within microseconds of progress; a dead peer's never comes.
 constexpr auto kPeerFailureGrace = std::chrono::milliseconds(100);
-// How often a wait asks the kernel whether watched peers (transport.h) still exist: a /proc read
-// per peer, so rarely enough to cost nothing next to the transfers.
-constexpr auto kLivenessCheckInterval = std::chrono::milliseconds(50);
 
 std::vector<TransferRequest*> unfinished(TransferRequest* requests, size_t count) {
   std::vector<TransferRequest*> list;

@@ -105,9 +105,8 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
     TERSE_CHECK(decode_peer_info(table[peer], peer, &info));
     // Same host (by host identity, which TERSE_HOSTID may split, e.g. for emulated nodes behind
     // a rate-limited link) and a process this one can watch: shared memory is allowed.
-    const bool on_this_host =
-        peer == rank_ || (info.host_identity == my_host && shares_process_space(me, info.process));
     const bool watchable = peer != rank_ && shares_process_space(me, info.process);
+    const bool on_this_host = peer == rank_ || (watchable && info.host_identity == my_host);
     host_identities_[peer] = std::move(info.host_identity);
     processes_[peer] = info.process;
     UcxErrorMode mode = UcxErrorMode::kPeer;
@@ -305,12 +304,16 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
     void* request = endpoint.start_close(force);
     if (request != nullptr) closing.push_back({endpoint.peer_rank(), request});
   }
+  auto next_liveness_check = Deadline::Clock::now();
   while (!closing.empty()) {
     progress_workers();
+    const auto now = Deadline::Clock::now();
+    const bool check_liveness = now >= next_liveness_check;
+    if (check_liveness) next_liveness_check = now + kLivenessCheckInterval;
     for (size_t i = 0; i < closing.size();) {
       // Flushing to a process that has exited would only end at the deadline.
       if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS &&
-          !peer_process_gone(closing[i].peer)) {
+          !(check_liveness && peer_process_gone(closing[i].peer))) {
         ++i;
         continue;
       }

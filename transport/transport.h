@@ -20,6 +20,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -111,6 +112,9 @@ class Transport {
   void sleep_until_event(int max_ms) { UcxWorker::sleep_until_event(active_workers_, max_ms); }
   // Whether `peer` is a watched process (watched_) that has exited.
   bool peer_process_gone(int peer) const;
+  // How often waits and closes ask that (a /proc read per peer): rarely enough to cost nothing
+  // next to the transfers.
+  static constexpr std::chrono::milliseconds kLivenessCheckInterval{50};
   ncclResult_t post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
                          TransferRequest* request);
   ncclResult_t post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,

@@ -52,10 +52,10 @@ ncclResult_t UcxWorker::address(std::vector<uint8_t>* bytes) const {
 }
 
 void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms) {
-  pollfd entries[2];
-  size_t count = 0;
+  std::vector<pollfd> entries;
+  entries.reserve(workers.size());
   for (UcxWorker* worker : workers) {
-    if (worker->event_fd_ < 0 || max_ms <= 0 || count == 2) {
+    if (worker->event_fd_ < 0 || max_ms <= 0) {
       sched_yield();
       return;
     }
@@ -67,9 +67,9 @@ void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int ma
       sched_yield();
       return;
     }
-    entries[count++] = pollfd{worker->event_fd_, POLLIN, 0};
+    entries.push_back(pollfd{worker->event_fd_, POLLIN, 0});
   }
-  if (count > 0) poll(entries, count, max_ms);
+  if (!entries.empty()) poll(entries.data(), entries.size(), max_ms);
 }
 
 }  // namespace terse
