@@ -1,9 +1,30 @@
 #include "rank_process_protocol.h"
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/log.h"
+#include "transport/transport_settings.h"
 
 namespace terse {
 namespace test {
+
+bool start_rank_process(int argc, char** argv, RankProcessArguments* arguments) {
+  if (argc != 5 || !unique_id_from_hex(argv[4], &arguments->id)) {
+    fprintf(stderr, "usage: %s <scenario> <rank> <nranks> <unique id in hex>\n", argv[0]);
+    return false;
+  }
+  arguments->scenario = argv[1];
+  arguments->rank = atoi(argv[2]);
+  arguments->nranks = atoi(argv[3]);
+  if (transport_timeout_seconds(&arguments->timeout_seconds) != ncclSuccess) return false;
+  alarm(static_cast<unsigned>(3 * arguments->timeout_seconds + 20));
+  set_log_rank(arguments->rank);
+  return true;
+}
 
 std::string unique_id_to_hex(const UniqueId& id) {
   static const char digits[] = "0123456789abcdef";

@@ -32,6 +32,19 @@ enum RankExitCode {
   kRankAbortTooSlow = 16,
 };
 
+// A rank process's command line: <scenario> <rank> <nranks> <unique id in hex>.
+struct RankProcessArguments {
+  std::string scenario;
+  int rank = 0;
+  int nranks = 0;
+  UniqueId id;
+  double timeout_seconds = 0;  // TERSE_TIMEOUT_S
+};
+// Parses it (printing the usage on stderr when it is malformed) and prepares the process: an
+// alarm at 3 x TERSE_TIMEOUT_S + 20 s, so that it never outlives a broken test, and its rank in
+// log lines. False: exit with kRankBadArguments.
+bool start_rank_process(int argc, char** argv, RankProcessArguments* arguments);
+
 std::string unique_id_to_hex(const UniqueId& id);
 bool unique_id_from_hex(const std::string& hex, UniqueId* id);
 

@@ -8,7 +8,6 @@
 // TERSE_TIMEOUT_S, see it again from ncclCommGetAsyncError and, at once, from the next call, and
 // abort promptly.
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,11 +17,9 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "common/log.h"
 #include "common/result.h"
 #include "rank_process_protocol.h"
 #include "rank_scenarios.h"
-#include "transport/transport_settings.h"
 
 namespace terse {
 namespace test {
@@ -111,25 +108,19 @@ int run_dead_peer(std::unique_ptr<Communicator> comm, double timeout) {
 }
 
 int run(int argc, char** argv) {
-  UniqueId id;
-  if (argc != 5 || !unique_id_from_hex(argv[4], &id)) {
-    fprintf(stderr, "usage: %s <scenario> <rank> <nranks> <unique id in hex>\n", argv[0]);
-    return kRankBadArguments;
-  }
-  const std::string scenario = argv[1];
-  const int rank = atoi(argv[2]);
-  const int nranks = atoi(argv[3]);
-  double timeout = 0;
-  if (transport_timeout_seconds(&timeout) != ncclSuccess) return kRankBadArguments;
-  // Whatever happens, this process must not outlive a broken test.
-  alarm(static_cast<unsigned>(3 * timeout + 20));
-  set_log_rank(rank);
+  RankProcessArguments arguments;
+  if (!start_rank_process(argc, argv, &arguments)) return kRankBadArguments;
+  const std::string& scenario = arguments.scenario;
+  const int rank = arguments.rank;
+  const int nranks = arguments.nranks;
+  const UniqueId& id = arguments.id;
 
   std::unique_ptr<Communicator> comm;
   if (Communicator::create(id, rank, nranks, -1, &comm) != ncclSuccess) {
     return report(kRankCreateFailed, rank, last_error());
   }
-  if (scenario == kScenarioCollectiveDeadPeer) return run_dead_peer(std::move(comm), timeout);
+  if (scenario == kScenarioCollectiveDeadPeer)
+    return run_dead_peer(std::move(comm), arguments.timeout_seconds);
   if (scenario == kScenarioAllCollectives) return run_all_collectives(*comm);
   if (scenario == kScenarioGroups) return run_groups(*comm);
   if (scenario == kScenarioSplit) return run_split(*comm);

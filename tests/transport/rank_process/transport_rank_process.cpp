@@ -1,7 +1,6 @@
 // One rank of a multi-process transport test (see rank_process_protocol.h). Reports through its
 // exit code; says what went wrong on stderr.
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -10,12 +9,10 @@
 #include <memory>
 #include <string>
 
-#include "common/log.h"
 #include "common/result.h"
 #include "exchange_patterns.h"
 #include "rank_process_protocol.h"
 #include "transport/transport.h"
-#include "transport/transport_settings.h"
 
 namespace terse {
 namespace test {
@@ -88,19 +85,12 @@ int run_dead_peer(std::unique_ptr<Transport> transport, bool hang) {
 }
 
 int run(int argc, char** argv) {
-  UniqueId id;
-  if (argc != 5 || !unique_id_from_hex(argv[4], &id)) {
-    fprintf(stderr, "usage: %s <scenario> <rank> <nranks> <unique id in hex>\n", argv[0]);
-    return kRankBadArguments;
-  }
-  const std::string scenario = argv[1];
-  const int rank = atoi(argv[2]);
-  const int nranks = atoi(argv[3]);
-  double timeout = 0;
-  if (transport_timeout_seconds(&timeout) != ncclSuccess) return kRankBadArguments;
-  // Whatever happens, this process must not outlive a broken test.
-  alarm(static_cast<unsigned>(3 * timeout + 20));
-  set_log_rank(rank);
+  RankProcessArguments arguments;
+  if (!start_rank_process(argc, argv, &arguments)) return kRankBadArguments;
+  const std::string& scenario = arguments.scenario;
+  const int rank = arguments.rank;
+  const int nranks = arguments.nranks;
+  const UniqueId& id = arguments.id;
 
   std::unique_ptr<Transport> transport;
   if (Transport::create(id, rank, nranks, &transport) != ncclSuccess) {
