@@ -9,6 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "collectives/reduction.h"
 #include "transport/deadline.h"
@@ -16,6 +19,13 @@
 namespace terse {
 
 class Transport;
+
+// What terseAllReduceTensor says about a tensor (include/terse/terse.h: terseTensor).
+struct TensorRequest {
+  std::string name;            // "" for anonymous
+  std::vector<int64_t> shape;  // outermost first; empty for none
+  std::string codec;           // per-call codec override; "" to let the policy decide
+};
 
 enum class CollectiveKind {
   kAllReduce,
@@ -44,6 +54,13 @@ struct CollectiveArgs {
   ReduceOp op;
   int root = 0;  // broadcast, reduce, gather, scatter
   int peer = 0;  // send, recv
+
+  // Allreduce only, for the compression policy (compression_engine.h): what the application
+  // said about the tensor (terseAllReduceTensor; null for ncclAllReduce), and the address that
+  // identifies an anonymous tensor: the user's recvbuff, which the API layer keeps here when it
+  // stages device buffers through host memory (0: `recv`).
+  std::shared_ptr<const TensorRequest> tensor;
+  uint64_t tensor_address = 0;
 };
 
 // What an algorithm runs with: one rank's transport, the operation number that keeps its

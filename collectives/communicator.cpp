@@ -1,5 +1,7 @@
 #include "collectives/communicator.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cstring>
 
@@ -88,6 +90,7 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
   }
   comm->piece_bytes_ = static_cast<size_t>(piece_bytes);
   TERSE_CHECK(Transport::create(id, rank, nranks, &comm->transport_));
+  TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), &comm->compression_));
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->cuda_device_ = cuda_device;
@@ -208,6 +211,9 @@ ncclResult_t Communicator::run(const CollectiveArgs& args, const AlgorithmInfo* 
 ncclResult_t Communicator::run_locked(const CollectiveArgs& args, const AlgorithmInfo* algorithm) {
   // NCCL treats an empty send or receive as nothing to do, on both sides.
   if (is_point_to_point(args.kind) && args.count == 0) return ncclSuccess;
+  // A caller that names a dense algorithm gets exactly that; otherwise allreduces ask the
+  // compression policy first.
+  const bool compressible = algorithm == nullptr && args.kind == CollectiveKind::kAllReduce;
   if (algorithm == nullptr) algorithm = selection_.choose(args, nranks_);
   if (algorithm == nullptr) {
     return fail(ncclInvalidUsage, "rank %d: no algorithm implements %s (known: %s)", rank_,
@@ -215,11 +221,29 @@ ncclResult_t Communicator::run_locked(const CollectiveArgs& args, const Algorith
   }
   const AlgorithmContext context =
       is_point_to_point(args.kind) ? point_to_point_context(args) : collective_context();
+  if (compressible) {
+    bool handled = false;
+    const ncclResult_t result = compression_->allreduce(args, context, &handled);
+    // A refused decision (a bad per-call codec) is the caller's error, the same on every rank;
+    // a failure inside a compressed algorithm breaks the communicator like any other.
+    if (handled && result != ncclSuccess) break_with(result);
+    if (handled || result != ncclSuccess) return result;
+  }
   TERSE_TRACE("rank %d: %s of %zu x %s with %s (operation sequence %u)", rank_,
               collective_name(args.kind), args.count, nccl_type_name(args.type), algorithm->name,
               context.sequence);
+  const uint64_t sent_before = transport_->bytes_sent();
+  const auto start = std::chrono::steady_clock::now();
   const ncclResult_t result = algorithm->run(args, context);
-  if (result != ncclSuccess) break_with(result);
+  if (result != ncclSuccess) {
+    break_with(result);
+    return result;
+  }
+  if (args.kind == CollectiveKind::kAllReduce) {
+    compression_->record_dense(
+        args, algorithm->name, transport_->bytes_sent() - sent_before,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   return result;
 }
 

@@ -22,6 +22,7 @@
 
 #include "collectives/algorithm_selection.h"
 #include "collectives/collective_args.h"
+#include "collectives/compressed/compression_engine.h"
 #include "transport/transport.h"
 #include "transport/unique_id.h"
 
@@ -100,6 +101,9 @@ class Communicator {
 
   // The transport, for tests and for the layers above that exchange setup data.
   Transport* transport() { return transport_.get(); }
+  // The compression policy, statistics and residuals of this communicator's allreduces (the
+  // C API of include/terse/terse.h reaches them here). Never null once created.
+  CompressionEngine* compression() { return compression_.get(); }
 
  private:
   Communicator() = default;
@@ -117,6 +121,8 @@ class Communicator {
   size_t piece_bytes_ = kDefaultPieceBytes;
   AlgorithmSelection selection_;
   std::unique_ptr<Transport> transport_;
+  // Declared after the transport: destroyed first, while the transport still exists.
+  std::unique_ptr<CompressionEngine> compression_;
 
   std::mutex call_mutex_;  // one call at a time (the transport is single-threaded)
   uint64_t collectives_issued_ = 0;

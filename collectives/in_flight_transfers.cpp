@@ -8,7 +8,7 @@
 namespace terse {
 
 InFlightTransfers::InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline)
-    : transport_(transport), deadline_(deadline), requests_(slots) {}
+    : transport_(transport), deadline_(deadline), requests_(slots), size_known_(slots, true) {}
 
 InFlightTransfers::~InFlightTransfers() {
   // Only an early return leaves transfers running here (failed waits cancel everything); the
@@ -29,7 +29,15 @@ ncclResult_t InFlightTransfers::send(size_t slot, int peer, uint32_t operation, 
 
 ncclResult_t InFlightTransfers::recv(size_t slot, int peer, uint32_t operation, void* buffer,
                                      size_t bytes) {
+  size_known_[slot] = true;
   ncclResult_t result = transport_->recv(peer, operation, buffer, bytes, &requests_[slot]);
+  return result == ncclSuccess ? result : cancel_all_after(result);
+}
+
+ncclResult_t InFlightTransfers::recv_up_to(size_t slot, int peer, uint32_t operation, void* buffer,
+                                           size_t capacity) {
+  size_known_[slot] = false;
+  ncclResult_t result = transport_->recv(peer, operation, buffer, capacity, &requests_[slot]);
   return result == ncclSuccess ? result : cancel_all_after(result);
 }
 
@@ -43,7 +51,7 @@ ncclResult_t InFlightTransfers::wait(size_t slot) {
   ncclResult_t result = transport_->wait(&request, 1, deadline_);
   if (result != ncclSuccess) return cancel_all_after(result);
   if (request.posted() && request.direction() == TransferDirection::kReceive &&
-      request.received_bytes() != request.bytes()) {
+      size_known_[slot] && request.received_bytes() != request.bytes()) {
     fail(ncclInvalidUsage,
          "rank %d: the message from rank %d (operation 0x%08x) held %zu bytes where %zu were "
          "expected; do all ranks pass the same count and datatype?",

@@ -29,6 +29,11 @@ class InFlightTransfers {
   // Posts into `slot`, which must not hold an unfinished transfer (wait for it first).
   ncclResult_t send(size_t slot, int peer, uint32_t operation, const void* buffer, size_t bytes);
   ncclResult_t recv(size_t slot, int peer, uint32_t operation, void* buffer, size_t bytes);
+  // A receive of a message of at most `capacity` bytes whose size only the sender knows (an
+  // encoded message); received_bytes() says how long it was once waited for.
+  ncclResult_t recv_up_to(size_t slot, int peer, uint32_t operation, void* buffer,
+                          size_t capacity);
+  size_t received_bytes(size_t slot) const { return requests_[slot].received_bytes(); }
 
   // Whether the slot was ever posted, and whether its transfer ended (successfully or not).
   // finished() does not progress the worker; an empty slot counts as finished.
@@ -53,6 +58,7 @@ class InFlightTransfers {
   Transport* transport_;
   Deadline deadline_;
   std::vector<TransferRequest> requests_;
+  std::vector<bool> size_known_;  // by slot: the receive must fill its whole buffer
 };
 
 }  // namespace terse

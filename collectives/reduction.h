@@ -21,6 +21,9 @@ struct ReduceOp {
   double input_scale = 1.0;
   bool divide_result = false;  // divide the final result by `result_divisor`
   long long result_divisor = 1;
+  // The user asked for ncclAvg (not a PreMulSum that happens to scale by 1/n: only an average
+  // is the same on every rank, which compression needs).
+  bool average = false;
 };
 
 // Size in bytes of one element; 0 for values outside ncclDataType_t.

@@ -54,7 +54,7 @@ PathChoice choose_path(const BuffersUsed& used, const BufferMemory& send, const 
   int host = -1, staged = -1;  // the first used buffer of each sort
   for (int i = 0; i < 2; ++i) {
     if (buffers[i] == nullptr) continue;
-    if (buffers[i]->kind == MemoryKind::kHost) {
+    if (buffers[i]->kind == BufferKind::kHost) {
       if (host < 0) host = i;
     } else if (staged < 0) {
       staged = i;
@@ -73,7 +73,7 @@ PathChoice choose_path(const BuffersUsed& used, const BufferMemory& send, const 
       choice.argument = names[i];
       return choice;
     }
-    if (buffers[i]->kind == MemoryKind::kDevice && buffers[i]->device != comm_device) {
+    if (buffers[i]->kind == BufferKind::kDevice && buffers[i]->device != comm_device) {
       choice.refusal = PlacementRefusal::kOtherDevice;
       choice.argument = names[i];
       return choice;
@@ -83,13 +83,13 @@ PathChoice choose_path(const BuffersUsed& used, const BufferMemory& send, const 
   return choice;
 }
 
-const char* memory_kind_name(MemoryKind kind) {
+const char* buffer_kind_name(BufferKind kind) {
   switch (kind) {
-    case MemoryKind::kHost:
+    case BufferKind::kHost:
       return "host memory";
-    case MemoryKind::kDevice:
+    case BufferKind::kDevice:
       return "device memory";
-    case MemoryKind::kManaged:
+    case BufferKind::kManaged:
       return "managed memory";
   }
   return "memory";

@@ -13,7 +13,7 @@
 namespace terse {
 
 // One buffer as far as terse cares.
-enum class MemoryKind {
+enum class BufferKind {
   // Pageable, pinned or registered host memory, or an address CUDA does not know (no GPU, no
   // CUDA build): the host reads and writes it directly.
   kHost,
@@ -26,7 +26,7 @@ enum class MemoryKind {
 };
 
 struct BufferMemory {
-  MemoryKind kind = MemoryKind::kHost;
+  BufferKind kind = BufferKind::kHost;
   int device = -1;  // kDevice and kManaged: the device CUDA reports
 };
 
@@ -74,6 +74,6 @@ PathChoice choose_path(const BuffersUsed& used, const BufferMemory& send, const 
                        int comm_device);
 
 // "host memory", "device memory" or "managed memory", for messages.
-const char* memory_kind_name(MemoryKind kind);
+const char* buffer_kind_name(BufferKind kind);
 
 }  // namespace terse

@@ -12,6 +12,7 @@
 #include "plugin/nccl_comm.h"
 #include "plugin/pointer_memory.h"
 #include "plugin/reduction_ops.h"
+#include "plugin/tensor_description.h"
 
 namespace terse {
 namespace {
@@ -42,7 +43,7 @@ ncclResult_t place_call(const Communicator& engine, const char* function,
                   "%s: %s %p is host memory but %s %p is %s; the buffers of one call must be all "
                   "host memory or all device memory",
                   function, choice.argument, refused, names_send ? "recvbuff" : "sendbuff", other,
-                  memory_kind_name(other_memory.kind));
+                  buffer_kind_name(other_memory.kind));
     }
     case PlacementRefusal::kOtherDevice:
       return fail(ncclInvalidUsage,
@@ -54,7 +55,7 @@ ncclResult_t place_call(const Communicator& engine, const char* function,
       return fail(ncclInvalidUsage,
                   "%s: %s %p is %s, but the communicator (rank %d) has no CUDA device (none was "
                   "current when it was created)",
-                  function, choice.argument, refused, memory_kind_name(refused_memory.kind),
+                  function, choice.argument, refused, buffer_kind_name(refused_memory.kind),
                   engine.rank());
   }
   return ncclSuccess;
@@ -120,11 +121,33 @@ using terse::CollectiveKind;
 TERSE_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                      cudaStream_t stream) {
-  return terse::submit_call(comm, "ncclAllReduce",
-                            terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count),
-                            static_cast<int>(datatype), static_cast<int>(op), stream);
+  auto args = terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
+  // The compression policy keys an anonymous tensor by the user's buffer, also when the engine
+  // sees a staging copy of it.
+  args.tensor_address = reinterpret_cast<uint64_t>(recvbuff);
+  return terse::submit_call(comm, "ncclAllReduce", args, static_cast<int>(datatype),
+                            static_cast<int>(op), stream);
 }
 TERSE_PROFILER_ALIAS(ncclAllReduce)
+
+TERSE_API ncclResult_t terseAllReduceTensor(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, ncclRedOp_t op,
+                                            const terseTensor* tensor, ncclComm_t comm,
+                                            cudaStream_t stream) {
+  auto args = terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
+  args.tensor_address = reinterpret_cast<uint64_t>(recvbuff);
+  if (tensor != nullptr) {
+    std::shared_ptr<const terse::TensorRequest> request;
+    const ncclResult_t described = terse::describe_tensor(*tensor, count, &request);
+    if (described != ncclSuccess) {
+      terse::refuse_in_group(described);
+      return described;
+    }
+    args.tensor = std::move(request);
+  }
+  return terse::submit_call(comm, "terseAllReduceTensor", args, static_cast<int>(datatype),
+                            static_cast<int>(op), stream);
+}
 
 TERSE_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclRedOp_t op, int root,

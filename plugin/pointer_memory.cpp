@@ -25,10 +25,10 @@ BufferMemory query_buffer_memory(const void* pointer) {
     return memory;
   }
   if (attributes.type == cudaMemoryTypeDevice) {
-    memory.kind = MemoryKind::kDevice;
+    memory.kind = BufferKind::kDevice;
     memory.device = attributes.device;
   } else if (attributes.type == cudaMemoryTypeManaged) {
-    memory.kind = MemoryKind::kManaged;
+    memory.kind = BufferKind::kManaged;
     memory.device = attributes.device;
   }
 #else

@@ -1,4 +1,4 @@
-// What CUDA says a user's pointer is, as buffer_placement.h's MemoryKind.
+// What CUDA says a user's pointer is, as buffer_placement.h's BufferKind.
 #pragma once
 
 #include "plugin/buffer_placement.h"

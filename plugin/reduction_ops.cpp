@@ -84,6 +84,7 @@ ncclResult_t resolve_reduce_op(ncclComm* comm, int op, ncclDataType_t type, int 
       break;
     case ncclAvg:
       result.kind = ReduceKind::kSum;
+      result.average = true;
       if (nccl_type_is_float(type)) {
         result.scale_input = true;
         result.input_scale = 1.0 / nranks;
@@ -146,7 +147,7 @@ TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   PreMulSumOp premul;
   premul.type = datatype;
   premul.read_at_call = residence == ncclScalarDevice;
-  premul.scalar_on_device = terse::query_buffer_memory(scalar).kind != terse::MemoryKind::kHost;
+  premul.scalar_on_device = terse::query_buffer_memory(scalar).kind != terse::BufferKind::kHost;
   premul.scalar = scalar;
   if (premul.scalar_on_device && !premul.read_at_call) {
     return fail(ncclInvalidArgument,

@@ -211,7 +211,9 @@ ncclResult_t Transport::send(int peer, uint32_t operation, const void* buffer, s
                 "own barrier and allgather",
                 operation);
   }
-  return post_send(peer, operation, buffer, bytes, request);
+  const ncclResult_t result = post_send(peer, operation, buffer, bytes, request);
+  if (result == ncclSuccess && peer != rank_) bytes_sent_ += bytes;
+  return result;
 }
 
 ncclResult_t Transport::recv(int peer, uint32_t operation, void* buffer, size_t bytes,

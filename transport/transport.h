@@ -79,6 +79,10 @@ class Transport {
     return wait(requests->data(), requests->size(), default_deadline());
   }
 
+  // Bytes of every data message this rank posted for sending to another rank (control messages
+  // and messages to itself excluded) since creation: what the statistics call wire bytes.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
   // One round of UCX progress, for callers that overlap work with communication.
   void progress() { progress_workers(); }
 
@@ -128,6 +132,7 @@ class Transport {
 
   int rank_ = 0;
   int nranks_ = 0;
+  uint64_t bytes_sent_ = 0;
   uint16_t communicator_ = 0;
   double timeout_seconds_ = 0;
   // The network worker (every transport UCX_TLS allows) and, unless UCX_TLS is set or

@@ -130,3 +130,42 @@ TEST_F(PluginProcesses, AWrongSecretIsRefusedAndTheJobStillForms) {
 }
 
 }  // namespace
+
+// Compressed allreduces with ranks as processes (compressed_scenario.cpp): every rank holds its
+// result within the codec's stated bound through the algorithm the statistics name.
+struct CompressedRun {
+  const char* codec;
+  int nranks;
+  int ranks_per_node;  // 0: one node (no TERSE_HOSTID)
+  bool hierarchical;   // whether the nodes make the engine go hierarchical
+};
+
+class PluginCompressedProcesses : public PluginProcesses,
+                                  public ::testing::WithParamInterface<CompressedRun> {};
+
+TEST_P(PluginCompressedProcesses, WithinTheStatedBound) {
+  const CompressedRun& run_case = GetParam();
+  const std::string per_node = std::to_string(run_case.ranks_per_node);
+  ScopedEnv codec("TERSE_CODEC", run_case.codec);
+  ScopedEnv nodes("PLUGIN_TEST_RANKS_PER_NODE",
+                  run_case.ranks_per_node > 0 ? per_node.c_str() : nullptr);
+  ScopedEnv expect("PLUGIN_TEST_EXPECT_HIERARCHICAL", run_case.hierarchical ? "1" : "0");
+  ScopedEnv hostid("TERSE_HOSTID", nullptr);
+  ScopedEnv hierarchy("TERSE_HIERARCHICAL", nullptr);
+  expect_all_ok(run(plugin_test::kScenarioCompressed, run_case.nranks, new_id()),
+                static_cast<size_t>(run_case.nranks));
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, PluginCompressedProcesses,
+                         ::testing::Values(CompressedRun{"int8", 2, 0, false},
+                                           CompressedRun{"int8", 3, 0, false},
+                                           CompressedRun{"topk:ratio=0.05", 4, 0, false},
+                                           CompressedRun{"int8", 4, 2, true},
+                                           CompressedRun{"topk:ratio=0.05", 4, 2, true},
+                                           CompressedRun{"int4", 3, 1, false}),
+                         [](const ::testing::TestParamInfo<CompressedRun>& info) {
+                           std::string name = info.param.codec;
+                           name = name.substr(0, name.find(':'));
+                           return name + "_" + std::to_string(info.param.nranks) + "ranks_" +
+                                  std::to_string(info.param.ranks_per_node) + "pernode";
+                         });

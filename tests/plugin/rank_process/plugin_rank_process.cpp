@@ -303,6 +303,11 @@ int run(int argc, char** argv) {
     return report(kPluginRankBadArguments, "the unique id is not 256 hex digits");
   }
   if (scenario == kScenarioStranger) return run_stranger(id, rank, nranks);
+  if (const char* per_node = getenv("PLUGIN_TEST_RANKS_PER_NODE")) {
+    // Emulated nodes: TERSE_HOSTID is read when the communicator is created.
+    const int ranks_per_node = atoi(per_node) > 0 ? atoi(per_node) : 1;
+    setenv("TERSE_HOSTID", ("node" + std::to_string(rank / ranks_per_node)).c_str(), 1);
+  }
 
   ncclComm_t comm = nullptr;
   if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
@@ -312,6 +317,8 @@ int run(int argc, char** argv) {
   int code = kPluginRankBadArguments;
   if (scenario == kScenarioCollectives) {
     code = run_collectives(comm, rank, nranks);
+  } else if (scenario == kScenarioCompressed) {
+    code = run_compressed(comm, rank, nranks);
   } else if (scenario == kScenarioKilled) {
     return run_killed(comm, rank, nranks);  // the communicator is aborted there
   } else if (scenario == kScenarioAbort) {

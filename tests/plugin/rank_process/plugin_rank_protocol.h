@@ -28,6 +28,12 @@ constexpr const char* kScenarioAbort = "abort";
 // ncclCommInitRank with an id whose secret is not the root's: it must fail, not hang, within
 // TERSE_TIMEOUT_S, and say that the secret may be wrong.
 constexpr const char* kScenarioStranger = "stranger";
+// Compressed allreduces (TERSE_CODEC from the test) checked within the stated bound; with
+// PLUGIN_TEST_RANKS_PER_NODE set, TERSE_HOSTID puts that many ranks on each emulated node and
+// the hierarchical result is compared with a flat communicator's; the policy's decisions by
+// name, size and link class (compressed_scenario.cpp).
+constexpr const char* kScenarioCompressed = "compressed";
+int run_compressed(ncclComm_t comm, int rank, int nranks);
 // The id argument that makes every rank call ncclGetUniqueId.
 constexpr const char* kIdFromEnvironment = "env";
 

@@ -11,12 +11,12 @@ namespace {
 
 using K = CollectiveKind;
 
-const BufferMemory kHost{MemoryKind::kHost, -1};
+const BufferMemory kHost{BufferKind::kHost, -1};
 BufferMemory device(int id) {
-  return {MemoryKind::kDevice, id};
+  return {BufferKind::kDevice, id};
 }
 BufferMemory managed(int id) {
-  return {MemoryKind::kManaged, id};
+  return {BufferKind::kManaged, id};
 }
 
 TEST(BuffersUsed, FollowNcclsRootRules) {
@@ -110,8 +110,8 @@ TEST(ChoosePath, DeviceMemoryWithoutACommunicatorDeviceIsRefused) {
 }
 
 TEST(MemoryKindName, ReadsInMessages) {
-  EXPECT_EQ(std::string(memory_kind_name(MemoryKind::kManaged)), "managed memory");
-  EXPECT_EQ(std::string(memory_kind_name(MemoryKind::kDevice)), "device memory");
+  EXPECT_EQ(std::string(buffer_kind_name(BufferKind::kManaged)), "managed memory");
+  EXPECT_EQ(std::string(buffer_kind_name(BufferKind::kDevice)), "device memory");
 }
 
 }  // namespace

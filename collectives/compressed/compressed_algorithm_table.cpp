@@ -1,0 +1,136 @@
+#include "collectives/compressed/compressed_algorithm_table.h"
+
+#include <cstring>
+
+#include "collectives/compressed/compressed_algorithms.h"
+
+namespace terse {
+namespace {
+
+int ceil_log2(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
+bool stateless(const Codec& codec, size_t count) {
+  return codec.make_state(count, DType::kFloat32, MatrixShape{}) == nullptr;
+}
+
+// Algorithms that decode, add and re-encode: any codec whose messages describe a whole range on
+// their own (dense or sparse) and that keeps no per-tensor state.
+bool accepts_reencoding(const Codec& codec, size_t count) {
+  return codec.family() != CodecFamily::kLowRank && stateless(codec, count);
+}
+
+bool accepts_sparse(const Codec& codec, size_t) {
+  return codec.family() == CodecFamily::kSparse;
+}
+
+bool accepts_shared_randomk(const Codec& codec, size_t) {
+  return codec.id() == CodecId::kRandomK &&
+         codec.spec().find("shared_seed=true") != std::string::npos;
+}
+
+bool accepts_powersgd(const Codec& codec, size_t) {
+  return codec.id() == CodecId::kPowerSgd;
+}
+
+bool accepts_any(const Codec&, size_t) {
+  return true;
+}
+
+int one_or_none(int ranks) {
+  return ranks > 1 ? 1 : 0;
+}
+int sra_steps(int ranks) {
+  return ranks > 1 ? 2 : 0;
+}
+// n - 1 hops re-encode the partial sum of a chunk, the owner encodes the final chunk once more.
+int ring_steps(int ranks) {
+  return ranks > 1 ? ranks : 0;
+}
+// Each round encodes the running sum; ranks beyond a power of two fold in first (one encode)
+// and get the result back after (one more).
+int recursive_doubling_steps(int ranks) {
+  if (ranks <= 1) return 0;
+  const int rounds = ceil_log2(ranks);
+  const bool power_of_two = (1 << rounds) == ranks;
+  return power_of_two ? rounds : (rounds - 1) + 2;
+}
+// The deepest path of a binary tree re-encodes at every level, the root encodes the result once.
+int tree_steps(int ranks) {
+  return ranks > 1 ? ceil_log2(ranks + 1) : 0;
+}
+// The leaders run the default choice for the codec and size; the most any of those takes bounds
+// it (the node-level sums inside are exact).
+int hierarchical_steps(int ranks) {
+  int most = sra_steps(ranks);
+  for (int steps : {recursive_doubling_steps(ranks), tree_steps(ranks), one_or_none(ranks)}) {
+    most = steps > most ? steps : most;
+  }
+  return most;
+}
+
+}  // namespace
+
+const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
+  static const std::vector<CompressedAlgorithmInfo> table = {
+      {1, "sra",
+       "scatter-reduce-allgather: encode once, all-to-all, owners decode+sum and re-encode, "
+       "allgather; 2 lossy steps at any rank count (dense codecs, large tensors)",
+       accepts_reencoding, sra_steps, compressed_sra_allreduce},
+      {2, "ring",
+       "compressed ring: decode-add-re-encode per hop, pipelined; error grows with ranks",
+       accepts_reencoding, ring_steps, compressed_ring_allreduce},
+      {3, "recursive_doubling",
+       "compressed recursive doubling: whole-buffer messages, log2(n) lossy rounds (mid sizes)",
+       accepts_reencoding, recursive_doubling_steps, compressed_recursive_doubling_allreduce},
+      {4, "tree", "compressed binary tree: reduce up re-encoding, broadcast down; small messages",
+       accepts_reencoding, tree_steps, compressed_tree_allreduce},
+      {5, "sparse_allgather",
+       "allgatherv of (index, value) lists and scatter-add; dense exchange when the union gets "
+       "dense (sparse codecs)",
+       accepts_sparse, one_or_none, sparse_allgather_allreduce},
+      {6, "randomk", "Random-K with a shared seed: dense allreduce of the k shared positions only",
+       accepts_shared_randomk, one_or_none, randomk_allreduce},
+      {7, "powersgd",
+       "PowerSGD: allreduce(P), orthogonalise, allreduce(Q), warm-started, with residual",
+       accepts_powersgd, one_or_none, powersgd_allreduce},
+      {8, "hierarchical",
+       "uncompressed inside each node, the default compressed algorithm between node leaders",
+       accepts_any, hierarchical_steps, hierarchical_allreduce},
+  };
+  return table;
+}
+
+const CompressedAlgorithmInfo* find_compressed_algorithm(const std::string& name) {
+  for (const CompressedAlgorithmInfo& info : compressed_algorithm_table()) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+std::string compressed_algorithm_names() {
+  std::string names;
+  for (const CompressedAlgorithmInfo& info : compressed_algorithm_table()) {
+    if (!names.empty()) names += ",";
+    names += info.name;
+  }
+  return names;
+}
+
+const CompressedAlgorithmInfo* default_compressed_algorithm(const Codec& codec, size_t count,
+                                                            size_t element_bytes) {
+  if (accepts_powersgd(codec, count)) return find_compressed_algorithm("powersgd");
+  if (accepts_shared_randomk(codec, count)) return find_compressed_algorithm("randomk");
+  if (accepts_sparse(codec, count)) return find_compressed_algorithm("sparse_allgather");
+  const size_t bytes = count * element_bytes;
+  if (bytes < kCompressedTreeMaxBytes) return find_compressed_algorithm("tree");
+  if (bytes < kCompressedRecursiveDoublingMaxBytes) {
+    return find_compressed_algorithm("recursive_doubling");
+  }
+  return find_compressed_algorithm("sra");
+}
+
+}  // namespace terse

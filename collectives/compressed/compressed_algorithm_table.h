@@ -1,0 +1,57 @@
+// Every compressed allreduce algorithm, listed once (as algorithm_table.h lists the dense ones):
+// {id, name, description, which codecs it can run, how many lossy steps its result has been
+// through, run}. Selection, TERSE_COMPRESSED_ALGO, the error bounds of tests and perf tools, and
+// `--help` texts all read this table.
+//
+// Choosing (choose_compressed_algorithm): TERSE_COMPRESSED_ALGO=name forces one (refused when
+// it cannot run the call's codec); otherwise by the codec:
+//   low-rank (powersgd)              powersgd
+//   randomk with shared_seed=true    randomk (dense allreduce of the k shared positions)
+//   other sparse codecs              sparse_allgather
+//   dense codecs (casts, quantizers) tree below kCompressedTreeMaxBytes, recursive_doubling
+//                                    below kCompressedRecursiveDoublingMaxBytes, sra above
+// and, when the communicator spans several nodes and one of them holds more than one rank,
+// hierarchical around that choice (TERSE_HIERARCHICAL=auto|on|off, compression_engine.h).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "collectives/compressed/compressed_args.h"
+
+namespace terse {
+
+struct CompressedAlgorithmInfo {
+  int id;                   // stable number, for logs and statistics
+  const char* name;         // as written in TERSE_COMPRESSED_ALGO, e.g. "sra"
+  const char* description;  // one line: what it is and when it wins
+  // Whether it can run `codec` on a tensor of `count` elements (e.g. ring and sra need a
+  // codec without per-tensor state, because they encode pieces and partial sums).
+  bool (*accepts)(const Codec& codec, size_t count);
+  // How many lossy encodes the result has been through at most, on a group of `ranks` ranks:
+  // the k in the error bound S ((1 + c)^k - 1) of compressed_error_bound.h. 0 for one rank.
+  int (*lossy_steps)(int ranks);
+  CompressedAlgorithmFunction run;
+};
+
+// Every compressed algorithm, in a stable order.
+const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table();
+
+// The algorithm named `name`, or null.
+const CompressedAlgorithmInfo* find_compressed_algorithm(const std::string& name);
+
+// Every name, comma-separated (messages, --help).
+std::string compressed_algorithm_names();
+
+// Size thresholds of the default choice for dense codecs (bytes of the uncompressed tensor).
+constexpr size_t kCompressedTreeMaxBytes = size_t{16} << 10;
+constexpr size_t kCompressedRecursiveDoublingMaxBytes = size_t{256} << 10;
+
+// The default flat algorithm for `codec` on `count` elements of `element_bytes` (see the file
+// comment); never null.
+const CompressedAlgorithmInfo* default_compressed_algorithm(const Codec& codec, size_t count,
+                                                            size_t element_bytes);
+
+}  // namespace terse

@@ -1,0 +1,103 @@
+// What one compressed allreduce runs with, in the form every compressed algorithm takes
+// (DESIGN.md sections 3 and 5). The compression engine (compression_engine.h) fills it from the
+// policy's decision: the codec, the tensor's residual entry, the encode settings of this step.
+//
+// Compressed algorithms reduce a *sum* (or an average: a sum scaled by 1/n at the end) of
+// fp32/fp16/bf16 tensors in host memory. They run over a PeerGroup: a list of transport ranks
+// this call spans (all ranks of the communicator, or the node leaders of a hierarchical call),
+// so the same code serves the flat and the hierarchical case. Every rank of the group must call
+// with the same count, dtype, codec and algorithm, and every rank ends with bitwise identical
+// results (the algorithms decode and add in a fixed order).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "codecs/dtype.h"
+#include "codecs/memory_kind.h"
+#include "codecs/residual_entry.h"
+#include "codecs/residual_memory.h"
+#include "codecs/tensor_key.h"
+#include "collectives/compressed/compression_scratch.h"
+#include "transport/deadline.h"
+
+namespace terse {
+
+class Transport;
+
+// The ranks a compressed call spans, in the order the algorithm arranges them (ring order,
+// tree order); `index` is this rank's position. ranks[index] == transport->rank(). `hosts` says
+// which node each of them runs on (host identities, transport/host_identity.h, which
+// TERSE_HOSTID overrides): the hierarchical algorithm groups by it; empty means one node.
+struct PeerGroup {
+  std::vector<int> ranks;
+  int index = 0;
+  std::vector<std::string> hosts;
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  int rank_at(int position) const { return ranks[static_cast<size_t>(position)]; }
+  // Every rank of a communicator of `nranks`, this one at `rank`.
+  static PeerGroup whole(int rank, int nranks);
+};
+
+// What a call did, accumulated by the algorithms (the engine adds it to the statistics).
+struct CompressionCounters {
+  uint64_t wire_bytes = 0;    // bytes this rank sent (messages, headers included)
+  uint64_t messages = 0;      // messages this rank sent
+  double encode_seconds = 0;  // time in Codec::encode (and residual compensation)
+  double decode_seconds = 0;  // time in Codec::decode
+  double dense_seconds = 0;   // time in uncompressed phases (hierarchical intra-node steps)
+};
+
+struct CompressedArgs {
+  const void* send = nullptr;  // count elements of dtype
+  void* recv = nullptr;        // count elements of dtype; may equal send
+  size_t count = 0;
+  DType dtype = DType::kFloat32;
+  // Applied to the sum when writing recv: 1, or 1/nranks of the communicator for ncclAvg (also
+  // when the call spans only part of it, as the inner step of a hierarchical call does).
+  double result_scale = 1.0;
+
+  // The codec of this call, never null. Its family decides which algorithms may run it
+  // (compressed_algorithm_table.h).
+  Codec* codec = nullptr;
+  // The tensor's residual memory entry (error feedback and codec state), or null when the
+  // policy asked for memory none and the codec keeps no state.
+  ResidualEntry* entry = nullptr;
+  // Seed, step, warm-up progress and matrix shape for the encodes of this call; error, state
+  // and memory are filled per encode (contribution.h). The seed is the same on every rank.
+  EncodeContext encode;
+
+  // For algorithms that keep a second residual (scatter-reduce-allgather's owner residual):
+  // the memory and the tensor's key, so that they can acquire an entry of their own (see
+  // stage_key() in contribution.h). Null memory: no second residual.
+  ResidualMemory* residuals = nullptr;
+  TensorKey key;
+  MemoryKind memory = MemoryKind::kNone;  // the policy's memory kind for this tensor
+};
+
+struct CompressedContext {
+  Transport* transport = nullptr;
+  // The collective's operation number; algorithms tag their messages with
+  // make_operation(sequence, first_step + their own step) so that phases of one call
+  // (hierarchical) never mix. Steps wrap at 4096 (tag_layout.h).
+  uint32_t sequence = 0;
+  uint32_t first_step = 0;
+  Deadline deadline = Deadline::at({});
+  PeerGroup group;
+  // Pipeline piece size for algorithms that cut messages (TERSE_PIECE_BYTES).
+  size_t piece_bytes = size_t{1} << 20;
+  // Reused across calls of one communicator: no allocation on the hot path once warm.
+  CompressionScratch* scratch = nullptr;
+  CompressionCounters* counters = nullptr;
+};
+
+using CompressedAlgorithmFunction = ncclResult_t (*)(const CompressedArgs& args,
+                                                     const CompressedContext& context);
+
+}  // namespace terse

@@ -1,0 +1,356 @@
+#include "collectives/compressed/compression_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+
+#include "codecs/codec_registry.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "transport/transport.h"
+
+namespace terse {
+namespace {
+
+// Step counts and decision logs are kept per tensor key; anonymous buffers of a long run could
+// otherwise grow them without end. Past this many keys they start over (steps restart at 0,
+// which only matters to schedules with a start or end step).
+constexpr size_t kMaxTrackedTensors = size_t{1} << 16;
+// `auto` compresses tensors from this size across nodes (see the file comment of the header).
+constexpr uint64_t kAutoMinBytes = uint64_t{1} << 20;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+ncclResult_t parse_hierarchy(const std::string& text, HierarchyMode* mode) {
+  if (text.empty() || text == "auto") {
+    *mode = HierarchyMode::kAuto;
+  } else if (text == "on" || text == "1") {
+    *mode = HierarchyMode::kOn;
+  } else if (text == "off" || text == "0") {
+    *mode = HierarchyMode::kOff;
+  } else {
+    return fail(ncclInvalidArgument, "TERSE_HIERARCHICAL=%s: expected auto, on or off",
+                text.c_str());
+  }
+  return ncclSuccess;
+}
+
+// The matrix view a tensor request gives: shape[0] x the product of the rest.
+MatrixShape shape_of(const TensorRequest* tensor, size_t count) {
+  if (tensor == nullptr || tensor->shape.size() < 2) return MatrixShape{};
+  size_t cols = 1;
+  for (size_t d = 1; d < tensor->shape.size(); ++d) cols *= static_cast<size_t>(tensor->shape[d]);
+  const size_t rows = static_cast<size_t>(tensor->shape[0]);
+  if (rows * cols != count) return MatrixShape{};
+  return MatrixShape{rows, cols};
+}
+
+}  // namespace
+
+ResidualMemory& process_residual_memory() {
+  static ResidualMemory* memory = [] {
+    uint64_t cap = ResidualMemory::kDefaultMaxBytes;
+    if (ResidualMemory::max_bytes_from_env(&cap) != ncclSuccess) {
+      TERSE_WARN("%s; residual memory keeps its default cap", last_error());
+      cap = ResidualMemory::kDefaultMaxBytes;
+    }
+    return new ResidualMemory(cap);  // lives as long as the process: communicators share it
+  }();
+  return *memory;
+}
+
+uint64_t CompressionEngine::dense_wire_bytes(uint64_t bytes, int nranks) {
+  if (nranks <= 1) return 0;
+  return 2 * bytes * static_cast<uint64_t>(nranks - 1) / static_cast<uint64_t>(nranks);
+}
+
+ncclResult_t CompressionEngine::create(Transport* transport,
+                                       std::unique_ptr<CompressionEngine>* out) {
+  static std::atomic<uint64_t> next_comm_id{1};
+  std::unique_ptr<CompressionEngine> engine(new CompressionEngine());
+  engine->transport_ = transport;
+  engine->comm_id_ = next_comm_id.fetch_add(1);
+  TERSE_CHECK(load_policy_from_env(&engine->policy_));
+  const std::string forced = env_string("TERSE_COMPRESSED_ALGO", "");
+  if (!forced.empty()) {
+    engine->forced_ = find_compressed_algorithm(forced);
+    if (engine->forced_ == nullptr) {
+      return fail(ncclInvalidArgument, "TERSE_COMPRESSED_ALGO=%s: no such algorithm (known: %s)",
+                  forced.c_str(), compressed_algorithm_names().c_str());
+    }
+  }
+  TERSE_CHECK(parse_hierarchy(env_string("TERSE_HIERARCHICAL", "auto"), &engine->hierarchy_));
+  const int n = transport->nranks();
+  std::map<std::string, int> ranks_per_host;
+  for (int r = 0; r < n; ++r) {
+    engine->hosts_.push_back(transport->host_identity(r));
+    ++ranks_per_host[engine->hosts_.back()];
+  }
+  engine->multi_node_ = ranks_per_host.size() > 1;
+  for (const auto& [host, ranks] : ranks_per_host) {
+    engine->node_with_several_ranks_ = engine->node_with_several_ranks_ || ranks > 1;
+  }
+  engine->link_ = engine->multi_node_ ? LinkClass::kInter : LinkClass::kIntra;
+  *out = std::move(engine);
+  return ncclSuccess;
+}
+
+CompressionEngine::~CompressionEngine() {
+  process_residual_memory().reset_comm(comm_id_);
+}
+
+PeerGroup CompressionEngine::whole_group() const {
+  PeerGroup group = PeerGroup::whole(transport_->rank(), transport_->nranks());
+  group.hosts = hosts_;
+  return group;
+}
+
+ncclResult_t CompressionEngine::codec_for(const Decision& decision, Codec** codec) {
+  auto found = codecs_.find(decision.spec);
+  if (found == codecs_.end()) {
+    CodecParams params = decision.params;
+    std::unique_ptr<Codec> made;
+    TERSE_CHECK(create_codec(decision.codec, params, &made));
+    found = codecs_.emplace(decision.spec, std::move(made)).first;
+  }
+  *codec = found->second.get();
+  return ncclSuccess;
+}
+
+const CompressedAlgorithmInfo* CompressionEngine::algorithm_for(const Codec& codec, size_t count,
+                                                                size_t element_bytes) const {
+  if (forced_ != nullptr) return forced_;
+  const bool hierarchical =
+      hierarchy_ == HierarchyMode::kOn
+          ? multi_node_
+          : hierarchy_ == HierarchyMode::kAuto && multi_node_ && node_with_several_ranks_;
+  if (hierarchical) return find_compressed_algorithm("hierarchical");
+  return default_compressed_algorithm(codec, count, element_bytes);
+}
+
+ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
+  *plan = Plan{};
+  const TensorRequest* tensor = args.tensor.get();
+  plan->key.comm = comm_id_;
+  plan->key.address =
+      args.tensor_address != 0 ? args.tensor_address : reinterpret_cast<uint64_t>(args.recv);
+  plan->key.count = args.count;
+  if (tensor != nullptr) plan->key.name = tensor->name;
+  const auto step = steps_.find(plan->key);
+  plan->step = step == steps_.end() ? 0 : step->second;
+
+  TensorInfo info;
+  info.name = plan->key.name;
+  info.bytes = args.count * nccl_type_size(args.type);
+  DType dtype = DType::kFloat32;
+  if (dtype_from_nccl(args.type, &dtype)) info.dtype = dtype;
+  plan->key.dtype = dtype;
+  plan->dtype = dtype;
+  const bool linear = args.op.kind == ReduceKind::kSum && (!args.op.scale_input || args.op.average);
+  info.op = args.op.average ? ncclAvg : ncclSum;
+  info.comm_size = transport_->nranks();
+  info.link = link_;
+  info.step = plan->step;
+
+  if (tensor != nullptr && !tensor->codec.empty()) {
+    Policy override_policy;
+    TERSE_CHECK(Policy::from_codec_spec(tensor->codec, &override_policy));
+    plan->decision = override_policy.decide(info);
+  } else {
+    plan->decision = policy_.decide(info);
+  }
+  if (!info.dtype || !linear) {
+    plan->why = "not a float sum or average";
+    return ncclSuccess;
+  }
+  if (plan->decision.codec == kAutoCodec) {
+    const bool worth_it = link_ == LinkClass::kInter && info.bytes >= kAutoMinBytes;
+    Policy resolved;
+    TERSE_CHECK(Policy::from_codec_spec(worth_it ? "int8" : "none", &resolved));
+    plan->decision = resolved.decide(info);
+  }
+  if (!plan->decision.compressed()) {
+    plan->why = plan->decision.rule < 0 ? "no rule matches" : "the rule says none now";
+    return ncclSuccess;
+  }
+  if (args.count == 0 || transport_->nranks() == 1) {
+    plan->why = args.count == 0 ? "empty" : "one rank";
+    return ncclSuccess;
+  }
+  TERSE_CHECK(codec_for(plan->decision, &plan->codec));
+  plan->shape = shape_of(tensor, args.count);
+  plan->algorithm = algorithm_for(*plan->codec, args.count, dtype_size(dtype));
+  if (!plan->algorithm->accepts(*plan->codec, args.count)) {
+    return fail(ncclInvalidArgument,
+                "TERSE_COMPRESSED_ALGO=%s cannot run codec %s (it needs another family or a "
+                "codec without per-tensor state; unset it to let terse choose)",
+                plan->algorithm->name, plan->codec->spec().c_str());
+  }
+  plan->compressed = true;
+  return ncclSuccess;
+}
+
+void CompressionEngine::log_first_decision(const Plan& plan, const CollectiveArgs& args) {
+  if (logged_.size() >= kMaxTrackedTensors) logged_.clear();
+  if (!logged_.insert(plan.key).second) return;
+  if (plan.compressed) {
+    TERSE_INFO("rank %d: %s: codec %s (rule %d, memory %s), algorithm %s", transport_->rank(),
+               plan.key.describe().c_str(), plan.codec->spec().c_str(), plan.decision.rule,
+               memory_kind_name(plan.decision.memory), plan.algorithm->name);
+  } else {
+    TERSE_INFO("rank %d: %s (%s x %zu): uncompressed, %s", transport_->rank(),
+               plan.key.describe().c_str(), nccl_type_name(args.type), args.count,
+               plan.why.c_str());
+  }
+}
+
+ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
+                                          const AlgorithmContext& context, bool* handled) {
+  *handled = false;
+  std::unique_lock<std::mutex> lock(mutex_);
+  // The common case of an application without any compression: nothing to decide.
+  if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
+  Plan plan;
+  TERSE_CHECK(this->plan(args, &plan));
+  if (steps_.size() >= kMaxTrackedTensors) steps_.clear();
+  ++steps_[plan.key];
+  log_first_decision(plan, args);
+  if (!plan.compressed) return ncclSuccess;
+
+  ResidualMemory& residuals = process_residual_memory();
+  std::shared_ptr<ResidualEntry> entry;
+  const MemoryKind memory = plan.decision.memory;
+  const bool needs_entry = memory != MemoryKind::kNone ||
+                           plan.codec->make_state(args.count, plan.dtype, plan.shape) != nullptr;
+  if (needs_entry) {
+    EntryOptions options;
+    options.shape = plan.shape;
+    if (residuals.acquire(plan.key, *plan.codec, memory, options, &entry) != ncclSuccess) {
+      // Every rank holds the same tensors under the same cap, so every rank falls back alike.
+      TERSE_WARN("rank %d: %s; reducing it uncompressed", transport_->rank(), last_error());
+      return ncclSuccess;
+    }
+  }
+
+  CompressedArgs compressed;
+  compressed.send = args.send;
+  compressed.recv = args.recv;
+  compressed.count = args.count;
+  compressed.dtype = plan.dtype;
+  compressed.result_scale = args.op.average ? args.op.input_scale : 1.0;
+  compressed.codec = plan.codec;
+  compressed.entry = entry.get();
+  compressed.encode.seed =
+      mix(mix(transport_->communicator()) ^ (uint64_t{context.sequence} << 20) ^ plan.step);
+  compressed.encode.step = plan.step;
+  compressed.encode.warmup_progress = plan.decision.warmup_progress;
+  compressed.encode.shape = plan.shape;
+  compressed.residuals = &residuals;
+  compressed.key = plan.key;
+  compressed.memory = memory;
+
+  CompressedContext compressed_context;
+  compressed_context.transport = transport_;
+  compressed_context.sequence = context.sequence;
+  compressed_context.deadline = context.deadline;
+  compressed_context.group = whole_group();
+  compressed_context.piece_bytes = context.piece_bytes;
+  compressed_context.scratch = &scratch_;
+  CompressionCounters counters;
+  compressed_context.counters = &counters;
+
+  *handled = true;
+  const uint64_t sent_before = transport_->bytes_sent();
+  const auto start = std::chrono::steady_clock::now();
+  const ncclResult_t result = plan.algorithm->run(compressed, compressed_context);
+  if (result != ncclSuccess) return result;
+  record(plan.codec->spec(), plan.algorithm->name, args.count * dtype_size(plan.dtype),
+         transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);
+  return ncclSuccess;
+}
+
+void CompressionEngine::record_dense(const CollectiveArgs& args, const char* algorithm,
+                                     uint64_t wire_bytes, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  record("none", algorithm, args.count * nccl_type_size(args.type), wire_bytes,
+         CompressionCounters{}, seconds, false);
+}
+
+void CompressionEngine::record(const std::string& codec, const std::string& algorithm,
+                               uint64_t raw_bytes, uint64_t wire_bytes,
+                               const CompressionCounters& counters, double seconds,
+                               bool compressed) {
+  // Rows are named by codec name (the spec up to ':'); last_codec keeps the whole spec.
+  const std::string codec_name = codec.substr(0, codec.find(':'));
+  auto row =
+      std::find_if(stats_.rows.begin(), stats_.rows.end(), [&](const CompressionStatsRow& r) {
+        return r.codec == codec_name && r.algorithm == algorithm;
+      });
+  if (row == stats_.rows.end()) {
+    stats_.rows.push_back(CompressionStatsRow{codec_name, algorithm});
+    row = stats_.rows.end() - 1;
+  }
+  ++row->calls;
+  row->raw_bytes += raw_bytes;
+  row->wire_bytes += wire_bytes;
+  row->dense_wire_bytes += dense_wire_bytes(raw_bytes, transport_->nranks());
+  row->encode_seconds += counters.encode_seconds;
+  row->decode_seconds += counters.decode_seconds;
+  row->seconds += seconds;
+  ++stats_.calls;
+  if (compressed) ++stats_.compressed_calls;
+  stats_.last_codec = codec;
+  stats_.last_algorithm = algorithm;
+}
+
+CompressionStats CompressionEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CompressionEngine::reset_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = CompressionStats{};
+}
+
+void CompressionEngine::set_policy(Policy policy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  policy_ = std::move(policy);
+  logged_.clear();
+}
+
+size_t CompressionEngine::reset_residuals(const std::string& name) {
+  ResidualMemory& residuals = process_residual_memory();
+  if (name.empty()) return residuals.reset_comm(comm_id_);
+  TensorKey key;
+  key.comm = comm_id_;
+  key.name = name;
+  return residuals.reset(key) ? 1 : 0;
+}
+
+ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* codec,
+                                       std::string* algorithm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Plan plan;
+  TERSE_CHECK(this->plan(args, &plan));
+  *codec = plan.compressed ? plan.codec->spec() : "none";
+  *algorithm = plan.compressed ? plan.algorithm->name : "";
+  return ncclSuccess;
+}
+
+ResidualStats CompressionEngine::residual_stats() const {
+  return process_residual_memory().stats();
+}
+
+}  // namespace terse

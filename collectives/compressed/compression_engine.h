@@ -1,0 +1,154 @@
+// The compression engine of one communicator: consults the policy for every allreduce and, when
+// it says compress, runs the call through a compressed algorithm with the tensor's residual
+// memory (DESIGN.md section 3). The communicator asks it first for every allreduce; calls it
+// leaves alone run the dense algorithms exactly as before and are only counted.
+//
+// Per call:
+//   1. the tensor key: the communicator plus the C API name, or the user's recvbuff (count and
+//      dtype ride along as attributes, tensor_key.h); its step = how many allreduces of it this
+//      communicator ran before;
+//   2. the decision: the tensor's codec override (terseAllReduceTensor), else the policy
+//      (TERSE_CODEC / TERSE_POLICY / terseCommSetPolicy) for {name, bytes, dtype, op, comm size,
+//      link class, step}; `auto` becomes int8 across nodes for tensors of 1 MiB and more, none
+//      otherwise (a placeholder for the topology cost model of the next issue, said in the log);
+//   3. the algorithm: TERSE_COMPRESSED_ALGO when set (refused if it cannot run the codec), else
+//      hierarchical when the communicator spans several nodes and a node holds several ranks
+//      (TERSE_HIERARCHICAL=auto|on|off, default auto), else the table's default for the codec;
+//   4. the tensor's residual entry (process-wide residual memory, TERSE_MEMORY_MAX_BYTES); a
+//      tensor larger than the whole cap is reduced uncompressed, with a warning;
+//   5. the run, with a seed every rank derives alike (communicator, operation, step), and the
+//      statistics (terse.h: terseCommGetStats).
+// TERSE_DEBUG=INFO prints each tensor key's first decision.
+//
+// Threading: allreduce()/record_dense() run under the communicator's call lock; the policy,
+// statistics and residual calls of the C API may come from any thread (a mutex guards them).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "codecs/policy.h"
+#include "codecs/residual_memory.h"
+#include "codecs/tensor_key.h"
+#include "collectives/collective_args.h"
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/compression_scratch.h"
+
+namespace terse {
+
+// One (codec, algorithm) pair's totals; terse.h's terseStatsRow.
+struct CompressionStatsRow {
+  std::string codec;
+  std::string algorithm;
+  uint64_t calls = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t wire_bytes = 0;
+  uint64_t dense_wire_bytes = 0;
+  double encode_seconds = 0;
+  double decode_seconds = 0;
+  double seconds = 0;
+};
+
+struct CompressionStats {
+  uint64_t calls = 0;
+  uint64_t compressed_calls = 0;
+  std::vector<CompressionStatsRow> rows;  // in order of first use
+  std::string last_codec = "none";
+  std::string last_algorithm;
+};
+
+// Whether TERSE_HIERARCHICAL lets a multi-node communicator run hierarchically.
+enum class HierarchyMode { kAuto, kOn, kOff };
+
+class CompressionEngine {
+ public:
+  // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO and TERSE_HIERARCHICAL (refusing bad
+  // values, naming the variable), and learns the nodes from the transport's host identities.
+  static ncclResult_t create(Transport* transport, std::unique_ptr<CompressionEngine>* out);
+  // Drops this communicator's residual entries.
+  ~CompressionEngine();
+  CompressionEngine(const CompressionEngine&) = delete;
+  CompressionEngine& operator=(const CompressionEngine&) = delete;
+
+  // An allreduce: runs it compressed when the policy says so (*handled = true, the result is
+  // the call's). Otherwise *handled = false and nothing happened: the caller runs the dense
+  // algorithm and reports it with record_dense().
+  ncclResult_t allreduce(const CollectiveArgs& args, const AlgorithmContext& context,
+                         bool* handled);
+  void record_dense(const CollectiveArgs& args, const char* algorithm, uint64_t wire_bytes,
+                    double seconds);
+
+  // The C API (terse.h).
+  CompressionStats stats() const;
+  void reset_stats();
+  // Replaces the policy (every rank must do the same before its next allreduce).
+  void set_policy(Policy policy);
+  // Forgets the residual and codec state of the tensor named `name`, or of every tensor of this
+  // communicator when `name` is empty; how many entries went.
+  size_t reset_residuals(const std::string& name);
+  // What allreduce() would do with `args` at the tensor's next step: codec spec ("none") and
+  // algorithm ("" when uncompressed).
+  ncclResult_t decide(const CollectiveArgs& args, std::string* codec, std::string* algorithm);
+  ResidualStats residual_stats() const;
+
+  // Bytes an uncompressed ring allreduce of `bytes` sends from each of `nranks` ranks.
+  static uint64_t dense_wire_bytes(uint64_t bytes, int nranks);
+
+ private:
+  struct Plan {
+    bool compressed = false;
+    std::string why;  // for the log when not compressed
+    Decision decision;
+    Codec* codec = nullptr;
+    const CompressedAlgorithmInfo* algorithm = nullptr;
+    TensorKey key;
+    MatrixShape shape;
+    DType dtype = DType::kFloat32;
+    uint64_t step = 0;
+  };
+
+  CompressionEngine() = default;
+  // The tensor key, its step, the decision, codec and algorithm for `args` (mutex_ held).
+  ncclResult_t plan(const CollectiveArgs& args, Plan* plan);
+  ncclResult_t codec_for(const Decision& decision, Codec** codec);
+  const CompressedAlgorithmInfo* algorithm_for(const Codec& codec, size_t count,
+                                               size_t element_bytes) const;
+  void log_first_decision(const Plan& plan, const CollectiveArgs& args);
+  void record(const std::string& codec, const std::string& algorithm, uint64_t raw_bytes,
+              uint64_t wire_bytes, const CompressionCounters& counters, double seconds,
+              bool compressed);
+  PeerGroup whole_group() const;
+
+  Transport* transport_ = nullptr;
+  uint64_t comm_id_ = 0;  // TensorKey::comm of this communicator's tensors
+  std::vector<std::string> hosts_;
+  bool multi_node_ = false;
+  bool node_with_several_ranks_ = false;
+  LinkClass link_ = LinkClass::kIntra;
+  const CompressedAlgorithmInfo* forced_ = nullptr;
+  HierarchyMode hierarchy_ = HierarchyMode::kAuto;
+
+  mutable std::mutex mutex_;
+  Policy policy_;
+  std::map<std::string, std::unique_ptr<Codec>> codecs_;  // by canonical spec
+  std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> steps_;
+  std::unordered_set<TensorKey, TensorIdentityHash, TensorIdentityEqual> logged_;
+  CompressionStats stats_;
+  CompressionScratch scratch_;
+};
+
+// The residual memory every communicator of this process shares (cap: TERSE_MEMORY_MAX_BYTES,
+// read at first use; a bad value is reported and the default kept).
+ResidualMemory& process_residual_memory();
+
+}  // namespace terse

@@ -1,0 +1,56 @@
+// Scratch memory of compressed collectives, kept per communicator across calls (issue: "scratch
+// buffers are reused, never allocated per call on the hot path"). A handful of numbered slots,
+// each a buffer that only grows: once a communicator has seen its largest tensor, no call
+// allocates, and UCX keeps seeing the same (registered) pages.
+//
+// Algorithms name the slots they use with ScratchSlot; two slots never alias. Contents are
+// uninitialised and do not survive from one call to the next. Not thread-safe: one call on a
+// communicator at a time (the communicator serialises them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace terse {
+
+enum class ScratchSlot : int {
+  kValues = 0,   // this rank's fp32 contribution (gradient + residual)
+  kAccumulator,  // fp32 running sum
+  kOutgoing,     // encoded messages this rank sends
+  kIncoming,     // encoded messages this rank receives
+  kSecondary,    // whatever else an algorithm needs (sizes, factors, a second sum)
+  kTertiary,
+  kHierarchy,  // hierarchical: the node-level sum handed to the inner algorithm
+  kCount,
+};
+
+class CompressionScratch {
+ public:
+  CompressionScratch() = default;
+  CompressionScratch(const CompressionScratch&) = delete;
+  CompressionScratch& operator=(const CompressionScratch&) = delete;
+
+  // At least `bytes` bytes in `slot` (64-byte aligned), grown (contents lost) when smaller.
+  uint8_t* bytes(ScratchSlot slot, size_t bytes);
+  float* floats(ScratchSlot slot, size_t count) {
+    return reinterpret_cast<float*>(bytes(slot, count * sizeof(float)));
+  }
+
+  // Bytes held by every slot together (statistics).
+  size_t held_bytes() const;
+  // How many times a slot had to grow (a steady stream of equal calls stops growing after the
+  // first; tests check that).
+  uint64_t growths() const { return growths_; }
+
+ private:
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> storage;
+    uint8_t* aligned = nullptr;
+    size_t capacity = 0;
+  };
+  Buffer slots_[static_cast<int>(ScratchSlot::kCount)];
+  uint64_t growths_ = 0;
+};
+
+}  // namespace terse

@@ -1,0 +1,143 @@
+#include "collectives/compressed/contribution.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/result.h"
+
+namespace terse {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void add_encode_time(const CompressedContext& context, Clock::time_point start) {
+  if (context.counters != nullptr) context.counters->encode_seconds += seconds_since(start);
+}
+
+}  // namespace
+
+PeerGroup PeerGroup::whole(int rank, int nranks) {
+  PeerGroup group;
+  group.ranks.resize(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) group.ranks[static_cast<size_t>(r)] = r;
+  group.index = rank;
+  return group;
+}
+
+ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
+                               float* values) {
+  const Clock::time_point start = Clock::now();
+  const float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
+  if (residual != nullptr) {
+    TERSE_CHECK(args.entry->compensate(args.send, args.count, args.dtype, values));
+  } else if (args.dtype == DType::kFloat32) {
+    std::memcpy(values, args.send, args.count * sizeof(float));
+  } else {
+    for (size_t i = 0; i < args.count; ++i) values[i] = load_element(args.send, args.dtype, i);
+  }
+  add_encode_time(context, start);
+  return ncclSuccess;
+}
+
+ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                 const float* values, const ElementRange& range, void* message,
+                                 size_t capacity, size_t* message_bytes) {
+  const Clock::time_point start = Clock::now();
+  EncodeContext encode = args.encode;
+  encode.memory = Memory::kHost;
+  encode.error = nullptr;
+  encode.state = nullptr;
+  if (args.entry != nullptr) {
+    if (args.entry->residual() != nullptr) encode.error = args.entry->residual() + range.offset;
+    if (range.offset == 0 && range.count == args.count) encode.state = args.entry->state();
+  }
+  const ncclResult_t result =
+      args.codec->encode(values + range.offset, range.count, DType::kFloat32, encode, message,
+                         capacity, message_bytes);
+  add_encode_time(context, start);
+  return result;
+}
+
+ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
+                            const float* values, size_t count, float* error, void* message,
+                            size_t capacity, size_t* message_bytes) {
+  const Clock::time_point start = Clock::now();
+  EncodeContext encode = args.encode;
+  encode.memory = Memory::kHost;
+  encode.error = error;
+  encode.state = nullptr;
+  const ncclResult_t result =
+      args.codec->encode(values, count, DType::kFloat32, encode, message, capacity, message_bytes);
+  add_encode_time(context, start);
+  return result;
+}
+
+ncclResult_t decode_message(const CompressedArgs& args, const CompressedContext& context,
+                            const void* message, size_t message_bytes, float* output, size_t count,
+                            bool accumulate) {
+  const Clock::time_point start = Clock::now();
+  const ncclResult_t result = args.codec->decode(message, message_bytes, output, count,
+                                                 DType::kFloat32, accumulate, DecodeContext{});
+  if (context.counters != nullptr) context.counters->decode_seconds += seconds_since(start);
+  return result;
+}
+
+size_t message_capacity(const CompressedArgs& args, size_t count) {
+  return args.codec->max_encoded_bytes(count, DType::kFloat32);
+}
+
+void write_result(const CompressedArgs& args, const float* sum, const ElementRange& range) {
+  const float scale = static_cast<float>(args.result_scale);
+  if (args.dtype == DType::kFloat32) {
+    float* out = static_cast<float*>(args.recv) + range.offset;
+    if (args.result_scale == 1.0) {
+      if (out != sum) std::memcpy(out, sum, range.count * sizeof(float));
+    } else {
+      for (size_t i = 0; i < range.count; ++i) out[i] = sum[i] * scale;
+    }
+    return;
+  }
+  for (size_t i = 0; i < range.count; ++i) {
+    store_element(args.recv, args.dtype, range.offset + i,
+                  args.result_scale == 1.0 ? sum[i] : sum[i] * scale);
+  }
+}
+
+ncclResult_t copy_single_rank(const CompressedArgs& args) {
+  if (args.result_scale == 1.0) {
+    if (args.recv != args.send)
+      std::memmove(args.recv, args.send, args.count * dtype_size(args.dtype));
+    return ncclSuccess;
+  }
+  const float scale = static_cast<float>(args.result_scale);
+  for (size_t i = 0; i < args.count; ++i) {
+    store_element(args.recv, args.dtype, i, load_element(args.send, args.dtype, i) * scale);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t acquire_stage_entry(const CompressedArgs& args, const char* stage, size_t count,
+                                 std::shared_ptr<ResidualEntry>* entry) {
+  entry->reset();
+  if (args.residuals == nullptr || args.memory != MemoryKind::kResidual) return ncclSuccess;
+  TensorKey key = args.key;
+  if (key.named()) {
+    key.name += std::string("#") + stage;
+  } else {
+    char name[64];
+    std::snprintf(name, sizeof(name), "@0x%" PRIx64 "#%s", key.address, stage);
+    key.name = name;
+  }
+  key.count = count;
+  key.dtype = DType::kFloat32;
+  return args.residuals->acquire(key, *args.codec, MemoryKind::kResidual, EntryOptions{}, entry);
+}
+
+}  // namespace terse

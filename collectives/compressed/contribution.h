@@ -1,0 +1,73 @@
+// The steps every compressed algorithm is built from: this rank's contribution with error
+// feedback, encodes and decodes that are timed and counted, and writing the result. Keeping
+// them here means the residual is applied the same way whatever the algorithm.
+//
+// First-stage error feedback (residual memory kind `residual`): the contribution is
+// values = send + residual (fp32); each encode of a range of it writes the residual of that
+// range (values - decode(message)) through EncodeContext::error, so the next step sends what
+// this one dropped. Kind `momentum` (DGC) passes the raw gradient with the codec's state; kind
+// `none` passes the raw gradient (state only for codecs that keep one).
+//
+// Re-encodes of partial sums (a ring hop, a tree level, an SRA owner's chunk) are not a
+// rank's own gradient; they use no residual unless the algorithm keeps a second one
+// (acquire_stage_entry()).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "collectives/compressed/compressed_args.h"
+#include "collectives/ring_pattern.h"
+
+namespace terse {
+
+// values[i] = send[i] (as fp32) + residual[i] (when the entry keeps a residual), for all
+// args.count elements. `values` must hold args.count floats and may not be the residual.
+ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
+                               float* values);
+
+// Encodes values[range] (this rank's contribution from make_contribution) into `message`
+// (capacity bytes): with the residual's range as the error output, and with the codec state
+// only when `range` is the whole tensor (states describe whole tensors). Counts encode time.
+ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                 const float* values, const ElementRange& range, void* message,
+                                 size_t capacity, size_t* message_bytes);
+
+// Encodes `count` fp32 values that are not this rank's gradient (a partial sum), with
+// `error` (may be null) receiving values - decode(message). No codec state.
+ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
+                            const float* values, size_t count, float* error, void* message,
+                            size_t capacity, size_t* message_bytes);
+
+// Decodes a message into `count` fp32 values at `output` (adding when `accumulate`). Counts
+// decode time.
+ncclResult_t decode_message(const CompressedArgs& args, const CompressedContext& context,
+                            const void* message, size_t message_bytes, float* output, size_t count,
+                            bool accumulate);
+
+// Capacity a message of `count` elements may need (the codec's bound for fp32 input).
+size_t message_capacity(const CompressedArgs& args, size_t count);
+
+// recv[range] = sum[0 .. range.count) * args.result_scale, in args.dtype.
+void write_result(const CompressedArgs& args, const float* sum, const ElementRange& range);
+
+// The whole call on a group of one: recv = send (scaled), exactly; no residual is touched.
+ncclResult_t copy_single_rank(const CompressedArgs& args);
+
+// A residual entry of its own for a later lossy stage of this tensor (an owner's re-encode in
+// scatter-reduce-allgather), of `count` fp32 values: null in *entry when the tensor keeps no
+// residual (memory kind not `residual`) or no residual memory was given. `stage` tells stages
+// apart ("sra-owner"); the entry is keyed by the tensor's key plus the stage.
+ncclResult_t acquire_stage_entry(const CompressedArgs& args, const char* stage, size_t count,
+                                 std::shared_ptr<ResidualEntry>* entry);
+
+// Counts a message this rank sends.
+inline void count_sent(const CompressedContext& context, size_t bytes) {
+  if (context.counters == nullptr) return;
+  context.counters->wire_bytes += bytes;
+  context.counters->messages += 1;
+}
+
+}  // namespace terse

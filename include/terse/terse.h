@@ -1,0 +1,128 @@
+/*
+ * terse.h: terse's own C API, next to the NCCL API that libterse.so also exports.
+ *
+ * An application that only calls ncclAllReduce gets compression from the environment
+ * (TERSE_CODEC=int8, TERSE_POLICY=policy.yaml); this header adds what an anonymous buffer cannot
+ * say: a tensor's name and shape (policy rules match names; PowerSGD views a tensor as a
+ * matrix), a per-call codec override, statistics, residual resets and policy changes at run
+ * time. Link with -lterse. Every call returns an ncclResult_t; on failure ncclGetLastError()
+ * holds a sentence naming the argument at fault.
+ */
+#ifndef TERSE_TERSE_H_
+#define TERSE_TERSE_H_
+
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most dimensions a tensor descriptor may give. */
+#define TERSE_MAX_DIMS 8
+/* Room for a codec or algorithm name in the statistics, terminator included. */
+#define TERSE_NAME_BYTES 32
+/* Rows of terseStats::rows: one per (codec, algorithm) pair seen on a communicator. */
+#define TERSE_STATS_MAX_ROWS 32
+
+/* What the application knows about one tensor. Every member may be left zero/NULL. */
+typedef struct {
+  /* The tensor's name, e.g. "encoder.layer0.weight.grad". Policy rules match it (a full match
+   * of the rule's regular expression), and the residual memory of a named tensor follows the
+   * name, not the buffer's address, so it survives the framework moving the buffer. NULL or ""
+   * for an anonymous tensor (keyed by its recvbuff, like ncclAllReduce's). */
+  const char* name;
+  /* The tensor's shape, outermost dimension first; ndims 0 for none. The product must equal the
+   * count. PowerSGD views the tensor as shape[0] x (the product of the rest); without a shape it
+   * picks a near-square view. */
+  int ndims;
+  int64_t shape[TERSE_MAX_DIMS];
+  /* A codec for this call only, overriding the policy: "int8", "topk:ratio=0.01", "none" (no
+   * compression). NULL to let the policy decide. The memory kind is the codec's default. */
+  const char* codec;
+} terseTensor;
+
+/* ncclAllReduce of a described tensor (NULL `tensor` behaves exactly as ncclAllReduce). The
+ * policy (or tensor->codec) decides whether and how it is compressed; sum and avg of fp32, fp16
+ * and bf16 can be compressed, everything else is reduced exactly. Every rank must describe the
+ * tensor alike (same name, shape and codec), since they must all run the same algorithm. */
+ncclResult_t terseAllReduceTensor(const void* sendbuff, void* recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op,
+                                  const terseTensor* tensor, ncclComm_t comm, cudaStream_t stream);
+
+/* Totals of the allreduce calls of one (codec, algorithm) pair on a communicator. */
+typedef struct {
+  char codec[TERSE_NAME_BYTES];     /* codec name, "none" for uncompressed calls */
+  char algorithm[TERSE_NAME_BYTES]; /* algorithm name, e.g. "sra", "ring" */
+  uint64_t calls;
+  uint64_t raw_bytes;       /* count * element size, summed over the calls */
+  uint64_t wire_bytes;      /* bytes this rank sent for them, headers included */
+  uint64_t dense_wire_bytes; /* what an uncompressed ring allreduce would have sent:
+                               2 (n-1)/n raw_bytes; wire_bytes / dense_wire_bytes is the
+                               traffic ratio */
+  double encode_seconds;    /* in encodes (and error-feedback compensation) */
+  double decode_seconds;    /* in decodes */
+  double seconds;           /* wall time of the calls */
+} terseStatsRow;
+
+/* What a communicator's allreduces did since it was created (or since terseCommResetStats). */
+typedef struct {
+  uint64_t calls;            /* every allreduce, compressed or not */
+  uint64_t compressed_calls; /* those the policy compressed */
+  uint64_t raw_bytes;        /* sums over rows */
+  uint64_t wire_bytes;
+  uint64_t dense_wire_bytes;
+  double encode_seconds;
+  double decode_seconds;
+  double seconds;
+  int nrows;                 /* rows used */
+  terseStatsRow rows[TERSE_STATS_MAX_ROWS];
+  /* The last allreduce: its codec spec (every parameter spelled out) and algorithm. */
+  char last_codec[128];
+  char last_algorithm[TERSE_NAME_BYTES];
+  /* Residual memory of this communicator's process (shared by its communicators). */
+  uint64_t residual_entries;
+  uint64_t residual_bytes;
+  uint64_t residual_max_bytes;
+  uint64_t residual_evictions;
+} terseStats;
+
+/* Copies the communicator's statistics into *stats. */
+ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats);
+/* Zeroes them (the residual figures are not statistics and stay). */
+ncclResult_t terseCommResetStats(ncclComm_t comm);
+
+/* Forgets the error-feedback residual (and codec state, e.g. PowerSGD's warm start) of the tensor
+ * named `name` on `comm`, or of every tensor of `comm` when `name` is NULL; the next allreduce
+ * of it starts from zero. Call it on every rank, e.g. when the optimizer is reset. */
+ncclResult_t terseResidualReset(ncclComm_t comm, const char* name);
+
+/* Replaces the communicator's policy with the rules of a YAML document (the format of
+ * TERSE_POLICY files, codecs/policy_file.cpp) or, with terseCommSetCodec, with one rule naming
+ * a codec as TERSE_CODEC does ("none" turns compression off). Refused, keeping the old policy,
+ * when the text does not parse (the message names the line). Every rank must set the same
+ * policy before its next allreduce. */
+ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml);
+ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec);
+
+/* What the policy would decide for a tensor on this communicator at the tensor's next step:
+ * the codec spec ("none" when it stays uncompressed) and the algorithm, written into the given
+ * buffers (truncated to their sizes). */
+ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t count,
+                             ncclDataType_t datatype, ncclRedOp_t op, char* codec,
+                             size_t codec_bytes, char* algorithm, size_t algorithm_bytes);
+
+/* The stated error bound of a compressed allreduce, for tools that check results (the perf
+ * binaries' #wrong): per encode |C(x)_i - x_i| <= factor * S(x), with S the largest magnitude
+ * (*l2 = 0) or the L2 norm (*l2 = 1) of the encoded tensor; through an algorithm that encodes a
+ * value at most `steps` times (terseAlgorithmLossySteps) the result is within
+ * S_sum ((1 + factor)^steps - 1) of the exact sum, S_sum being the sum over ranks of S(input). */
+ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor, int* l2);
+ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TERSE_TERSE_H_ */

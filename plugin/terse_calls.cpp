@@ -1,0 +1,180 @@
+// include/terse/terse.h beyond terseAllReduceTensor (collective_calls.cpp): statistics, residual
+// resets, policy changes and the error-bound queries, over the communicator's compression
+// engine (collectives/compressed/compression_engine.h).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "codecs/codec_registry.h"
+#include "codecs/policy.h"
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compressed_error_bound.h"
+#include "common/result.h"
+#include "plugin/nccl_api.h"
+#include "plugin/nccl_comm.h"
+#include "plugin/reduction_ops.h"
+#include "plugin/tensor_description.h"
+#include "terse/terse.h"
+
+namespace terse {
+namespace {
+
+// Copies `text` into a C buffer of `bytes`, truncating, always terminated (when bytes > 0).
+void copy_text(const std::string& text, char* out, size_t bytes) {
+  if (out == nullptr || bytes == 0) return;
+  const size_t n = std::min(text.size(), bytes - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
+ncclResult_t compression_of(ncclComm_t comm, const char* function, CompressionEngine** engine) {
+  Communicator* communicator = nullptr;
+  TERSE_CHECK(engine_of(comm, function, &communicator));
+  *engine = communicator->compression();
+  return ncclSuccess;
+}
+
+void fill_row(const CompressionStatsRow& row, terseStatsRow* out) {
+  copy_text(row.codec, out->codec, sizeof(out->codec));
+  copy_text(row.algorithm, out->algorithm, sizeof(out->algorithm));
+  out->calls = row.calls;
+  out->raw_bytes = row.raw_bytes;
+  out->wire_bytes = row.wire_bytes;
+  out->dense_wire_bytes = row.dense_wire_bytes;
+  out->encode_seconds = row.encode_seconds;
+  out->decode_seconds = row.decode_seconds;
+  out->seconds = row.seconds;
+}
+
+}  // namespace
+}  // namespace terse
+
+TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) {
+  terse::CompressionEngine* engine = nullptr;
+  TERSE_CHECK(terse::compression_of(comm, "terseCommGetStats", &engine));
+  if (stats == nullptr) {
+    return terse::fail(ncclInvalidArgument, "terseCommGetStats: stats is NULL");
+  }
+  const terse::CompressionStats now = engine->stats();
+  std::memset(stats, 0, sizeof(*stats));
+  stats->calls = now.calls;
+  stats->compressed_calls = now.compressed_calls;
+  for (const terse::CompressionStatsRow& row : now.rows) {
+    stats->raw_bytes += row.raw_bytes;
+    stats->wire_bytes += row.wire_bytes;
+    stats->dense_wire_bytes += row.dense_wire_bytes;
+    stats->encode_seconds += row.encode_seconds;
+    stats->decode_seconds += row.decode_seconds;
+    stats->seconds += row.seconds;
+    // Rows beyond the table's room still count in the totals above.
+    if (stats->nrows < TERSE_STATS_MAX_ROWS) terse::fill_row(row, &stats->rows[stats->nrows++]);
+  }
+  terse::copy_text(now.last_codec, stats->last_codec, sizeof(stats->last_codec));
+  terse::copy_text(now.last_algorithm, stats->last_algorithm, sizeof(stats->last_algorithm));
+  const terse::ResidualStats residuals = engine->residual_stats();
+  stats->residual_entries = residuals.entries;
+  stats->residual_bytes = residuals.bytes;
+  stats->residual_max_bytes = residuals.max_bytes;
+  stats->residual_evictions = residuals.evictions;
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseCommResetStats(ncclComm_t comm) {
+  terse::CompressionEngine* engine = nullptr;
+  TERSE_CHECK(terse::compression_of(comm, "terseCommResetStats", &engine));
+  engine->reset_stats();
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseResidualReset(ncclComm_t comm, const char* name) {
+  terse::CompressionEngine* engine = nullptr;
+  TERSE_CHECK(terse::compression_of(comm, "terseResidualReset", &engine));
+  engine->reset_residuals(name == nullptr ? "" : name);
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml) {
+  terse::CompressionEngine* engine = nullptr;
+  TERSE_CHECK(terse::compression_of(comm, "terseCommSetPolicy", &engine));
+  if (yaml == nullptr) return terse::fail(ncclInvalidArgument, "terseCommSetPolicy: yaml is NULL");
+  terse::Policy policy;
+  TERSE_CHECK(terse::Policy::from_yaml(yaml, "terseCommSetPolicy", &policy));
+  engine->set_policy(std::move(policy));
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec) {
+  terse::CompressionEngine* engine = nullptr;
+  TERSE_CHECK(terse::compression_of(comm, "terseCommSetCodec", &engine));
+  if (codec == nullptr) return terse::fail(ncclInvalidArgument, "terseCommSetCodec: codec is NULL");
+  terse::Policy policy;
+  if (std::string(codec) != "none") {
+    if (terse::Policy::from_codec_spec(codec, &policy) != ncclSuccess) {
+      return terse::fail(ncclInvalidArgument, "terseCommSetCodec: codec \"%s\": %s", codec,
+                         terse::last_error());
+    }
+  }
+  engine->set_policy(std::move(policy));
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t count,
+                                       ncclDataType_t datatype, ncclRedOp_t op, char* codec,
+                                       size_t codec_bytes, char* algorithm,
+                                       size_t algorithm_bytes) {
+  terse::Communicator* communicator = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "terseCommDecide", &communicator));
+  if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes) {
+    return terse::fail(ncclInvalidArgument, "terseCommDecide: datatype %d is not an ncclDataType_t",
+                       static_cast<int>(datatype));
+  }
+  terse::CollectiveArgs args;
+  args.kind = terse::CollectiveKind::kAllReduce;
+  args.count = count;
+  args.type = datatype;
+  TERSE_CHECK(terse::resolve_reduce_op(comm, static_cast<int>(op), datatype, communicator->nranks(),
+                                       &args.op, nullptr));
+  if (tensor != nullptr) {
+    std::shared_ptr<const terse::TensorRequest> request;
+    TERSE_CHECK(terse::describe_tensor(*tensor, count, &request));
+    args.tensor = std::move(request);
+  }
+  std::string chosen_codec, chosen_algorithm;
+  TERSE_CHECK(communicator->compression()->decide(args, &chosen_codec, &chosen_algorithm));
+  terse::copy_text(chosen_codec, codec, codec_bytes);
+  terse::copy_text(chosen_algorithm, algorithm, algorithm_bytes);
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor,
+                                            int* l2) {
+  if (codec == nullptr || factor == nullptr || l2 == nullptr) {
+    return terse::fail(ncclInvalidArgument, "terseCodecErrorBound: %s is NULL",
+                       codec == nullptr    ? "codec"
+                       : factor == nullptr ? "factor"
+                                           : "l2");
+  }
+  std::unique_ptr<terse::Codec> made;
+  TERSE_CHECK(terse::create_codec(codec, &made));
+  terse::CodecErrorBound bound;
+  TERSE_CHECK(terse::codec_error_bound(*made, count, &bound));
+  *factor = bound.factor;
+  *l2 = bound.norm == terse::BoundNorm::kL2 ? 1 : 0;
+  return ncclSuccess;
+}
+
+TERSE_API ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps) {
+  if (algorithm == nullptr || steps == nullptr) {
+    return terse::fail(ncclInvalidArgument, "terseAlgorithmLossySteps: %s is NULL",
+                       algorithm == nullptr ? "algorithm" : "steps");
+  }
+  if (nranks < 1) {
+    return terse::fail(ncclInvalidArgument, "terseAlgorithmLossySteps: nranks %d is below 1",
+                       nranks);
+  }
+  const terse::CompressedAlgorithmInfo* info = terse::find_compressed_algorithm(algorithm);
+  // A dense algorithm (or none) is exact.
+  *steps = info == nullptr ? 0 : info->lossy_steps(nranks);
+  return ncclSuccess;
+}

@@ -1,0 +1,109 @@
+// The harness of the compressed-algorithm tests: N ranks as threads of this process, each a real
+// communicator with its own UCX transport on loopback (tests/collectives' CommunicatorWorld),
+// each with its own codec, residual memory and scratch kept across calls, so error feedback and
+// warm starts carry from one call to the next exactly as in an application.
+//
+// check_case() holds a call's results to the stated bound of compressed_error_bound.h: every
+// element of every rank within S_sum ((1 + c)^k - 1) of the float64 sum, k being the
+// algorithm's lossy_steps(n), and every rank bitwise identical to rank 0.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "codecs/dtype.h"
+#include "codecs/memory_kind.h"
+#include "codecs/residual_memory.h"
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/compression_scratch.h"
+#include "communicator_test_support.h"
+
+namespace terse {
+namespace test {
+
+// Deterministic test inputs: rank `rank`'s tensor of `count` values, smooth plus noise in about
+// [-1, 1], different on every rank and for every `salt`.
+std::vector<float> make_rank_input(int rank, size_t count, uint64_t salt);
+
+// The same stored as `dtype` (raw bytes).
+std::vector<uint8_t> to_dtype(const std::vector<float>& values, DType dtype);
+std::vector<double> from_dtype(const std::vector<uint8_t>& bytes, DType dtype, size_t count);
+
+class CompressedRanks {
+ public:
+  // `nranks` communicators (threads) that will all run codec `codec_spec` with memory `memory`.
+  // `hosts`, when given, is each rank's node (PeerGroup::hosts; empty: one node).
+  CompressedRanks(int nranks, const std::string& codec_spec, MemoryKind memory,
+                  std::vector<std::string> hosts = {});
+  ~CompressedRanks();
+
+  // ok() is false (and error() says why) when the world or a codec could not be created.
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  int nranks() const { return world_->nranks(); }
+  const Codec& codec(int rank) const { return *ranks_[static_cast<size_t>(rank)].codec; }
+
+  // One allreduce of `algorithm` on every rank: inputs[r] holds count elements of `dtype`
+  // (raw bytes); outputs[r] receives them (in place when `in_place`). `step` goes to the
+  // encode context (and the seed is derived from it, the same on every rank). Returns each
+  // rank's result code; failures leave each rank's message in errors[r].
+  std::vector<ncclResult_t> allreduce(const CompressedAlgorithmInfo& algorithm, DType dtype,
+                                      size_t count, const std::vector<std::vector<uint8_t>>& inputs,
+                                      std::vector<std::vector<uint8_t>>* outputs,
+                                      double result_scale = 1.0, bool in_place = false,
+                                      uint64_t step = 0,
+                                      std::vector<std::string>* errors = nullptr);
+
+  // What rank r's calls added up to so far.
+  const CompressionCounters& counters(int rank) const {
+    return ranks_[static_cast<size_t>(rank)].counters;
+  }
+  ResidualMemory& residuals(int rank) { return *ranks_[static_cast<size_t>(rank)].residuals; }
+  CompressionScratch& scratch(int rank) { return ranks_[static_cast<size_t>(rank)].scratch; }
+
+ private:
+  struct Rank {
+    std::unique_ptr<Codec> codec;
+    std::unique_ptr<ResidualMemory> residuals;
+    CompressionScratch scratch;
+    CompressionCounters counters;
+  };
+  std::unique_ptr<CommunicatorWorld> world_;
+  std::vector<Rank> ranks_;
+  MemoryKind memory_;
+  std::vector<std::string> hosts_;
+  uint32_t next_sequence_ = 1;
+  bool ok_ = true;
+  std::string error_;
+};
+
+struct CaseReport {
+  double max_error = 0;   // largest |result - exact| over every element and rank
+  double bound = 0;       // the stated bound it was held to
+  size_t outside = 0;     // elements (of any rank) beyond the bound
+  bool identical = true;  // every rank bitwise identical to rank 0
+};
+
+// Checks `outputs` (every rank's result, in `dtype`) against the float64 sum of `inputs` scaled
+// by `result_scale`, with the bound of `codec` through `lossy_steps` encodes. Records gtest
+// failures (a few per case, labelled with `label`) and returns what it found.
+CaseReport check_case(const std::string& label, const Codec& codec, int lossy_steps, DType dtype,
+                      size_t count, const std::vector<std::vector<uint8_t>>& inputs,
+                      const std::vector<std::vector<uint8_t>>& outputs, double result_scale = 1.0);
+
+// The whole round trip most tests want: every rank's residual memory emptied (so the bound of a
+// single call applies), fresh inputs for every rank (salt), one allreduce,
+// every rank succeeds, check_case. Returns the report (ASSERT-style failures are recorded).
+CaseReport run_and_check(CompressedRanks& ranks, const CompressedAlgorithmInfo& algorithm,
+                         DType dtype, size_t count, uint64_t salt, double result_scale = 1.0,
+                         bool in_place = false);
+
+}  // namespace test
+}  // namespace terse

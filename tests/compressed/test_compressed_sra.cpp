@@ -1,0 +1,90 @@
+// Scatter-reduce-allgather (compressed_sra.cpp) with every codec it accepts on 1, 2, 3, 4 and 8
+// ranks: every element within the stated bound for two lossy steps,
+//   |result - exact| <= S_sum ((1 + c)^2 - 1)        (compressed_error_bound.h),
+// and every rank bitwise identical; plus dtypes, average, in place, awkward sizes, and the
+// owner's error feedback.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "compressed_test_support.h"
+
+namespace terse {
+namespace {
+
+using test::CompressedRanks;
+using test::run_and_check;
+
+const CompressedAlgorithmInfo& sra() { return *find_compressed_algorithm("sra"); }
+
+// Every codec sra accepts (dense and stateless sparse ones).
+const std::vector<std::string>& accepted_codecs() {
+  static const std::vector<std::string> codecs = {
+      "none", "fp16", "bf16", "int8", "int4", "int2", "int8:mode=absmax,rounding=stochastic",
+      "qsgd", "terngrad", "sign", "topk:ratio=0.1", "randomk:ratio=0.1", "threshold:threshold=0.5"};
+  return codecs;
+}
+
+class SraRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(SraRanks, EveryCodecWithinTheBound) {
+  for (const std::string& codec : accepted_codecs()) {
+    CompressedRanks ranks(GetParam(), codec, MemoryKind::kResidual);
+    ASSERT_TRUE(ranks.ok()) << ranks.error();
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{65539}}) {
+      run_and_check(ranks, sra(), DType::kFloat32, count, count + 7);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SraRanks, ::testing::Values(1, 2, 3, 4, 8));
+
+TEST(Sra, DtypesAverageAndInPlace) {
+  CompressedRanks ranks(4, "int8", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    run_and_check(ranks, sra(), dtype, 4099, 3);
+    run_and_check(ranks, sra(), dtype, 4099, 4, 0.25);
+    run_and_check(ranks, sra(), dtype, 4099, 5, 1.0, true);
+  }
+  // Zero elements: nothing moves, nothing fails.
+  run_and_check(ranks, sra(), DType::kFloat32, 0, 6);
+}
+
+TEST(Sra, TheBoundIsNotLooseByConstruction) {
+  // int4 on 4 ranks: the error is a real fraction of the bound, so the bound is what is tested.
+  CompressedRanks ranks(4, "int4", MemoryKind::kNone);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  const test::CaseReport report = run_and_check(ranks, sra(), DType::kFloat32, 65536, 9);
+  EXPECT_GT(report.max_error, 0.05 * report.bound);
+  EXPECT_LE(report.max_error, report.bound);
+}
+
+TEST(Sra, SendsAboutTheCodecsShareOfADenseRing) {
+  CompressedRanks ranks(4, "int8", MemoryKind::kNone);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  const size_t count = 1 << 18;
+  run_and_check(ranks, sra(), DType::kFloat32, count, 11);
+  // A dense ring sends 2 (n-1)/n of the tensor; int8 is 0.258 of fp32 plus headers.
+  const double dense = 2.0 * 3 / 4 * count * 4;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_LT(double(ranks.counters(r).wire_bytes), 0.27 * dense) << r;
+    EXPECT_GT(double(ranks.counters(r).wire_bytes), 0.25 * dense) << r;
+  }
+}
+
+TEST(Sra, ScratchStopsGrowingAfterTheFirstCall) {
+  CompressedRanks ranks(3, "int8", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  run_and_check(ranks, sra(), DType::kFloat32, 100000, 1);
+  std::vector<uint64_t> growths;
+  for (int r = 0; r < 3; ++r) growths.push_back(ranks.scratch(r).growths());
+  for (int call = 0; call < 3; ++call) run_and_check(ranks, sra(), DType::kFloat32, 100000, 2);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks.scratch(r).growths(), growths[size_t(r)]) << r;
+}
+
+}  // namespace
+}  // namespace terse

@@ -1,0 +1,136 @@
+// The compression engine inside the communicator: which allreduces it compresses (policy by
+// name, size, dtype and op; the schedule by the tensor's step), which it leaves to the dense
+// algorithms, and what its statistics say. Ranks as threads over the real transport.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codecs/policy.h"
+#include "collectives/communicator.h"
+#include "communicator_test_support.h"
+
+namespace terse {
+namespace {
+
+using test::CommunicatorWorld;
+
+CollectiveArgs allreduce_args(const std::vector<float>& send, std::vector<float>* recv,
+                              const char* name) {
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllReduce;
+  args.send = send.data();
+  args.recv = recv->data();
+  args.count = send.size();
+  args.type = ncclFloat32;
+  if (name != nullptr) {
+    auto tensor = std::make_shared<TensorRequest>();
+    tensor->name = name;
+    args.tensor = tensor;
+  }
+  return args;
+}
+
+Policy policy_from(const char* yaml) {
+  Policy policy;
+  EXPECT_EQ(Policy::from_yaml(yaml, "test", &policy), ncclSuccess);
+  return policy;
+}
+
+TEST(CompressionEngine, PolicyDecidesByNameSizeAndOp) {
+  CommunicatorWorld world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  world.run([&](Communicator& comm) {
+    comm.compression()->set_policy(
+        policy_from("rules:\n"
+                    "  - match: {name: \"embedding\\\\..*\"}\n"
+                    "    codec: none\n"
+                    "  - match: {min_bytes: 64K}\n"
+                    "    codec: int8\n"));
+    std::vector<float> big(1 << 16, 1.0f), small(100, 1.0f), out_big(big.size()),
+        out_small(small.size());
+    std::string codec, algorithm;
+    ASSERT_EQ(
+        comm.compression()->decide(allreduce_args(big, &out_big, "layer.w"), &codec, &algorithm),
+        ncclSuccess);
+    EXPECT_EQ(codec.rfind("int8:", 0), 0u) << codec;
+    EXPECT_EQ(algorithm, "sra");
+    ASSERT_EQ(comm.compression()->decide(allreduce_args(big, &out_big, "embedding.w"), &codec,
+                                         &algorithm),
+              ncclSuccess);
+    EXPECT_EQ(codec, "none");
+    ASSERT_EQ(
+        comm.compression()->decide(allreduce_args(small, &out_small, nullptr), &codec, &algorithm),
+        ncclSuccess);
+    EXPECT_EQ(codec, "none");
+    // max is not compressible, whatever the rules say.
+    CollectiveArgs maximum = allreduce_args(big, &out_big, "layer.w");
+    maximum.op.kind = ReduceKind::kMax;
+    ASSERT_EQ(comm.compression()->decide(maximum, &codec, &algorithm), ncclSuccess);
+    EXPECT_EQ(codec, "none");
+    ASSERT_EQ(comm.run(maximum), ncclSuccess);
+    EXPECT_EQ(out_big[0], 1.0f);
+    EXPECT_EQ(comm.compression()->stats().compressed_calls, 0u);
+  });
+}
+
+TEST(CompressionEngine, ScheduleCountsStepsPerTensor) {
+  CommunicatorWorld world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  world.run([&](Communicator& comm) {
+    // Compressed from the tensor's third call on, every second step.
+    comm.compression()->set_policy(
+        policy_from("rules:\n"
+                    "  - codec: int8\n"
+                    "    schedule: {start: 2, every: 2}\n"));
+    std::vector<float> send(4096, 0.5f), recv(4096), other(4096);
+    std::vector<uint64_t> compressed_after;
+    for (int call = 0; call < 6; ++call) {
+      ASSERT_EQ(comm.run(allreduce_args(send, &recv, "a")), ncclSuccess);
+      compressed_after.push_back(comm.compression()->stats().compressed_calls);
+    }
+    // Steps 0 1 2 3 4 5: compressed at 2 and 4.
+    EXPECT_EQ(compressed_after, (std::vector<uint64_t>{0, 0, 1, 1, 2, 2}));
+    // Another tensor has steps of its own.
+    ASSERT_EQ(comm.run(allreduce_args(send, &other, "b")), ncclSuccess);
+    EXPECT_EQ(comm.compression()->stats().compressed_calls, 2u);
+    const CompressionStats stats = comm.compression()->stats();
+    EXPECT_EQ(stats.calls, 7u);
+    ASSERT_EQ(stats.rows.size(), 2u);  // none and int8, each with its algorithm
+    EXPECT_EQ(recv[0], 1.0f);          // 0.5 + 0.5 is exact in int8 min-max of a constant block
+  });
+}
+
+TEST(CompressionEngine, ForcedAlgorithmMustAcceptTheCodec) {
+  CommunicatorWorld world(2,
+                          {{"TERSE_CODEC", "topk:ratio=0.1"}, {"TERSE_COMPRESSED_ALGO", "ring"}});
+  ASSERT_TRUE(world.ok()) << world.error();
+  world.run([&](Communicator& comm) {
+    std::vector<float> send(4096, 1.0f), recv(4096);
+    EXPECT_EQ(comm.run(allreduce_args(send, &recv, nullptr)), ncclSuccess);
+    EXPECT_EQ(comm.compression()->stats().last_algorithm, "ring");
+    comm.compression()->set_policy([] {
+      Policy policy;
+      EXPECT_EQ(Policy::from_codec_spec("powersgd", &policy), ncclSuccess);
+      return policy;
+    }());
+    EXPECT_EQ(comm.run(allreduce_args(send, &recv, nullptr)), ncclInvalidArgument);
+    // A refused decision is the caller's error: the communicator stays usable.
+    EXPECT_EQ(comm.async_error(), ncclSuccess);
+  });
+}
+
+TEST(CompressionEngine, UnknownSettingsAreRefusedAtCreation) {
+  for (const auto& setting :
+       std::vector<std::pair<std::string, std::string>>{{"TERSE_COMPRESSED_ALGO", "nosuch"},
+                                                        {"TERSE_HIERARCHICAL", "sometimes"},
+                                                        {"TERSE_CODEC", "int8:block=3"}}) {
+    CommunicatorWorld world(1, {setting});
+    EXPECT_FALSE(world.ok()) << setting.first;
+    EXPECT_NE(world.error().find(setting.first), std::string::npos) << world.error();
+  }
+}
+
+}  // namespace
+}  // namespace terse

@@ -1,0 +1,179 @@
+// The "compressed" scenario of plugin_rank_process: compressed allreduces through libterse's
+// public API only (<nccl.h> and <terse/terse.h>), each rank checking its own results against
+// the float64 sum within the stated bound (terse.h: terseCodecErrorBound and
+// terseAlgorithmLossySteps for the algorithm the statistics name). With ranks grouped into nodes
+// (TERSE_HOSTID, set per rank by plugin_rank_process), the hierarchical result is compared with a
+// flat communicator's, and the policy's choices by name, size and link class are checked
+// through terseCommDecide.
+#include <nccl.h>
+#include <terse/terse.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plugin_rank_protocol.h"
+
+namespace plugin_test {
+namespace {
+
+int fail_with(int rank, const std::string& what) {
+  fprintf(stderr, "plugin_rank_process rank %d: %s\n", rank, what.c_str());
+  return kPluginRankWrongResult;
+}
+
+float input_value(int rank, size_t i) {
+  return static_cast<float>(std::sin(0.37 * double(i) + rank) * (1.0 + rank % 3));
+}
+
+// One allreduce of `count` fp32 values (sum, or avg), checked within the bound. `result` gets
+// the output; `bound` the bound it was held to.
+int checked_allreduce(ncclComm_t comm, int rank, int nranks, size_t count, ncclRedOp_t op,
+                      std::vector<float>* result, double* bound, std::string* algorithm) {
+  std::vector<float> send(count);
+  for (size_t i = 0; i < count; ++i) send[i] = input_value(rank, i);
+  result->assign(count, 0.0f);
+  terseStats before{}, after{};
+  if (terseCommGetStats(comm, &before) != ncclSuccess ||
+      ncclAllReduce(send.data(), result->data(), count, ncclFloat32, op, comm, nullptr) !=
+          ncclSuccess ||
+      terseCommGetStats(comm, &after) != ncclSuccess) {
+    return fail_with(rank, std::string("allreduce: ") + ncclGetLastError(comm));
+  }
+  if (nranks > 1 && after.compressed_calls != before.compressed_calls + 1) {
+    return fail_with(
+        rank, "the allreduce was not compressed (TERSE_CODEC is " +
+                  std::string(getenv("TERSE_CODEC") ? getenv("TERSE_CODEC") : "unset") + ")");
+  }
+  *algorithm = after.last_algorithm;
+  double factor = 0;
+  int l2 = 0, steps = 0;
+  if (terseCodecErrorBound(after.last_codec, count, &factor, &l2) != ncclSuccess ||
+      terseAlgorithmLossySteps(after.last_algorithm, nranks, &steps) != ncclSuccess) {
+    return fail_with(rank, std::string("bound: ") + ncclGetLastError(nullptr));
+  }
+  std::vector<double> exact(count, 0.0);
+  double norm_sum = 0;
+  for (int r = 0; r < nranks; ++r) {
+    double norm = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double v = input_value(r, i);
+      exact[i] += v;
+      norm = l2 ? norm + v * v : std::fmax(norm, std::fabs(v));
+    }
+    norm_sum += l2 ? std::sqrt(norm) : norm;
+  }
+  const double scale = op == ncclAvg ? 1.0 / nranks : 1.0;
+  // S_sum ((1 + c)^k - 1), plus fp32 arithmetic (allreduce_error_bound in the library).
+  const double grown = std::pow(1.0 + factor, steps);
+  *bound = (norm_sum * (grown - 1.0) + 64 * std::ldexp(1.0, -24) * norm_sum * grown) * scale;
+  for (size_t i = 0; i < count; ++i) {
+    const double error = std::fabs((*result)[i] - exact[i] * scale);
+    if (!(error <= *bound)) {
+      return fail_with(rank, "element " + std::to_string(i) + " off by " + std::to_string(error) +
+                                 " > bound " + std::to_string(*bound) + " (" + after.last_codec +
+                                 ", " + after.last_algorithm + ")");
+    }
+  }
+  return kPluginRankOk;
+}
+
+int check_decisions(ncclComm_t comm, int rank, bool multi_node) {
+  const char* policy =
+      "rules:\n"
+      "  - match: {name: \"embedding\\\\..*\"}\n"
+      "    codec: none\n"
+      "  - match: {link: inter, min_bytes: 1M}\n"
+      "    codec: int4\n"
+      "  - match: {min_bytes: 64K}\n"
+      "    codec: int8\n";
+  if (terseCommSetPolicy(comm, policy) != ncclSuccess) {
+    return fail_with(rank, std::string("terseCommSetPolicy: ") + ncclGetLastError(comm));
+  }
+  struct Expectation {
+    const char* name;
+    size_t count;
+    const char* codec;  // prefix of the spec
+  };
+  const Expectation expectations[] = {
+      {"embedding.weight", 1 << 20, "none"},
+      {"layer0.weight", 1 << 20, multi_node ? "int4" : "int8"},
+      {"layer0.bias", 1 << 15, "int8"},
+      {"layer0.norm", 1000, "none"},
+  };
+  for (const Expectation& e : expectations) {
+    terseTensor tensor{};
+    tensor.name = e.name;
+    char codec[128], algorithm[32];
+    if (terseCommDecide(comm, &tensor, e.count, ncclFloat32, ncclSum, codec, sizeof(codec),
+                        algorithm, sizeof(algorithm)) != ncclSuccess) {
+      return fail_with(rank, std::string("terseCommDecide: ") + ncclGetLastError(comm));
+    }
+    if (std::strncmp(codec, e.codec, std::strlen(e.codec)) != 0) {
+      return fail_with(rank,
+                       std::string(e.name) + ": policy chose " + codec + ", expected " + e.codec);
+    }
+  }
+  // A bad policy is refused and the old one stays.
+  if (terseCommSetPolicy(comm, "rules:\n  - codec: nosuchcodec\n") == ncclSuccess) {
+    return fail_with(rank, "a policy naming an unknown codec was accepted");
+  }
+  return kPluginRankOk;
+}
+
+}  // namespace
+
+int run_compressed(ncclComm_t comm, int rank, int nranks) {
+  std::vector<float> result;
+  double bound = 0;
+  std::string algorithm;
+  int code =
+      checked_allreduce(comm, rank, nranks, (1 << 16) + 5, ncclSum, &result, &bound, &algorithm);
+  if (code != kPluginRankOk) return code;
+  code = checked_allreduce(comm, rank, nranks, 4099, ncclAvg, &result, &bound, &algorithm);
+  if (code != kPluginRankOk) return code;
+
+  const bool multi_node = getenv("TERSE_HOSTID") != nullptr && nranks > 1;
+  if (multi_node) {
+    // The same call on a flat communicator (TERSE_HIERARCHICAL is read at creation).
+    std::vector<float> hierarchical;
+    double hierarchical_bound = 0;
+    std::string hierarchical_algorithm;
+    code = checked_allreduce(comm, rank, nranks, 1 << 18, ncclSum, &hierarchical,
+                             &hierarchical_bound, &hierarchical_algorithm);
+    if (code != kPluginRankOk) return code;
+    setenv("TERSE_HIERARCHICAL", "off", 1);
+    ncclComm_t flat = nullptr;
+    if (ncclCommSplit(comm, 0, rank, &flat, nullptr) != ncclSuccess) {
+      return fail_with(rank, std::string("ncclCommSplit: ") + ncclGetLastError(comm));
+    }
+    std::vector<float> flat_result;
+    double flat_bound = 0;
+    std::string flat_algorithm;
+    code = checked_allreduce(flat, rank, nranks, 1 << 18, ncclSum, &flat_result, &flat_bound,
+                             &flat_algorithm);
+    ncclCommDestroy(flat);
+    if (code != kPluginRankOk) return code;
+    const bool expect_hierarchical = std::string(getenv("PLUGIN_TEST_EXPECT_HIERARCHICAL")
+                                                     ? getenv("PLUGIN_TEST_EXPECT_HIERARCHICAL")
+                                                     : "1") == "1";
+    if (expect_hierarchical != (hierarchical_algorithm == "hierarchical") ||
+        flat_algorithm == "hierarchical") {
+      return fail_with(rank, "algorithms: " + hierarchical_algorithm + " with nodes, " +
+                                 flat_algorithm + " flat");
+    }
+    for (size_t i = 0; i < flat_result.size(); ++i) {
+      const double gap = std::fabs(double(hierarchical[i]) - flat_result[i]);
+      if (!(gap <= hierarchical_bound + flat_bound)) {
+        return fail_with(rank, "hierarchical and flat differ by " + std::to_string(gap) +
+                                   " at element " + std::to_string(i));
+      }
+    }
+  }
+  return check_decisions(comm, rank, multi_node);
+}
+
+}  // namespace plugin_test
