@@ -110,6 +110,7 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     context.deadline = comm.transport()->default_deadline();
     context.group = PeerGroup::whole(r, n);
     context.group.hosts = hosts_;
+    context.piece_bytes = piece_bytes_;
     context.scratch = &rank.scratch;
     context.counters = &rank.counters;
     if (result == ncclSuccess) result = algorithm.run(args, context);
@@ -118,6 +119,22 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
       (*errors)[static_cast<size_t>(r)] = last_error();
   });
   return results;
+}
+
+std::vector<float> CompressedRanks::residual(int rank, size_t count, DType dtype) {
+  Rank& slot = ranks_[static_cast<size_t>(rank)];
+  TensorKey key;
+  key.comm = kTestComm;
+  key.name = "test.tensor";
+  key.count = count;
+  key.dtype = dtype;
+  if (!slot.residuals->contains(key)) return {};
+  std::shared_ptr<ResidualEntry> entry;
+  if (slot.residuals->acquire(key, *slot.codec, memory_, EntryOptions{}, &entry) != ncclSuccess ||
+      entry->residual() == nullptr) {
+    return {};
+  }
+  return std::vector<float>(entry->residual(), entry->residual() + count);
 }
 
 CaseReport check_case(const std::string& label, const Codec& codec, int lossy_steps, DType dtype,

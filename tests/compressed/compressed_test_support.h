@@ -61,11 +61,17 @@ class CompressedRanks {
                                       uint64_t step = 0,
                                       std::vector<std::string>* errors = nullptr);
 
+  // CompressedContext::piece_bytes of later calls (default 1 MiB), to test pipelining.
+  void set_piece_bytes(size_t bytes) { piece_bytes_ = bytes; }
+
   // What rank r's calls added up to so far.
   const CompressionCounters& counters(int rank) const {
     return ranks_[static_cast<size_t>(rank)].counters;
   }
   ResidualMemory& residuals(int rank) { return *ranks_[static_cast<size_t>(rank)].residuals; }
+  // Rank r's residual of the test tensor after its last call of `count` elements of `dtype`
+  // (count floats), or empty when it keeps none.
+  std::vector<float> residual(int rank, size_t count, DType dtype);
   CompressionScratch& scratch(int rank) { return ranks_[static_cast<size_t>(rank)].scratch; }
 
  private:
@@ -80,6 +86,7 @@ class CompressedRanks {
   MemoryKind memory_;
   std::vector<std::string> hosts_;
   uint32_t next_sequence_ = 1;
+  size_t piece_bytes_ = size_t{1} << 20;
   bool ok_ = true;
   std::string error_;
 };

@@ -18,13 +18,25 @@ namespace {
 using test::CompressedRanks;
 using test::run_and_check;
 
-const CompressedAlgorithmInfo& sra() { return *find_compressed_algorithm("sra"); }
+const CompressedAlgorithmInfo& sra() {
+  return *find_compressed_algorithm("sra");
+}
 
 // Every codec sra accepts (dense and stateless sparse ones).
 const std::vector<std::string>& accepted_codecs() {
-  static const std::vector<std::string> codecs = {
-      "none", "fp16", "bf16", "int8", "int4", "int2", "int8:mode=absmax,rounding=stochastic",
-      "qsgd", "terngrad", "sign", "topk:ratio=0.1", "randomk:ratio=0.1", "threshold:threshold=0.5"};
+  static const std::vector<std::string> codecs = {"none",
+                                                  "fp16",
+                                                  "bf16",
+                                                  "int8",
+                                                  "int4",
+                                                  "int2",
+                                                  "int8:mode=absmax,rounding=stochastic",
+                                                  "qsgd",
+                                                  "terngrad",
+                                                  "sign",
+                                                  "topk:ratio=0.1",
+                                                  "randomk:ratio=0.1",
+                                                  "threshold:threshold=0.5"};
   return codecs;
 }
 
