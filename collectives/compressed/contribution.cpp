@@ -35,12 +35,20 @@ ncclResult_t make_contribution(const CompressedArgs& args, const CompressedConte
                                float* values) {
   const Clock::time_point start = Clock::now();
   const float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
-  if (residual != nullptr) {
-    TERSE_CHECK(args.entry->compensate(args.send, args.count, args.dtype, values));
-  } else if (args.dtype == DType::kFloat32) {
-    std::memcpy(values, args.send, args.count * sizeof(float));
+  // Not ResidualEntry::compensate: a hierarchical leader compensates an fp32 node sum with the
+  // residual of a tensor whose own dtype may be 16-bit.
+  if (args.dtype == DType::kFloat32) {
+    const float* send = static_cast<const float*>(args.send);
+    if (residual != nullptr) {
+      for (size_t i = 0; i < args.count; ++i) values[i] = send[i] + residual[i];
+    } else {
+      std::memcpy(values, send, args.count * sizeof(float));
+    }
   } else {
-    for (size_t i = 0; i < args.count; ++i) values[i] = load_element(args.send, args.dtype, i);
+    for (size_t i = 0; i < args.count; ++i) {
+      values[i] =
+          load_element(args.send, args.dtype, i) + (residual != nullptr ? residual[i] : 0.0f);
+    }
   }
   add_encode_time(context, start);
   return ncclSuccess;
