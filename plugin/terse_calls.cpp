@@ -133,8 +133,9 @@ TERSE_API ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tenso
   args.kind = terse::CollectiveKind::kAllReduce;
   args.count = count;
   args.type = datatype;
+  const void* device_scalar = nullptr;  // a decision never reads the scalar
   TERSE_CHECK(terse::resolve_reduce_op(comm, static_cast<int>(op), datatype, communicator->nranks(),
-                                       &args.op, nullptr));
+                                       &args.op, &device_scalar));
   if (tensor != nullptr) {
     std::shared_ptr<const terse::TensorRequest> request;
     TERSE_CHECK(terse::describe_tensor(*tensor, count, &request));

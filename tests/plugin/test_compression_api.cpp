@@ -180,7 +180,7 @@ TEST_F(CompressionApi, BadTensorDescriptorsAreRefusedNamingTheMember) {
 
 TEST_F(CompressionApi, ResidualResetForgetsTheTensorsOfTheCommunicator) {
   ScopedEnv codec("TERSE_CODEC", "int8");
-  std::atomic<int> after_call{0}, after_reset{0};
+  std::atomic<int> after_call{0}, after_look{0}, after_reset{0};
   const std::string error = plugin_test::run_ranks(2, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(4096), recv(4096);
     for (size_t i = 0; i < send.size(); ++i) send[i] = value(rank, i);
@@ -194,6 +194,7 @@ TEST_F(CompressionApi, ResidualResetForgetsTheTensorsOfTheCommunicator) {
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
     EXPECT_GE(stats.residual_entries, 2u);  // one per communicator (the process shares memory)
     EXPECT_GT(stats.residual_bytes, 0u);
+    arrive_and_wait(&after_look, 2);
     EXPECT_EQ(terseResidualReset(comm, "w"), ncclSuccess);
     arrive_and_wait(&after_reset, 2);
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
