@@ -17,9 +17,17 @@ std::string json_number(double value) {
 }
 
 std::string json_half(const HalfResult& half) {
-  return "{\"time_us\": " + json_number(half.time_us) + ", \"algbw\": " + json_number(half.algbw) +
-         ", \"busbw\": " + json_number(half.busbw) +
-         ", \"wrong\": " + (half.checked ? std::to_string(half.wrong) : "null") + "}";
+  std::string text = "{\"time_us\": " + json_number(half.time_us) +
+                     ", \"algbw\": " + json_number(half.algbw) +
+                     ", \"busbw\": " + json_number(half.busbw) +
+                     ", \"wrong\": " + (half.checked ? std::to_string(half.wrong) : "null");
+  if (half.compressed) {
+    text += ", \"codec\": " + json_string(half.codec) + ", \"ratio\": " + json_number(half.ratio) +
+            ", \"rel_err\": " + json_number(half.rel_err) +
+            ", \"encode_us\": " + json_number(half.encode_us) +
+            ", \"decode_us\": " + json_number(half.decode_us);
+  }
+  return text + "}";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //       "redop": "sum", "root": -1,
 //       "out_of_place": {"time_us": 21.4, "algbw": 0.0004, "busbw": 0.0006, "wrong": 0},
 //       "in_place": {"time_us": 20.9, "algbw": 0.0004, "busbw": 0.0006, "wrong": null}}, ...],
+//    (with compression each half adds "codec", "ratio", "rel_err", "encode_us", "decode_us")
 //    "out_of_bounds": 0, "avg_busbw": 1.234}
 //
 // "wrong" is null where the table prints N/A. Numbers are those the table rounds, unrounded.
@@ -27,6 +28,14 @@ struct HalfResult {
   double busbw = 0;
   bool checked = false;
   int64_t wrong = 0;
+  // With compression (compression_figures.h): the codec, traffic ratio, largest relative error
+  // and this rank's time in encodes and decodes per call; JSON only writes them when set.
+  bool compressed = false;
+  std::string codec;
+  double ratio = 1;
+  double rel_err = 0;
+  double encode_us = 0;
+  double decode_us = 0;
 };
 
 struct ResultRow {

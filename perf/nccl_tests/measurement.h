@@ -19,5 +19,9 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
 // so that consecutive calls do not reuse cache-hot bytes (nccl-tests does the same).
 void launch_call(RankContext& context, const RowCase& row, bool in_place, int iteration);
 
+// Whether the row's calls are compressed: TERSE_CODEC asks for it and the call is an allreduce
+// terse can compress (sum or avg of fp32, fp16 or bf16).
+bool compresses(const RankContext& context, const RowCase& row);
+
 }  // namespace perf
 }  // namespace terse

@@ -151,6 +151,15 @@ const std::vector<Flag>& flags() {
       {'a', "average", "<0/1/2/3>",
        "time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)",
        int_flag('a', 0, 3, &Options::average)},
+      {'Z', "codec", "<codec>",
+       "compress allreduces with this codec spec, e.g. int8 or topk:ratio=0.01 (sets "
+       "TERSE_CODEC; adds the codec, ratio and rel_err columns; #wrong counts elements outside "
+       "the stated error bound)",
+       [](const std::string& text, Options* options) -> std::string {
+         if (text.empty()) return "-Z: the codec is empty";
+         options->codec = text;
+         return "";
+       }},
       {'J', "output_file", "<file.json>", "also write every row to this JSON file",
        [](const std::string& text, Options* options) -> std::string {
          if (text.empty()) return "-J: the file name is empty";

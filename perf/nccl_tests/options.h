@@ -31,6 +31,7 @@ struct Options {
   int timeout_s = 0;                                  // -T: 0 = no limit
   int average = 1;        // -a: 0 rank 0, 1 mean, 2 min, 3 max across ranks
   std::string json_path;  // -J
+  std::string codec;      // -Z: TERSE_CODEC for this run ("" leaves the environment alone)
   std::vector<std::string> command_line;
 };
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/nccl_tests/compression_figures.h"
 #include "perf/nccl_tests/device_report.h"
 #include "perf/nccl_tests/json_report.h"
 #include "perf/nccl_tests/launch_plan.h"
@@ -68,7 +69,7 @@ void run_rank(const Job& job, ncclComm_t comm, int slot, RankOutcome* outcome) {
                                  std::to_string(rank));
   }
   if (context.prints) {
-    fputs(column_header().c_str(), stdout);
+    fputs(column_header(compression_requested()).c_str(), stdout);
     fflush(stdout);
   }
   outcome->totals = run_rows(context, min_bytes, max_bytes);
@@ -117,6 +118,8 @@ int run_perf(int argc, char** argv, const CollectiveTest& test) {
     case ParseOutcome::kRun:
       break;
   }
+  // -Z: the one-rule policy, read by every communicator this process creates.
+  if (!options.codec.empty()) setenv("TERSE_CODEC", options.codec.c_str(), 1);
   LaunchPlan plan;
   if (!plan_launch(getenv, built_with_mpi(), &plan, &error)) {
     fprintf(stderr, "%s: %s\n", program.c_str(), error.c_str());

@@ -56,16 +56,22 @@ std::string device_line(int rank, int group, int pid, const std::string& host, i
                 group, pid, host.c_str(), device);
 }
 
-std::string column_header() {
+std::string column_header(bool compression) {
+  // The extra cells replace the lines' closing space, so rows and headers stay aligned.
+  const auto extra = [&](const char* codec, const char* ratio, const char* rel_err) {
+    return compression ? format("  %9s  %6s  %8s\n", codec, ratio, rel_err) : std::string(" \n");
+  };
   std::string text = "#\n";
   text += leading_columns("", "", "", "", "") +
           "           out-of-place                       in-place          \n";
   text += leading_columns("size", "count", "type", "redop", "root") +
-          format("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n", "time", "algbw", "busbw", "#wrong",
-                 "time", "algbw", "busbw", "#wrong");
+          format("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong",
+                 "time", "algbw", "busbw", "#wrong") +
+          extra("codec", "ratio", "rel_err");
   text += leading_columns("(B)", "(elements)", "", "", "") +
-          format("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n", "(us)", "(GB/s)", "(GB/s)", "",
-                 "(us)", "(GB/s)", "(GB/s)", "");
+          format("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+                 "(GB/s)", "(GB/s)", "") +
+          extra("", "", "");
   return text;
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "perf/nccl_tests/buffer_check.h"
+#include "perf/nccl_tests/compression_figures.h"
 
 namespace terse {
 namespace perf {
@@ -28,6 +29,19 @@ int64_t count_row_wrong(const RankContext& context, const RowCase& row, bool in_
   const auto expected = context.test.expected;
   return count_wrong(row.type.type, context.buffers.recv.get() + offset, row.counts.recv,
                      [&](size_t index) { return expected(check, index); });
+}
+
+int64_t count_row_outside_bound(const RankContext& context, const RowCase& row, bool in_place,
+                                double* rel_err) {
+  const size_t offset =
+      in_place ? static_cast<size_t>(context.rank) * row.counts.recv_in_place * row.type.bytes : 0;
+  const double scale = row.op == Reduction::kAvg ? 1.0 / context.nranks : 1.0;
+  const double largest = context.nranks * row.pattern.magnitude() * scale;
+  const double bound =
+      stated_bound(context.comm, row.counts.recv, context.nranks, row.pattern.magnitude(), scale,
+                   row.type.unit_roundoff, largest);
+  return count_outside_bound(row.type.type, context.buffers.recv.get() + offset, row.counts.recv,
+                             row.pattern, bound, rel_err);
 }
 
 }  // namespace perf

@@ -1,4 +1,5 @@
 #include "perf/nccl_tests/row_sweep.h"
+#include "perf/nccl_tests/compression_figures.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -15,7 +16,8 @@ namespace {
 RowCase make_row(const RankContext& context, const DataTypeInfo& type, Reduction op,
                  const char* redop, int root, size_t bytes) {
   const CallCounts counts = context.test.counts(bytes / type.bytes, type.bytes, context.nranks);
-  return RowCase{type, op, redop, root, counts, ValuePattern(type, op, context.nranks)};
+  const bool compressed = compression_requested() && std::string(context.test.name) == "AllReduce";
+  return RowCase{type, op, redop, root, counts, ValuePattern(type, op, context.nranks, compressed)};
 }
 
 // One datatype, operator and root: warm-up, then a row per size.
@@ -53,6 +55,13 @@ void run_case(RankContext& context, const DataTypeInfo& type, Reduction op, cons
     record(result.out_of_place);
     result.in_place = measure_half(context, row, true, &totals->failed_checks);
     record(result.in_place);
+    if (context.prints && compression_requested()) {
+      // The out-of-place half's figures (the in-place half's are in the JSON).
+      const HalfResult& half = result.out_of_place;
+      fputs(compression_columns(half.compressed ? half.codec : "none", half.ratio, half.rel_err)
+                .c_str(),
+            stdout);
+    }
     if (context.prints) fputs("\n", stdout);
     if (context.json != nullptr) context.json->add_row(result);
   }

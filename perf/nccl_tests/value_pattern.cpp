@@ -14,8 +14,8 @@ bool sums_inputs(Reduction op) {
 
 }  // namespace
 
-ValuePattern::ValuePattern(const DataTypeInfo& type, Reduction op, int nranks)
-    : type_(type), op_(op), nranks_(nranks), contributing_ranks_(nranks) {
+ValuePattern::ValuePattern(const DataTypeInfo& type, Reduction op, int nranks, bool scrambled)
+    : type_(type), op_(op), nranks_(nranks), contributing_ranks_(nranks), scrambled_(scrambled) {
   if (!sums_inputs(op)) {
     magnitude_ = type.exact_limit;
     return;
@@ -39,7 +39,16 @@ double ValuePattern::input(int rank, size_t index) const {
   if (rank >= contributing_ranks_) return 0;
   const auto k = static_cast<uint64_t>(magnitude_);
   const uint64_t span = type_.is_signed ? 2 * k + 1 : k + 1;
-  const uint64_t step = (index % span) * 7 + static_cast<uint64_t>(rank) * 13 + 1;
+  uint64_t position = index;
+  if (scrambled_) {
+    // splitmix64 of (index, rank): every residue equally likely, no runs.
+    uint64_t x =
+        index * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    position = x ^ (x >> 31);
+  }
+  const uint64_t step = (position % span) * 7 + static_cast<uint64_t>(rank) * 13 + 1;
   const double value = static_cast<double>(step % span);
   return type_.is_signed ? value - static_cast<double>(k) : value;
 }

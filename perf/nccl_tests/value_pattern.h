@@ -33,8 +33,11 @@ struct Expectation {
 
 class ValuePattern {
  public:
-  // `op` is kNone for collectives that move data without reducing it.
-  ValuePattern(const DataTypeInfo& type, Reduction op, int nranks);
+  // `op` is kNone for collectives that move data without reducing it. `scrambled` spreads the
+  // same integers pseudo-randomly over the indices instead of in runs of consecutive values,
+  // whose regular steps a quantizer would represent exactly (compressed runs need inputs that
+  // look like data: compression_figures.h).
+  ValuePattern(const DataTypeInfo& type, Reduction op, int nranks, bool scrambled = false);
 
   // Element `index` of `rank`'s input: exactly representable in the datatype.
   double input(int rank, size_t index) const;
@@ -47,6 +50,8 @@ class ValuePattern {
   Expectation copied(int rank, size_t index) const { return {input(rank, index), 0.0}; }
 
   int nranks() const { return nranks_; }
+  // No input of any rank is larger in magnitude (sum, avg and mulsum patterns).
+  double magnitude() const { return magnitude_; }
 
  private:
   const DataTypeInfo& type_;
@@ -54,6 +59,7 @@ class ValuePattern {
   int nranks_;
   double magnitude_ = 1;    // inputs lie in [-magnitude_, magnitude_] ([0, .] unsigned)
   int contributing_ranks_;  // ranks beyond this contribute 0 (narrow types, huge rank counts)
+  bool scrambled_ = false;
 };
 
 }  // namespace perf

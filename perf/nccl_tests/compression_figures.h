@@ -1,0 +1,58 @@
+// The compression columns of the perf table (DESIGN.md section 11): when TERSE_CODEC is set (or
+// -Z, which sets it), every allreduce row also shows the codec the calls ran with, the traffic
+// ratio (bytes the ranks sent / what an uncompressed ring would send, from terse.h's
+// statistics), and the largest error relative to the largest reference value; #wrong counts the
+// elements outside the codec's stated bound instead of demanding exact results.
+//
+// The bound is terse.h's: S_sum ((1 + factor)^steps - 1) plus fp32 arithmetic and the output
+// type's rounding, with factor from terseCodecErrorBound for the codec the call used, steps from
+// terseAlgorithmLossySteps for its algorithm, and S_sum the ranks' largest input magnitudes (or
+// L2 norms) added up. The value pattern bounds every input by its magnitude, which is what
+// S_sum uses (a valid, slightly loose bound).
+#pragma once
+
+#include <nccl.h>
+#include <terse/terse.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "perf/nccl_tests/value_pattern.h"
+
+namespace terse {
+namespace perf {
+
+// Whether the run compresses (TERSE_CODEC set to anything but "none").
+bool compression_requested();
+
+// What a half's calls did, from the statistics before and after them.
+struct CompressionFigures {
+  std::string codec = "none";  // codec name of the last call ("none" when uncompressed)
+  double ratio = 1.0;          // wire bytes / dense ring bytes
+  double encode_us = 0;        // per call, this rank
+  double decode_us = 0;
+  double rel_err = 0;  // set by the check
+};
+
+// Fills the traffic figures from two snapshots around `calls` calls.
+CompressionFigures compression_figures(const terseStats& before, const terseStats& after,
+                                       int calls);
+
+// The stated bound of the last allreduce on `comm` for a row of `count` elements whose inputs
+// (every rank's) are at most `magnitude` in size: 0 when it was not compressed. `scale` is the
+// result's (1/nranks for avg).
+double stated_bound(ncclComm_t comm, size_t count, int nranks, double magnitude, double scale,
+                    double unit_roundoff, double max_reference);
+
+// Counts the elements of `data` (`count` of `type`) farther than `bound` (plus the pattern's own
+// tolerance) from the pattern's reduction, and sets *rel_err to the largest error over the
+// largest reference magnitude.
+int64_t count_outside_bound(ncclDataType_t type, const void* data, size_t count,
+                            const ValuePattern& pattern, double bound, double* rel_err);
+
+// The extra columns of a row: codec, ratio, rel_err (result_table.h has their header).
+std::string compression_columns(const std::string& codec, double ratio, double rel_err);
+
+}  // namespace perf
+}  // namespace terse
