@@ -1,23 +1,31 @@
 // Sparse allgather: the compressed allreduce of sparsifiers (top-k, threshold, DGC, Random-K
 // with its own indices). Each rank encodes its whole tensor once (so DGC's momentum state and
-// the residual see the whole tensor), the ranks tell each other their message sizes, then
-// either
-//   sparse: every rank sends its (index, value) message to every other rank (an allgatherv),
-//           and every rank decodes all n messages in group-position order, adding into an fp32
-//           sum (scatter-add): every rank adds the same values in the same order, so all hold
-//           the same bits; or
-//   dense:  when the messages together exceed twice the dense tensor (sum of message bytes >
-//           2 * count * 4), an allgatherv would move more than a dense ring allreduce
-//           (2 (n-1)/n * count * 4 bytes per rank against (n-1)/n of the sum of messages), so
-//           each rank decodes its own message into a dense fp32 buffer and the group sums those
-//           exactly (group_allreduce_sum). This is SparCML's switch to a dense representation
-//           once the union of the selections is dense, decided from the exchanged sizes, so
-//           every rank takes the same branch.
-// Either way each element went through one lossy encode (lossy_steps 1); the sum is exact in
-// fp32 arithmetic.
+// the residual see the whole tensor; with memory `momentum` the entry has a state and no
+// residual, and contribution.h passes exactly that), the ranks tell each other their message
+// sizes (8 bytes to every peer), then every rank takes the same branch, decided from those
+// sizes alone:
+//   sparse: every rank sends its (index, value) message straight to every other rank (a direct
+//           allgatherv: one latency, n-1 messages in flight) and decodes all n messages in
+//           group-position order, adding into an fp32 sum (scatter-add), each as soon as it
+//           has arrived and its predecessors are added, so decoding overlaps the receives.
+//           Every rank adds the same values in the same order, so all hold the same bits.
+//   dense:  each rank decodes its own message into a dense fp32 buffer and the group sums those
+//           exactly (group_allreduce_sum, a ring: 2 (n-1)/n * count * 4 bytes per rank).
 //
-// Steps: 0 the sizes, 1 the messages, 2.. the dense fallback's ring.
-#include <cstring>
+// The switch (SparCML's: go dense once the union of the selections is dense enough that the
+// sparse representation costs more than the dense one), in bytes on the busiest link: in the
+// direct allgatherv rank j sends (n-1) s_j and receives T - s_j (s_j its message, T the sum of
+// all n), so the exchange takes as long as the largest of these over all ranks, L. The dense
+// ring moves D = 2 (n-1)/n * count * 4 each way on every rank. Dense when L > D, i.e.
+// n L > 2 (n-1) 4 count (integers, no rounding). With equal messages of k fp32 (index, value)
+// pairs this is n k > count (plus headers): dense once the ranks' selections together could
+// cover the tensor. Counting the busiest rank, not the mean, matters for threshold, whose
+// message sizes differ from rank to rank. Decode costs are alike on both sides (n sparse
+// scatter-adds against one decode plus the ring's additions) and are left out.
+//
+// Either way each element went through one lossy encode (lossy_steps 1); the sum is exact in
+// fp32 arithmetic. Steps: 0 the sizes, 1 the messages, 2.. the dense ring.
+#include <algorithm>
 #include <vector>
 
 #include "collectives/compressed/compressed_algorithms.h"
@@ -34,6 +42,45 @@ constexpr uint32_t kSizeStep = 0;
 constexpr uint32_t kMessageStep = 1;
 constexpr uint32_t kDenseFirstStep = 2;
 
+size_t slot(int position) {
+  return static_cast<size_t>(position);
+}
+
+// The switch of the file comment, from every rank's message size: true when a dense ring moves
+// fewer bytes over the busiest link than the direct allgatherv of these messages.
+bool dense_is_cheaper(const std::vector<uint64_t>& sizes, size_t count) {
+  const uint64_t n = sizes.size();
+  uint64_t total = 0;
+  for (uint64_t size : sizes) total += size;
+  uint64_t busiest = 0;
+  for (uint64_t size : sizes) busiest = std::max({busiest, (n - 1) * size, total - size});
+  return n * busiest > 2 * (n - 1) * sizeof(float) * uint64_t{count};
+}
+
+// The size exchange: every rank's message size, in group positions, identical on every rank.
+ncclResult_t exchange_sizes(const CompressedContext& context, uint64_t own_bytes,
+                            std::vector<uint64_t>* sizes) {
+  const PeerGroup& group = context.group;
+  const int n = group.size();
+  const uint32_t operation = make_operation(context.sequence, context.first_step + kSizeStep);
+  sizes->assign(slot(n), 0);
+  (*sizes)[slot(group.index)] = own_bytes;
+  // Slots: sends 0..n-1, receives n..2n-1, by peer position.
+  InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline);
+  for (int j = 0; j < n; ++j) {
+    if (j == group.index) continue;
+    TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation, &(*sizes)[slot(j)],
+                               sizeof(uint64_t)));
+  }
+  for (int k = 1; k < n; ++k) {
+    const int j = (group.index + k) % n;
+    TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation, &(*sizes)[slot(group.index)],
+                               sizeof(uint64_t)));
+    count_sent(context, sizeof(uint64_t));
+  }
+  return transfers.wait_all();
+}
+
 }  // namespace
 
 ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
@@ -42,10 +89,6 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
   const int n = group.size();
   if (n == 1) return copy_single_rank(args);
   if (args.count == 0) return ncclSuccess;
-  const auto slot = [](int position) { return static_cast<size_t>(position); };
-  const auto operation = [&](uint32_t step) {
-    return make_operation(context.sequence, context.first_step + step);
-  };
   CompressionScratch& scratch = *context.scratch;
 
   float* values = scratch.floats(ScratchSlot::kValues, args.count);
@@ -56,22 +99,8 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
   TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, own, capacity,
                                   &own_bytes));
 
-  // Sizes: one 8-byte message to every peer. Slots: sends 0..n-1, receives n..2n-1.
-  std::vector<uint64_t> sizes(slot(n), 0);
-  sizes[slot(group.index)] = own_bytes;
-  {
-    InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline);
-    for (int j = 0; j < n; ++j) {
-      if (j == group.index) continue;
-      TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation(kSizeStep),
-                                 &sizes[slot(j)], sizeof(uint64_t)));
-      TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation(kSizeStep),
-                                 &sizes[slot(group.index)], sizeof(uint64_t)));
-      count_sent(context, sizeof(uint64_t));
-    }
-    TERSE_CHECK(transfers.wait_all());
-  }
-  uint64_t total = 0;
+  std::vector<uint64_t> sizes;
+  TERSE_CHECK(exchange_sizes(context, own_bytes, &sizes));
   for (int j = 0; j < n; ++j) {
     if (sizes[slot(j)] > capacity) {
       return fail(ncclInvalidUsage,
@@ -80,11 +109,10 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
                   group.rank_at(j), static_cast<unsigned long long>(sizes[slot(j)]), capacity,
                   args.codec->spec().c_str(), args.count);
     }
-    total += sizes[slot(j)];
   }
 
   float* sum = scratch.floats(ScratchSlot::kAccumulator, args.count);
-  if (total > 2 * uint64_t{4} * args.count) {
+  if (dense_is_cheaper(sizes, args.count)) {
     TERSE_CHECK(decode_message(args, context, own, own_bytes, sum, args.count, false));
     float* ring_scratch =
         scratch.floats(ScratchSlot::kTertiary, group_allreduce_scratch(args.count, n));
@@ -94,30 +122,37 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
     return ncclSuccess;
   }
 
-  // Every message, laid out in position order (this rank's own copied into place).
+  // The peers' messages, back to back in position order (this rank's own stays in `own`).
   std::vector<size_t> offsets(slot(n), 0);
-  size_t all_bytes = 0;
+  size_t incoming_bytes = 0;
   for (int j = 0; j < n; ++j) {
-    offsets[slot(j)] = all_bytes;
-    all_bytes += sizes[slot(j)];
+    offsets[slot(j)] = incoming_bytes;
+    if (j != group.index) incoming_bytes += sizes[slot(j)];
   }
-  uint8_t* messages = scratch.bytes(ScratchSlot::kIncoming, all_bytes);
-  std::memcpy(messages + offsets[slot(group.index)], own, own_bytes);
+  uint8_t* incoming = scratch.bytes(ScratchSlot::kIncoming, incoming_bytes);
+  const uint32_t operation = make_operation(context.sequence, context.first_step + kMessageStep);
+  // Slots: sends 0..n-1, receives n..2n-1, by peer position. Receives are posted before any
+  // send and nothing waits before every send is posted, so no rank can block another.
   InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline);
   for (int j = 0; j < n; ++j) {
     if (j == group.index) continue;
-    TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation(kMessageStep),
-                               messages + offsets[slot(j)], sizes[slot(j)]));
+    TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation,
+                               incoming + offsets[slot(j)], sizes[slot(j)]));
   }
+  // Staggered (the next position first), so that not every rank feeds position 0 first.
   for (int k = 1; k < n; ++k) {
     const int j = (group.index + k) % n;
-    TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation(kMessageStep), own, own_bytes));
+    TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation, own, own_bytes));
     count_sent(context, own_bytes);
   }
   for (int j = 0; j < n; ++j) {
-    if (j != group.index) TERSE_CHECK(transfers.wait(slot(n + j)));
-    TERSE_CHECK(decode_message(args, context, messages + offsets[slot(j)], sizes[slot(j)], sum,
-                               args.count, j > 0));
+    const uint8_t* message = own;
+    if (j != group.index) {
+      TERSE_CHECK(transfers.wait(slot(n + j)));
+      message = incoming + offsets[slot(j)];
+    }
+    TERSE_CHECK(decode_message(args, context, message, sizes[slot(j)], sum, args.count,
+                               /*accumulate=*/j > 0));
   }
   write_result(args, sum, ElementRange{0, args.count});
   return transfers.wait_all();
