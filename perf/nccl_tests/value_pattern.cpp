@@ -23,6 +23,8 @@ ValuePattern::ValuePattern(const DataTypeInfo& type, Reduction op, int nranks, b
   // The whole sum (scaled by at most 2 for mulsum) must stay inside the exact range.
   const double budget = std::floor(type.exact_limit / (op == Reduction::kMulSum ? 2 : 1));
   magnitude_ = std::floor(budget / nranks);
+  // Compressed runs keep every sum inside fp16's range (65504), which the fp16 codec needs.
+  if (scrambled_) magnitude_ = std::min(magnitude_, std::floor(16384.0 / nranks));
   if (magnitude_ < 1) {
     magnitude_ = 1;
     contributing_ranks_ = static_cast<int>(budget);

@@ -36,7 +36,7 @@ class ValuePattern {
   // `op` is kNone for collectives that move data without reducing it. `scrambled` spreads the
   // same integers pseudo-randomly over the indices instead of in runs of consecutive values,
   // whose regular steps a quantizer would represent exactly (compressed runs need inputs that
-  // look like data: compression_figures.h).
+  // look like data: compression_figures.h), and keeps every sum inside fp16's range.
   ValuePattern(const DataTypeInfo& type, Reduction op, int nranks, bool scrambled = false);
 
   // Element `index` of `rank`'s input: exactly representable in the datatype.
