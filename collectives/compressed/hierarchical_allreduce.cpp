@@ -3,22 +3,37 @@
 //
 // Nodes are the distinct host identities of the group (PeerGroup::hosts; TERSE_HOSTID overrides
 // a host's identity, so tests and emulated clusters can put several nodes on one machine). The
-// lowest group position of each node is its leader.
-//   1. members send their tensor as fp32 to their leader, which adds them, in position order,
-//      to its own (exact fp32 sums);
-//   2. the leaders run the default compressed algorithm for the codec on the node sums
-//      (compressed_algorithm_table.h), with the leader's residual entry: error feedback and
-//      codec state work at node level, where the compression happens; members keep no residual;
-//   3. each leader sends the result, fp32, to its members.
+// lowest group position of each node is its leader; leaders are ordered by that position.
+//   1. reduce: every member sends its tensor, in its own dtype (lossless, and half the bytes of
+//      fp32 for 16-bit tensors), to its leader in pieces; the leader adds the pieces to its own
+//      tensor as fp32, members in position order, while the next pieces arrive;
+//   2. the leaders run the default compressed algorithm for the codec and size
+//      (default_compressed_algorithm, as a flat call would choose) on the node sums;
+//   3. broadcast: each leader sends its finished result, in the output dtype, to its members.
 // Every member ends with its leader's bits, and the leaders with identical bits (the inner
 // algorithm guarantees it). With one node, or one rank per node, the default algorithm runs on
-// the whole group instead. The bound is the inner algorithm's over the node sums (their norms
-// add up to no more than the ranks' norms); lossy_steps takes the largest default.
+// the whole group instead: there is no intra-node traffic to spare.
 //
-// Steps: 0 members to leaders, 1 leaders to members, from 2 the inner algorithm.
+// Error feedback and codec state work at node level, where the compression happens: the leader
+// hands its residual entry to the inner algorithm, which adds the residual to the node sum and
+// keeps what the encode dropped (momentum and PowerSGD's warm start likewise). Members' entries
+// stay unused: their gradients reach the leader exactly. A residual entry checks the dtype it
+// compensates, and the node sum is fp32, so a 16-bit tensor's leader keeps its node residual in
+// an fp32 entry of its own (key + "#hierarchical-node").
+//
+// Bound: the inner algorithm's over the node sums, whose norms add up to at most the ranks'
+// (the norms are subadditive); lossy_steps of the table's row covers every leader count.
+//
+// Steps: [0, kMaxReducePieces) the reduce's pieces, kBroadcastStep the broadcast, from
+// kInnerFirstStep the inner algorithm (however many it uses; should they wrap past 4096 onto
+// the first two phases' steps, tags still never collide: a tag carries its sender and a receive
+// is posted by one receiver, and phases 1 and 3 only join a leader with its members while the
+// inner algorithm only joins leaders).
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,32 +41,45 @@
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
 #include "collectives/in_flight_transfers.h"
+#include "collectives/ring_pattern.h"
+#include "common/log.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
 
 namespace terse {
 namespace {
 
-constexpr uint32_t kToLeaderStep = 0;
-constexpr uint32_t kToMembersStep = 1;
-constexpr uint32_t kInnerFirstStep = 2;
+// The reduce cuts a tensor into at most this many pieces (larger pieces beyond it).
+constexpr uint32_t kMaxReducePieces = 64;
+constexpr uint32_t kBroadcastStep = kMaxReducePieces;
+constexpr uint32_t kInnerFirstStep = kBroadcastStep + 1;
+// Pieces of each member in flight at the leader at a time (double buffering).
+constexpr size_t kPiecesInFlight = 2;
 
 using Clock = std::chrono::steady_clock;
 
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The group's nodes; tiny vectors of the group's size.
 struct NodeLayout {
   std::vector<int> node_of;               // by group position
-  std::vector<std::vector<int>> members;  // by node, positions in increasing order
+  std::vector<std::vector<int>> members;  // by node, positions in increasing order (leader first)
   bool worth_it = false;                  // several nodes, one of them with several ranks
 };
 
 NodeLayout layout_nodes(const PeerGroup& group) {
   NodeLayout layout;
-  std::vector<std::string> names;
+  std::vector<const std::string*> names;
+  static const std::string kOneNode;
   for (int position = 0; position < group.size(); ++position) {
-    const std::string host = group.hosts.empty() ? "" : group.hosts[static_cast<size_t>(position)];
-    auto found = std::find(names.begin(), names.end(), host);
+    const std::string& host =
+        group.hosts.empty() ? kOneNode : group.hosts[static_cast<size_t>(position)];
+    auto found =
+        std::find_if(names.begin(), names.end(), [&](const std::string* n) { return *n == host; });
     if (found == names.end()) {
-      names.push_back(host);
+      names.push_back(&host);
       layout.members.emplace_back();
       found = names.end() - 1;
     }
@@ -65,86 +93,226 @@ NodeLayout layout_nodes(const PeerGroup& group) {
   return layout;
 }
 
+class HierarchicalAllreduce {
+ public:
+  HierarchicalAllreduce(const CompressedArgs& args, const CompressedContext& context,
+                        const NodeLayout& layout, const CompressedAlgorithmInfo& inner)
+      : args_(args),
+        context_(context),
+        layout_(layout),
+        inner_(inner),
+        node_(layout.node_of[static_cast<size_t>(context.group.index)]),
+        members_(layout.members[static_cast<size_t>(node_)]),
+        element_bytes_(dtype_size(args.dtype)) {
+    piece_ = std::max<size_t>(1, context.piece_bytes / element_bytes_);
+    piece_ = std::max(piece_, (args.count + kMaxReducePieces - 1) / kMaxReducePieces);
+    pieces_ = pipeline_piece_count(args.count, piece_);
+  }
+
+  ncclResult_t run() { return context_.group.index == members_.front() ? lead() : follow(); }
+
+ private:
+  uint32_t operation(uint32_t step) const {
+    return make_operation(context_.sequence, context_.first_step + step);
+  }
+  int leader_rank() const { return context_.group.rank_at(members_.front()); }
+  ElementRange piece(size_t k) const {
+    return pipeline_piece(ElementRange{0, args_.count}, piece_, k);
+  }
+  const uint8_t* send_bytes(size_t offset) const {
+    return static_cast<const uint8_t*>(args_.send) + offset * element_bytes_;
+  }
+  void add_dense_time(Clock::time_point start) const {
+    if (context_.counters != nullptr) context_.counters->dense_seconds += seconds_since(start);
+  }
+
+  // A member: its tensor to the leader, piece by piece, then the leader's result into recv
+  // (posted only once the sends are done: recv may be send).
+  ncclResult_t follow() {
+    const auto start = Clock::now();
+    {
+      InFlightTransfers sends(context_.transport, pieces_, context_.deadline);
+      for (size_t k = 0; k < pieces_; ++k) {
+        const ElementRange range = piece(k);
+        const size_t bytes = range.count * element_bytes_;
+        TERSE_CHECK(sends.send(k, leader_rank(), operation(static_cast<uint32_t>(k)),
+                               send_bytes(range.offset), bytes));
+        count_sent(context_, bytes);
+      }
+      TERSE_CHECK(sends.wait_all());
+    }
+    add_dense_time(start);
+    InFlightTransfers result(context_.transport, 1, context_.deadline);
+    TERSE_CHECK(result.recv(0, leader_rank(), operation(kBroadcastStep), args_.recv,
+                            args_.count * element_bytes_));
+    return result.wait(0);
+  }
+
+  ncclResult_t lead() {
+    float* node_sum = context_.scratch->floats(ScratchSlot::kHierarchy, args_.count);
+    auto start = Clock::now();
+    TERSE_CHECK(reduce(node_sum));
+    add_dense_time(start);
+    TERSE_CHECK(run_inner(node_sum));
+    start = Clock::now();
+    TERSE_CHECK(broadcast());
+    add_dense_time(start);
+    return ncclSuccess;
+  }
+
+  // node_sum = this rank's send (fp32) + every member's, added piece by piece in position order.
+  ncclResult_t reduce(float* node_sum) {
+    const size_t others = members_.size() - 1;
+    const size_t piece_bytes = piece_ * element_bytes_;
+    uint8_t* incoming =
+        context_.scratch->bytes(ScratchSlot::kIncoming, kPiecesInFlight * others * piece_bytes);
+    const auto slot = [&](size_t member, size_t k) {
+      return (k % kPiecesInFlight) * others + member;
+    };
+    InFlightTransfers receives(context_.transport, kPiecesInFlight * others, context_.deadline);
+    const auto post = [&](size_t member, size_t k) {
+      const ElementRange range = piece(k);
+      return receives.recv(slot(member, k), context_.group.rank_at(members_[member + 1]),
+                           operation(static_cast<uint32_t>(k)),
+                           incoming + slot(member, k) * piece_bytes, range.count * element_bytes_);
+    };
+    for (size_t k = 0; k < std::min(pieces_, kPiecesInFlight); ++k) {
+      for (size_t member = 0; member < others; ++member) TERSE_CHECK(post(member, k));
+    }
+    // The own tensor while the first pieces arrive.
+    dispatch_dtype(args_.dtype, [&](auto type) {
+      using T = decltype(type);
+      const auto* send = static_cast<const typename T::Storage*>(args_.send);
+      for (size_t i = 0; i < args_.count; ++i) node_sum[i] = T::load(send[i]);
+    });
+    for (size_t k = 0; k < pieces_; ++k) {
+      const ElementRange range = piece(k);
+      float* sum = node_sum + range.offset;
+      for (size_t member = 0; member < others; ++member) {
+        TERSE_CHECK(receives.wait(slot(member, k)));
+        dispatch_dtype(args_.dtype, [&](auto type) {
+          using T = decltype(type);
+          const auto* values = reinterpret_cast<const typename T::Storage*>(
+              incoming + slot(member, k) * piece_bytes);
+          for (size_t i = 0; i < range.count; ++i) sum[i] += T::load(values[i]);
+        });
+        if (k + kPiecesInFlight < pieces_) TERSE_CHECK(post(member, k + kPiecesInFlight));
+      }
+    }
+    return ncclSuccess;
+  }
+
+  // The default algorithm among the leaders on the node sums. An fp32 result goes straight into
+  // recv (scaled there); a 16-bit one is summed in place in the node sum and written after.
+  ncclResult_t run_inner(float* node_sum) {
+    std::shared_ptr<ResidualEntry> node_entry;
+    CompressedArgs inner = args_;
+    inner.send = node_sum;
+    inner.dtype = DType::kFloat32;
+    TERSE_CHECK(inner_entry(&node_entry, &inner.entry));
+    const bool direct = args_.dtype == DType::kFloat32;
+    inner.recv = direct ? args_.recv : node_sum;
+    inner.result_scale = direct ? args_.result_scale : 1.0;
+
+    CompressedContext context = context_;
+    context.first_step = context_.first_step + kInnerFirstStep;
+    PeerGroup& leaders = context.group;
+    leaders.ranks.clear();
+    leaders.hosts.clear();
+    for (const std::vector<int>& members : layout_.members) {
+      leaders.ranks.push_back(context_.group.rank_at(members.front()));
+      leaders.hosts.push_back(context_.group.hosts[static_cast<size_t>(members.front())]);
+    }
+    leaders.index = node_;
+    TERSE_CHECK(inner_.run(inner, context));
+    if (!direct) write_result(args_, node_sum, ElementRange{0, args_.count});
+    return ncclSuccess;
+  }
+
+  // The entry whose residual and state the inner algorithm uses: the leader's own, unless it
+  // keeps a residual of a 16-bit tensor (compensate() checks the dtype, the node sum is fp32):
+  // then an fp32 entry of the node sum's own.
+  ncclResult_t inner_entry(std::shared_ptr<ResidualEntry>* holder, ResidualEntry** entry) const {
+    *entry = args_.entry;
+    if (args_.entry == nullptr || args_.entry->residual() == nullptr ||
+        args_.dtype == DType::kFloat32) {
+      return ncclSuccess;
+    }
+    TensorKey key = args_.key;
+    if (key.named()) {
+      key.name += "#hierarchical-node";
+    } else {
+      char name[64];
+      std::snprintf(name, sizeof(name), "@0x%" PRIx64 "#hierarchical-node", key.address);
+      key.name = name;
+    }
+    key.count = args_.count;
+    key.dtype = DType::kFloat32;
+    EntryOptions options;
+    options.shape = args_.entry->shape();
+    if (args_.residuals->acquire(key, *args_.codec, MemoryKind::kResidual, options, holder) !=
+        ncclSuccess) {
+      // Only this leader knows; failing here would leave the other leaders waiting. The result
+      // stays within its bound, only without error feedback.
+      TERSE_WARN("rank %d: %s; the node sum is compressed without error feedback",
+                 context_.transport->rank(), last_error());
+      *entry = nullptr;
+      return ncclSuccess;
+    }
+    *entry = holder->get();
+    return ncclSuccess;
+  }
+
+  // The finished result, in the output dtype, to every member at once.
+  ncclResult_t broadcast() {
+    const size_t others = members_.size() - 1;
+    if (others == 0) return ncclSuccess;
+    const size_t bytes = args_.count * element_bytes_;
+    InFlightTransfers sends(context_.transport, others, context_.deadline);
+    for (size_t member = 0; member < others; ++member) {
+      TERSE_CHECK(sends.send(member, context_.group.rank_at(members_[member + 1]),
+                             operation(kBroadcastStep), args_.recv, bytes));
+      count_sent(context_, bytes);
+    }
+    return sends.wait_all();
+  }
+
+  const CompressedArgs& args_;
+  const CompressedContext& context_;
+  const NodeLayout& layout_;
+  const CompressedAlgorithmInfo& inner_;
+  const int node_;
+  const std::vector<int>& members_;
+  const size_t element_bytes_;
+  size_t piece_ = 1;
+  size_t pieces_ = 1;
+};
+
 }  // namespace
 
 ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const CompressedContext& context) {
   const PeerGroup& group = context.group;
   if (group.size() == 1) return copy_single_rank(args);
   if (args.count == 0) return ncclSuccess;
+  // Every check below reads what every rank of the call holds alike, so all fail together.
+  if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) {
+    return fail(ncclInternalError,
+                "hierarchical allreduce on rank %d: %zu host identities for a group of %d ranks",
+                group.rank_at(group.index), group.hosts.size(), group.size());
+  }
   const CompressedAlgorithmInfo* inner =
       default_compressed_algorithm(*args.codec, args.count, dtype_size(args.dtype));
   const NodeLayout layout = layout_nodes(group);
   if (!layout.worth_it) return inner->run(args, context);
-
-  const int node = layout.node_of[static_cast<size_t>(group.index)];
-  const std::vector<int>& members = layout.members[static_cast<size_t>(node)];
-  const int leader = members.front();
-  const bool leading = group.index == leader;
-  const auto operation = [&](uint32_t step) {
-    return make_operation(context.sequence, context.first_step + step);
-  };
-  const size_t bytes = args.count * sizeof(float);
-  // The node sum, the leaders' result, and a member's incoming tensor, one after the other.
-  float* node_sum = context.scratch->floats(ScratchSlot::kHierarchy, 3 * args.count);
-  float* result = node_sum + args.count;
-  float* incoming = result + args.count;
-  InFlightTransfers transfers(context.transport, 2, context.deadline);
-
-  auto start = Clock::now();
-  for (size_t i = 0; i < args.count; ++i) node_sum[i] = load_element(args.send, args.dtype, i);
-  if (!leading) {
-    TERSE_CHECK(transfers.recv(1, group.rank_at(leader), operation(kToMembersStep), result, bytes));
-    TERSE_CHECK(
-        transfers.send(0, group.rank_at(leader), operation(kToLeaderStep), node_sum, bytes));
-    count_sent(context, bytes);
-    TERSE_CHECK(transfers.wait_all());
-    write_result(args, result, ElementRange{0, args.count});
-    if (context.counters != nullptr) {
-      context.counters->dense_seconds +=
-          std::chrono::duration<double>(Clock::now() - start).count();
-    }
-    return ncclSuccess;
+  if (args.entry != nullptr && args.entry->residual() != nullptr && args.dtype != DType::kFloat32 &&
+      args.residuals == nullptr) {
+    return fail(ncclInvalidUsage,
+                "hierarchical allreduce on rank %d: a %s tensor with a residual needs the residual "
+                "memory to keep its node sum's fp32 residual",
+                group.rank_at(group.index), dtype_name(args.dtype));
   }
-
-  for (size_t m = 1; m < members.size(); ++m) {
-    TERSE_CHECK(
-        transfers.recv(1, group.rank_at(members[m]), operation(kToLeaderStep), incoming, bytes));
-    TERSE_CHECK(transfers.wait(1));
-    for (size_t i = 0; i < args.count; ++i) node_sum[i] += incoming[i];
-  }
-  if (context.counters != nullptr) {
-    context.counters->dense_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-  }
-
-  PeerGroup leaders;
-  for (size_t n = 0; n < layout.members.size(); ++n) {
-    const int position = layout.members[n].front();
-    leaders.ranks.push_back(group.rank_at(position));
-    if (!group.hosts.empty()) leaders.hosts.push_back(group.hosts[static_cast<size_t>(position)]);
-  }
-  leaders.index = node;
-  CompressedArgs inner_args = args;
-  inner_args.send = node_sum;
-  inner_args.recv = result;
-  inner_args.dtype = DType::kFloat32;
-  inner_args.result_scale = 1.0;
-  CompressedContext inner_context = context;
-  inner_context.group = std::move(leaders);
-  inner_context.first_step = context.first_step + kInnerFirstStep;
-  TERSE_CHECK(inner->run(inner_args, inner_context));
-
-  start = Clock::now();
-  for (size_t m = 1; m < members.size(); ++m) {
-    TERSE_CHECK(
-        transfers.send(0, group.rank_at(members[m]), operation(kToMembersStep), result, bytes));
-    count_sent(context, bytes);
-    TERSE_CHECK(transfers.wait(0));
-  }
-  write_result(args, result, ElementRange{0, args.count});
-  if (context.counters != nullptr) {
-    context.counters->dense_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-  }
-  return ncclSuccess;
+  HierarchicalAllreduce hierarchical(args, context, layout, *inner);
+  return hierarchical.run();
 }
 
 }  // namespace terse

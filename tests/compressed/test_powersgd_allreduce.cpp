@@ -76,6 +76,59 @@ TEST(PowerSgd, LowRankSumIsRecoveredExactly) {
   for (int r = 1; r < 4; ++r) EXPECT_EQ(outputs[size_t(r)], outputs[0]);
 }
 
+// The exact fp32 sum of float inputs, as float64.
+std::vector<double> exact_sum(const std::vector<std::vector<uint8_t>>& inputs, size_t count) {
+  std::vector<double> exact(count, 0.0);
+  for (const auto& input : inputs) {
+    const std::vector<double> values = test::from_dtype(input, DType::kFloat32, count);
+    for (size_t i = 0; i < count; ++i) exact[i] += values[i];
+  }
+  return exact;
+}
+
+// Tensors the plan makes dense (a handful of elements, a prime count: no useful matrix view) are
+// summed exactly: fp32 arithmetic only, far inside the projection bound.
+TEST(PowerSgd, DensePlanIsExact) {
+  CompressedRanks ranks(3, "powersgd:rank=4", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  for (size_t count : {size_t{7}, size_t{1009}}) {
+    std::vector<std::vector<uint8_t>> inputs;
+    for (int r = 0; r < 3; ++r)
+      inputs.push_back(to_dtype(test::make_rank_input(r, count, 5), DType::kFloat32));
+    std::vector<std::vector<uint8_t>> outputs;
+    const auto results = ranks.allreduce(powersgd(), DType::kFloat32, count, inputs, &outputs);
+    for (ncclResult_t result : results) ASSERT_EQ(result, ncclSuccess);
+    EXPECT_LT(max_error(outputs[0], exact_sum(inputs, count)), 1e-6);  // |values| < 4.5
+    for (float residual : ranks.residual(0, count, DType::kFloat32)) EXPECT_EQ(residual, 0.0f);
+  }
+}
+
+// An infinite input makes the factors non-finite on every rank alike: all fall back to the
+// exact sum (the infinity where it was, every other element exact) and keep no residual.
+TEST(PowerSgd, NonFiniteInputFallsBackToTheExactSum) {
+  CompressedRanks ranks(2, "powersgd:rank=4", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  const size_t count = 64 * 64;
+  std::vector<std::vector<uint8_t>> inputs;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> values = test::make_rank_input(r, count, 8);
+    if (r == 1) values[100] = INFINITY;
+    inputs.push_back(to_dtype(values, DType::kFloat32));
+  }
+  std::vector<std::vector<uint8_t>> outputs;
+  const auto results = ranks.allreduce(powersgd(), DType::kFloat32, count, inputs, &outputs);
+  for (ncclResult_t result : results) ASSERT_EQ(result, ncclSuccess);
+  std::vector<double> exact = exact_sum(inputs, count);
+  std::vector<double> got = test::from_dtype(outputs[0], DType::kFloat32, count);
+  EXPECT_TRUE(std::isinf(got[100]) && got[100] > 0);
+  exact[100] = got[100] = 0;
+  double worst = 0;
+  for (size_t i = 0; i < count; ++i) worst = std::max(worst, std::fabs(got[i] - exact[i]));
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(outputs[1], outputs[0]);
+  for (float residual : ranks.residual(0, count, DType::kFloat32)) ASSERT_EQ(residual, 0.0f);
+}
+
 // The same full-rank gradient every step.
 std::vector<std::vector<uint8_t>> fixed_inputs(int nranks, std::vector<double>* exact) {
   std::vector<std::vector<uint8_t>> inputs;
