@@ -1,29 +1,40 @@
 // Compressed ring: a ring reduce-scatter whose partial sums travel encoded, decoded, added to
 // and re-encoded at every hop, then a ring allgather that forwards the owners' encoded blocks
-// unchanged (ring_pattern.h has the block arithmetic).
+// unchanged (ring_pattern.h has the block arithmetic; rank r below is group position r).
 //
-//   reduce-scatter step 0: rank r encodes its own block r-1 (with its residual: encode_
-//                          contribution writes the residual of that range) and sends it on;
-//   step s > 0:            decode the partial sum of block r-s-2 from the previous rank, add
-//                          this rank's contribution exactly, re-encode (no residual), send;
-//   last step:             the received block r plus this rank's contribution is the sum of
-//                          block r; the owner encodes it once and decodes its own message;
-//   allgather:             every rank forwards the encoded blocks it receives and decodes them.
-// A block's partial sum is encoded n - 1 times around the ring and its total once: n lossy
-// steps, so the error grows with the rank count (lossy_steps n). Every rank decodes the same
-// final messages, so all hold the same bits.
+//   reduce-scatter step 0:  rank r encodes its own block r-1 (encode_contribution) and sends it;
+//   step s (0 <= s < n-1):  it receives the partial sum of block r-s-2, decodes it, adds its own
+//                           values exactly, re-encodes (encode_partial) and sends it on at step
+//                           s+1; at the last step the block is r, complete: its owner encodes
+//                           the total once, sends it round and decodes its own message;
+//   allgather:              every rank decodes the encoded blocks it receives into the result
+//                           and forwards them unchanged (but not back to their owner).
+// A block's partial sum is encoded n - 1 times around the ring and its total once: n lossy steps,
+// so the error grows with the rank count (lossy_steps n). Every rank decodes the same final
+// messages, so all hold the same bits.
 //
-// This rank's own contribution goes into the partial sums exactly for every block but the one
-// it encodes at step 0, so the residual of those blocks has been delivered: it is cleared.
+// Error feedback (memory `residual`): rank r encodes each element exactly once per call, as its
+// own value (block r-1) or inside a partial sum it re-encodes (every other block), and the
+// residual keeps the error of that one encode: values - decode(message) for its own block,
+// (partial sum + values) - decode(message) for the others. make_contribution adds it back next
+// call, so the dropped part of every encode, not only the first, is sent later: summed over
+// calls, the results differ from the inputs by the ranks' current residuals only (they do not
+// pile up with the step count). The residual of a re-encoded block thus holds error of the
+// partial sum, which includes other ranks' values; it is still this rank's to resend, as an SRA
+// owner's residual is.
 //
 // Pipelining: every block is cut into pieces of context.piece_bytes of fp32; a unit is one
-// piece of one step, and units are handled in order (the reduce-scatter's steps, then the
-// allgather's, pieces in order). Every receive is posted before the first unit, into a slot of
-// its own, so a send always finds its receive and the next pieces arrive while this one is
-// decoded and re-encoded. Sends are waited for at the end.
+// piece of one step, handled in order (the reduce-scatter's steps, then the allgather's, pieces
+// in order). Receives are posted kReceivesAhead units ahead, so the next pieces arrive while
+// this one is decoded and re-encoded. Every message this rank sends has a buffer of its own
+// (the allgather forwards from where it received), so sends are waited for only at the end.
+//
+// No deadlock: a rank blocks only on the receive of the unit it handles, whose message the
+// previous rank sends once it has handled the unit a step earlier (units < pieces at once);
+// following such waits around the ring the unit numbers strictly decrease, so they cannot close
+// a cycle. A send whose receive is not posted yet waits in UCX, not in this rank's code.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
@@ -31,12 +42,15 @@
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
+#include "transport/transport.h"
 
 namespace terse {
 namespace {
 
 // Units share the tag's 12-bit step field (tag_layout.h): at most this many per call.
 constexpr size_t kMaxUnits = 4000;
+// Receives posted beyond the one waited for.
+constexpr size_t kReceivesAhead = 8;
 
 class CompressedRing {
  public:
@@ -45,116 +59,139 @@ class CompressedRing {
         context_(context),
         ring_(context.group.index, context.group.size()),
         next_(context.group.rank_at(ring_.next())),
-        previous_(context.group.rank_at(ring_.previous())) {
-    const size_t largest = ring_.block(args.count, 0).count;
-    const size_t steps = static_cast<size_t>(2 * ring_.steps());
-    piece_ = std::max<size_t>(1, context.piece_bytes / sizeof(float));
-    // Fewer, larger pieces when the tag's step field would run out.
-    const size_t most_pieces = std::max<size_t>(1, kMaxUnits / steps);
-    piece_ = std::max(piece_, (largest + most_pieces - 1) / most_pieces);
-    pieces_ = pipeline_piece_count(largest, piece_);
-    phase_units_ = static_cast<size_t>(ring_.steps()) * pieces_;
-    units_ = 2 * phase_units_;
-    capacity_ = message_capacity(args, std::min(piece_, std::max<size_t>(largest, 1)));
-  }
+        previous_(context.group.rank_at(ring_.previous())),
+        largest_block_(ring_.block(args.count, 0).count),
+        piece_(piece_elements(context.piece_bytes, largest_block_, ring_.steps())),
+        pieces_(pipeline_piece_count(largest_block_, piece_)),
+        phase_units_(static_cast<size_t>(ring_.steps()) * pieces_),
+        units_(2 * phase_units_),
+        receive_slots_(std::min(kReceivesAhead, units_)),
+        capacity_(message_capacity(args, std::min(piece_, largest_block_))),
+        transfers_(context.transport, 2 * units_, context.deadline) {}
 
   ncclResult_t run() {
-    CompressionScratch& scratch = *context_.scratch;
-    values_ = scratch.floats(ScratchSlot::kValues, args_.count);
-    received_ = scratch.bytes(ScratchSlot::kIncoming, units_ * capacity_);
-    sent_ = scratch.bytes(ScratchSlot::kOutgoing, (phase_units_ + pieces_) * capacity_);
-    partial_ = scratch.floats(ScratchSlot::kAccumulator, piece_);
-    decoded_ = scratch.floats(ScratchSlot::kTertiary, piece_);
+    lay_out();
     TERSE_CHECK(make_contribution(args_, context_, values_));
-
-    InFlightTransfers transfers(context_.transport, 2 * units_ + pieces_, context_.deadline);
-    for (size_t unit = 0; unit < units_; ++unit) {
-      TERSE_CHECK(transfers.recv_up_to(units_ + unit, previous_, operation(unit), received(unit),
-                                       capacity_));
-    }
+    TERSE_CHECK(post_receives(0));
     // Step 0 of the reduce-scatter: this rank's own block, with its residual.
     for (size_t k = 0; k < pieces_; ++k) {
       const ElementRange range = piece(ring_.reduce_scatter_send_block(0), k);
       size_t bytes = 0;
       TERSE_CHECK(encode_contribution(args_, context_, values_, range, sent(k), capacity_, &bytes));
-      TERSE_CHECK(send(&transfers, k, sent(k), bytes));
+      TERSE_CHECK(send(k, sent(k), bytes));
+      context_.transport->progress();
     }
-    clear_delivered_residual();
     for (size_t unit = 0; unit < units_; ++unit) {
-      TERSE_CHECK(transfers.wait(units_ + unit));
-      const size_t bytes = transfers.received_bytes(units_ + unit);
+      TERSE_CHECK(post_receives(unit));
+      TERSE_CHECK(transfers_.wait(recv_slot(unit)));
+      const size_t bytes = transfers_.received_bytes(recv_slot(unit));
       if (unit < phase_units_) {
-        TERSE_CHECK(reduce(&transfers, unit, bytes));
+        TERSE_CHECK(reduce(unit, bytes));
       } else {
-        TERSE_CHECK(gather(&transfers, unit, bytes));
+        TERSE_CHECK(gather(unit, bytes));
       }
+      context_.transport->progress();
     }
-    return transfers.wait_all();
+    return transfers_.wait_all();
   }
 
  private:
+  // Elements per piece: context.piece_bytes worth, larger when the units would not fit the tag.
+  static size_t piece_elements(size_t piece_bytes, size_t largest_block, int steps) {
+    const size_t requested = std::max<size_t>(1, piece_bytes / sizeof(float));
+    const size_t most_pieces = std::max<size_t>(1, kMaxUnits / (2 * static_cast<size_t>(steps)));
+    return std::max(requested, (largest_block + most_pieces - 1) / most_pieces);
+  }
+
   size_t step_of(size_t unit) const { return (unit % phase_units_) / pieces_; }
   size_t piece_of(size_t unit) const { return unit % pieces_; }
+  bool last_step(size_t unit) const {
+    return step_of(unit) + 1 == static_cast<size_t>(ring_.steps());
+  }
   uint32_t operation(size_t unit) const {
     return make_operation(context_.sequence, context_.first_step + static_cast<uint32_t>(unit));
   }
   ElementRange piece(int block, size_t k) const {
     return pipeline_piece(ring_.block(args_.count, block), piece_, k);
   }
-  uint8_t* received(size_t unit) const { return received_ + unit * capacity_; }
-  // Outgoing messages this rank encodes: reduce-scatter unit u at u, its owned block's pieces
-  // after them.
+  // Transfer slots: the send of unit u in u, its receive in units_ + u.
+  size_t recv_slot(size_t unit) const { return units_ + unit; }
+
+  // Where unit u's message arrives: reduce-scatter pieces in receive_slots_ buffers in turn
+  // (consumed when handled), allgather pieces each in its own (forwarded from there).
+  uint8_t* received(size_t unit) const {
+    if (unit < phase_units_) return reduce_received_ + (unit % receive_slots_) * capacity_;
+    return gathered_ + (unit - phase_units_) * capacity_;
+  }
+  // The reduce-scatter messages this rank encodes: unit u's at u, its owned block's pieces after.
   uint8_t* sent(size_t unit) const { return sent_ + unit * capacity_; }
   uint8_t* owned(size_t k) const { return sent_ + (phase_units_ + k) * capacity_; }
 
-  ncclResult_t send(InFlightTransfers* transfers, size_t unit, const void* message, size_t bytes) {
-    TERSE_CHECK(transfers->send(unit, next_, operation(unit), message, bytes));
+  void lay_out() {
+    CompressionScratch& scratch = *context_.scratch;
+    values_ = scratch.floats(ScratchSlot::kValues, args_.count);
+    reduce_received_ = scratch.bytes(ScratchSlot::kIncoming, receive_slots_ * capacity_);
+    gathered_ = scratch.bytes(ScratchSlot::kSecondary, phase_units_ * capacity_);
+    sent_ = scratch.bytes(ScratchSlot::kOutgoing, (phase_units_ + pieces_) * capacity_);
+    const size_t largest_piece = std::min(piece_, largest_block_);
+    partial_ = scratch.floats(ScratchSlot::kAccumulator, largest_piece);
+    decoded_ = scratch.floats(ScratchSlot::kTertiary, largest_piece);
+  }
+
+  // Posts receives up to kReceivesAhead units past `unit` (units before it are handled, so the
+  // reduce-scatter buffer a new receive reuses is free).
+  ncclResult_t post_receives(size_t unit) {
+    for (; next_recv_ < units_ && next_recv_ < unit + receive_slots_; ++next_recv_) {
+      TERSE_CHECK(transfers_.recv_up_to(recv_slot(next_recv_), previous_, operation(next_recv_),
+                                        received(next_recv_), capacity_));
+    }
+    return ncclSuccess;
+  }
+
+  ncclResult_t send(size_t unit, const void* message, size_t bytes) {
+    TERSE_CHECK(transfers_.send(unit, next_, operation(unit), message, bytes));
     count_sent(context_, bytes);
     return ncclSuccess;
   }
 
-  void clear_delivered_residual() {
-    float* residual = args_.entry != nullptr ? args_.entry->residual() : nullptr;
-    if (residual == nullptr) return;
-    const ElementRange kept = ring_.block(args_.count, ring_.reduce_scatter_send_block(0));
-    std::memset(residual, 0, kept.offset * sizeof(float));
-    const size_t end = kept.offset + kept.count;
-    std::memset(residual + end, 0, (args_.count - end) * sizeof(float));
-  }
-
-  // A reduce-scatter unit: the partial sum of the received piece plus this rank's values,
-  // re-encoded for the next rank, or (last step) the block's total, encoded by its owner.
-  ncclResult_t reduce(InFlightTransfers* transfers, size_t unit, size_t bytes) {
-    const size_t step = step_of(unit), k = piece_of(unit);
-    const ElementRange range = piece(ring_.reduce_scatter_recv_block(static_cast<int>(step)), k);
+  // A reduce-scatter unit: the received partial sum plus this rank's values, re-encoded for the
+  // next rank, or (last step) the block's total, encoded once by its owner; the error of the
+  // encode becomes this range's residual.
+  ncclResult_t reduce(size_t unit, size_t bytes) {
+    const size_t k = piece_of(unit);
+    const int step = static_cast<int>(step_of(unit));
+    const ElementRange range = piece(ring_.reduce_scatter_recv_block(step), k);
     TERSE_CHECK(
         decode_message(args_, context_, received(unit), bytes, partial_, range.count, false));
     const float* own = values_ + range.offset;
     for (size_t i = 0; i < range.count; ++i) partial_[i] += own[i];
-    const bool last = step + 1 == static_cast<size_t>(ring_.steps());
+    float* residual = args_.entry != nullptr ? args_.entry->residual() : nullptr;
+    float* error = residual != nullptr ? residual + range.offset : nullptr;
+    const bool last = last_step(unit);
     uint8_t* message = last ? owned(k) : sent(unit + pieces_);
     size_t encoded = 0;
-    TERSE_CHECK(encode_partial(args_, context_, partial_, range.count, nullptr, message, capacity_,
+    TERSE_CHECK(encode_partial(args_, context_, partial_, range.count, error, message, capacity_,
                                &encoded));
-    if (!last) return send(transfers, unit + pieces_, message, encoded);
-    // The owner's block: its total goes round the allgather; the owner keeps what others decode.
-    owned_bytes_.push_back(encoded);
-    TERSE_CHECK(send(transfers, phase_units_ + k, message, encoded));
+    if (!last) return send(unit + pieces_, message, encoded);
+    // The owner's block: its total goes round the allgather; the owner decodes what others do.
+    TERSE_CHECK(send(phase_units_ + k, message, encoded));
     return write_piece(message, encoded, range);
   }
 
-  // An allgather unit: decode the received piece into the result and pass it on unchanged
-  // (unless the next rank owns it).
-  ncclResult_t gather(InFlightTransfers* transfers, size_t unit, size_t bytes) {
-    const size_t step = step_of(unit), k = piece_of(unit);
-    const ElementRange range = piece(ring_.allgather_recv_block(static_cast<int>(step)), k);
-    if (step + 1 < static_cast<size_t>(ring_.steps())) {
-      TERSE_CHECK(send(transfers, unit + pieces_, received(unit), bytes));
-    }
+  // An allgather unit: passed on unchanged (unless the next rank owns it), then decoded.
+  ncclResult_t gather(size_t unit, size_t bytes) {
+    const ElementRange range =
+        piece(ring_.allgather_recv_block(static_cast<int>(step_of(unit))), piece_of(unit));
+    if (!last_step(unit)) TERSE_CHECK(send(unit + pieces_, received(unit), bytes));
     return write_piece(received(unit), bytes, range);
   }
 
   ncclResult_t write_piece(const uint8_t* message, size_t bytes, const ElementRange& range) {
+    // An fp32 result without scaling is decoded in place; anything else goes through fp32.
+    if (args_.dtype == DType::kFloat32 && args_.result_scale == 1.0) {
+      return decode_message(args_, context_, message, bytes,
+                            static_cast<float*>(args_.recv) + range.offset, range.count, false);
+    }
     TERSE_CHECK(decode_message(args_, context_, message, bytes, decoded_, range.count, false));
     write_result(args_, decoded_, range);
     return ncclSuccess;
@@ -163,19 +200,24 @@ class CompressedRing {
   const CompressedArgs& args_;
   const CompressedContext& context_;
   const RingPattern ring_;
-  const int next_;
-  const int previous_;
-  size_t piece_ = 1;  // elements per piece
-  size_t pieces_ = 1;
-  size_t phase_units_ = 0;
-  size_t units_ = 0;
-  size_t capacity_ = 0;  // bytes of one piece's message
+  const int next_;      // transport rank of the next position
+  const int previous_;  // and of the previous one
+  const size_t largest_block_;
+  const size_t piece_;        // elements per piece
+  const size_t pieces_;       // per block, the same for every block (the last may be empty)
+  const size_t phase_units_;  // units of the reduce-scatter, and of the allgather
+  const size_t units_;
+  const size_t receive_slots_;  // reduce-scatter receive buffers
+  const size_t capacity_;       // bytes of one piece's message at most
+  size_t next_recv_ = 0;
   float* values_ = nullptr;
-  uint8_t* received_ = nullptr;
+  uint8_t* reduce_received_ = nullptr;
+  uint8_t* gathered_ = nullptr;
   uint8_t* sent_ = nullptr;
   float* partial_ = nullptr;
   float* decoded_ = nullptr;
-  std::vector<size_t> owned_bytes_;
+  // Last: cancelled (in its destructor) before anything above goes away.
+  InFlightTransfers transfers_;
 };
 
 }  // namespace

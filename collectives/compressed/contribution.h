@@ -9,8 +9,10 @@
 // `none` passes the raw gradient (state only for codecs that keep one).
 //
 // Re-encodes of partial sums (a ring hop, a tree level, an SRA owner's chunk) are not a
-// rank's own gradient; they use no residual unless the algorithm keeps a second one
-// (acquire_stage_entry()).
+// rank's own gradient: the algorithm decides where their error goes. The SRA owner keeps a second
+// residual of its own (acquire_stage_entry()); the ring keeps each hop's error in the tensor's
+// residual range it encoded (every element is encoded once per rank per call, so the errors
+// telescope, compressed_ring.cpp); recursive doubling and the tree drop it.
 #pragma once
 
 #include <nccl.h>
