@@ -5,7 +5,8 @@
 # into a bridge that lives in a namespace of its own (the "switch"), and `tc` limits each node's
 # link to RATE in both directions (token bucket on the node's side and on the switch's port).
 # Nodes are told apart by TERSE_HOSTID and talk over UCX's TCP transport on their veth, as ranks
-# on different hosts would. Every run is all_reduce_perf with -J; the table at the end gives, per
+# on different hosts would. The nodes share this machine's cores, so each rank's BLAS (PowerSGD)
+# gets one thread (OPENBLAS_NUM_THREADS, unless set). Every run is all_reduce_perf with -J; the table at the end gives, per
 # rate and codec, the time per call, the effective algbw (uncompressed bytes / time), the
 # speed-up over the uncompressed run, the traffic ratio, and where the time went (encode and
 # decode of rank 0, the rest being wire and waiting), and perf/plot draws it.
@@ -97,6 +98,7 @@ run_codec() {
     ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE=$nodes LOCAL_WORLD_SIZE=1 \
       MASTER_ADDR="$(address 0)" MASTER_PORT=$port TERSE_HOSTID="node$i" \
       TERSE_SOCKET_IFNAME=eth0 UCX_TLS=tcp UCX_NET_DEVICES=eth0 TERSE_TIMEOUT_S=300 \
+      OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \
       "$binary" -b "$size" -e "$size" -n "$iters" -w 1 -Z "$codec" -J "$json" \
       >"$out/$(basename "$json" .json).rank$i.log" 2>&1 &
     pids+=($!)

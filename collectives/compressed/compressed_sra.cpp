@@ -1,6 +1,7 @@
 // Scatter-reduce-allgather (SRA): the compressed allreduce for quantizers on large tensors.
 //
-//   1. every rank adds its residual to its gradient (make_contribution) and encodes the tensor
+//   1. every rank adds its residual to its gradient (make_contribution_range, piece by piece
+//      just before each piece's encode) and encodes the tensor
 //      once, chunk j (near_equal_block) for its owner, group position j; each encode writes the
 //      residual of its range (encode_contribution), and each message goes out as soon as it is
 //      encoded, so encoding the next ones overlaps the sends of the first;
@@ -71,7 +72,6 @@ class ScatterReduceAllgather {
     lay_out();
     TERSE_CHECK(acquire_stage_entry(args_, "sra-owner", chunk(me_).count, &owner_entry_));
     TERSE_CHECK(post_receives());
-    TERSE_CHECK(make_contribution(args_, context_, values_));
     for (size_t k = 0; k < pieces_; ++k) {
       TERSE_CHECK(scatter_piece(k));
       context_.transport->progress();
@@ -165,6 +165,8 @@ class ScatterReduceAllgather {
     for (int t = 1; t <= n_; ++t) {
       const int j = (me_ + t) % n_;
       size_t bytes = 0;
+      // Compensated here, piece by piece, so the first piece leaves at once.
+      TERSE_CHECK(make_contribution_range(args_, context_, values_, piece(j, k)));
       TERSE_CHECK(encode_contribution(args_, context_, values_, piece(j, k), outgoing(j, k),
                                       capacity_, &bytes));
       if (j == me_) {

@@ -91,6 +91,14 @@ ncclResult_t CompressionEngine::create(Transport* transport,
     }
   }
   TERSE_CHECK(parse_hierarchy(env_string("TERSE_HIERARCHICAL", "auto"), &engine->hierarchy_));
+  uint64_t piece_bytes = 0;
+  TERSE_CHECK(
+      env_bytes("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &piece_bytes));
+  if (piece_bytes == 0) {
+    return fail(ncclInvalidArgument,
+                "TERSE_COMPRESSED_PIECE_BYTES is 0; a pipeline piece needs a byte");
+  }
+  engine->piece_bytes_ = static_cast<size_t>(piece_bytes);
   const int n = transport->nranks();
   std::map<std::string, int> ranks_per_host;
   for (int r = 0; r < n; ++r) {
@@ -265,7 +273,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed_context.sequence = context.sequence;
   compressed_context.deadline = context.deadline;
   compressed_context.group = whole_group();
-  compressed_context.piece_bytes = context.piece_bytes;
+  compressed_context.piece_bytes = piece_bytes_;
   compressed_context.scratch = &scratch_;
   CompressionCounters counters;
   compressed_context.counters = &counters;

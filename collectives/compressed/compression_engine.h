@@ -67,13 +67,20 @@ struct CompressionStats {
   std::string last_algorithm;
 };
 
+// Pipeline pieces of the compressed algorithms, in bytes of fp32 input
+// (TERSE_COMPRESSED_PIECE_BYTES). A quarter of the dense algorithms' 1 MiB: an int8 piece is then
+// about 64 KiB on the wire, and at 1 Gbit/s, 4 nodes, 64 MiB, 256 KiB pieces gave int8 3.47x over
+// uncompressed against 3.36x with 1 MiB and 2.7x with 4 MiB (perf/RESULTS.md).
+constexpr size_t kDefaultCompressedPieceBytes = size_t{256} << 10;
+
 // Whether TERSE_HIERARCHICAL lets a multi-node communicator run hierarchically.
 enum class HierarchyMode { kAuto, kOn, kOff };
 
 class CompressionEngine {
  public:
-  // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO and TERSE_HIERARCHICAL (refusing bad
-  // values, naming the variable), and learns the nodes from the transport's host identities.
+  // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL and
+  // TERSE_COMPRESSED_PIECE_BYTES (refusing bad values, naming the variable), and learns the nodes
+  // from the transport's host identities.
   static ncclResult_t create(Transport* transport, std::unique_ptr<CompressionEngine>* out);
   // Drops this communicator's residual entries.
   ~CompressionEngine();
@@ -137,6 +144,7 @@ class CompressionEngine {
   LinkClass link_ = LinkClass::kIntra;
   const CompressedAlgorithmInfo* forced_ = nullptr;
   HierarchyMode hierarchy_ = HierarchyMode::kAuto;
+  size_t piece_bytes_ = kDefaultCompressedPieceBytes;
 
   mutable std::mutex mutex_;
   Policy policy_;

@@ -33,19 +33,25 @@ PeerGroup PeerGroup::whole(int rank, int nranks) {
 
 ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
                                float* values) {
+  return make_contribution_range(args, context, values, ElementRange{0, args.count});
+}
+
+ncclResult_t make_contribution_range(const CompressedArgs& args, const CompressedContext& context,
+                                     float* values, const ElementRange& range) {
   const Clock::time_point start = Clock::now();
   const float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
+  const size_t first = range.offset, end = range.offset + range.count;
   // Not ResidualEntry::compensate: a hierarchical leader compensates an fp32 node sum with the
   // residual of a tensor whose own dtype may be 16-bit.
   if (args.dtype == DType::kFloat32) {
     const float* send = static_cast<const float*>(args.send);
     if (residual != nullptr) {
-      for (size_t i = 0; i < args.count; ++i) values[i] = send[i] + residual[i];
+      for (size_t i = first; i < end; ++i) values[i] = send[i] + residual[i];
     } else {
-      std::memcpy(values, send, args.count * sizeof(float));
+      std::memcpy(values + first, send + first, range.count * sizeof(float));
     }
   } else {
-    for (size_t i = 0; i < args.count; ++i) {
+    for (size_t i = first; i < end; ++i) {
       values[i] =
           load_element(args.send, args.dtype, i) + (residual != nullptr ? residual[i] : 0.0f);
     }

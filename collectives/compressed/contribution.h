@@ -30,6 +30,12 @@ namespace terse {
 ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
                                float* values);
 
+// The same for `range` only (values[range] written): lets a pipelined algorithm compensate each
+// piece just before encoding it, so the first piece goes on the wire at once instead of after a
+// pass over the whole tensor.
+ncclResult_t make_contribution_range(const CompressedArgs& args, const CompressedContext& context,
+                                     float* values, const ElementRange& range);
+
 // Encodes values[range] (this rank's contribution from make_contribution) into `message`
 // (capacity bytes): with the residual's range as the error output, and with the codec state
 // only when `range` is the whole tensor (states describe whole tensors). Counts encode time.
