@@ -6,10 +6,11 @@
 # link to RATE in both directions (token bucket on the node's side and on the switch's port).
 # Nodes are told apart by TERSE_HOSTID and talk over UCX's TCP transport on their veth, as ranks
 # on different hosts would. The nodes share this machine's cores, so each rank's BLAS (PowerSGD)
-# gets one thread (OPENBLAS_NUM_THREADS, unless set). Every run is all_reduce_perf with -J; the table at the end gives, per
-# rate and codec, the time per call, the effective algbw (uncompressed bytes / time), the
-# speed-up over the uncompressed run, the traffic ratio, and where the time went (encode and
-# decode of rank 0, the rest being wire and waiting), and perf/plot draws it.
+# gets one thread (OPENBLAS_NUM_THREADS, unless set). Every run is all_reduce_perf with -J; the
+# table at the end gives, per rate and codec, the time per call, the effective algbw
+# (uncompressed bytes / time), the speed-up over the uncompressed run, the traffic ratio, and
+# where the time went (encode and decode of rank 0, the rest being wire and waiting), and
+# perf/plot draws it.
 #
 #   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-c "none int8 ..."]
 #                                 [-s 64M] [-i ITERS] [-o OUTDIR]
@@ -36,7 +37,7 @@ while getopts "n:r:c:s:i:o:h" flag; do
     s) size=$OPTARG ;;
     i) iters=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 if [[ $(id -u) -ne 0 ]]; then
