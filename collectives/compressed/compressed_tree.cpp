@@ -1,17 +1,27 @@
-// Compressed binary tree, for small messages: two passes of 1 + floor(log2 n) hops instead of the
-// ring's 2(n-1) steps. Group position i has parent (i-1)/2 and children 2i+1, 2i+2.
+// Compressed binary tree, for small messages: two passes of floor(log2 n) hops instead of the
+// ring's 2(n-1) steps. Group position i has parent (i-1)/2 and children 2i+1, 2i+2: a heap
+// layout, the shallowest binary tree, so the fewest re-encodes on the deepest path (the binomial
+// tree of tree_pattern.h is ceil(log2 n) deep and gives the root log2 n children).
 //
-//   up:   a leaf encodes its own contribution (with its residual) and sends it to its parent; an
-//         inner rank adds the decodes of its children's messages (first child, then second) to
-//         its own contribution (exact, so its residual is delivered and cleared) and sends the
-//         encoded partial sum up; the root's partial sum is the total;
+//   up:   a leaf encodes its own contribution (encode_contribution, with its residual) and sends
+//         it to its parent; an inner rank adds the decodes of its children's messages (first
+//         child, then second) to its own contribution, exactly, and sends the encoded partial
+//         sum up; the root's partial sum is the total;
 //   down: the root encodes the total once and that message travels down unchanged; every rank,
 //         the root included, decodes it, so all hold the same bits.
-// The deepest leaf's value is encoded at each of its floor(log2 n) levels and once more by the
-// root: lossy_steps floor(log2 n) + 1 = ceil(log2(n + 1)).
+// The deepest leaf's value is encoded by itself, by each of its floor(log2 n) - 1 inner
+// ancestors, and by the root: lossy_steps = depth + 1 = floor(log2 n) + 1 = ceil(log2(n + 1)).
 //
-// Steps: 0 up, 1 down.
-#include <cstring>
+// Error feedback (memory `residual`): every rank encodes exactly once (a leaf its contribution,
+// an inner rank its partial sum, the root the total) and keeps that encode's error as its
+// residual; its old residual went into the sum exactly. So the result is the sum of the
+// contributions less the new residuals, and over calls the errors telescope (as in the ring).
+//
+// No deadlock: every receive (children's up-messages, the parent's down-message) is posted
+// before anything is sent; a rank sends up only after its children's messages arrived, and
+// down only after its parent's did, so every awaited message does get sent. Steps: 0 up, 1 down.
+#include <cstddef>
+#include <cstdint>
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
@@ -20,75 +30,95 @@
 #include "transport/tag_layout.h"
 
 namespace terse {
+namespace {
+
+constexpr uint32_t kUpStep = 0;
+constexpr uint32_t kDownStep = 1;
+
+// Transfer slots of one rank.
+constexpr size_t kUpSend = 0;
+constexpr size_t kChildUpReceive = 1;  // + c for child c (0, 1)
+constexpr size_t kDownReceive = 3;
+constexpr size_t kChildDownSend = 4;  // + c for child c
+constexpr size_t kSlots = 6;
+
+// One rank's place in the heap-ordered binary tree over group positions 0 .. n-1.
+struct BinaryTreePosition {
+  BinaryTreePosition(int position, int n) {
+    parent = position == 0 ? -1 : (position - 1) / 2;
+    for (int child : {2 * position + 1, 2 * position + 2}) {
+      if (child < n) children[child_count++] = child;
+    }
+  }
+  int parent;  // -1 for the root
+  int children[2] = {-1, -1};
+  int child_count = 0;
+};
+
+}  // namespace
 
 ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
                                        const CompressedContext& context) {
   const PeerGroup& group = context.group;
-  const int n = group.size();
-  if (n == 1) return copy_single_rank(args);
+  if (group.size() == 1) return copy_single_rank(args);
   if (args.count == 0) return ncclSuccess;
-  const int me = group.index;
-  const int parent = me == 0 ? -1 : (me - 1) / 2;
-  int children[2];
-  int child_count = 0;
-  for (int child : {2 * me + 1, 2 * me + 2}) {
-    if (child < n) children[child_count++] = child;
-  }
+  const BinaryTreePosition tree(group.index, group.size());
   const auto operation = [&](uint32_t step) {
     return make_operation(context.sequence, context.first_step + step);
   };
-  constexpr uint32_t kUp = 0, kDown = 1;
 
   CompressionScratch& scratch = *context.scratch;
   const size_t capacity = message_capacity(args, args.count);
+  // This rank's contribution, then (inner ranks) its subtree's partial sum, then the result.
   float* values = scratch.floats(ScratchSlot::kValues, args.count);
-  float* sum = scratch.floats(ScratchSlot::kAccumulator, args.count);
   uint8_t* up = scratch.bytes(ScratchSlot::kOutgoing, capacity);
   uint8_t* from_children = scratch.bytes(ScratchSlot::kIncoming, 2 * capacity);
   uint8_t* down = scratch.bytes(ScratchSlot::kSecondary, capacity);
+  float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
   TERSE_CHECK(make_contribution(args, context, values));
 
-  // Slots: 0 up-send, 1-2 children's up-messages, 3 down-receive, 4-5 down-sends.
-  InFlightTransfers transfers(context.transport, 6, context.deadline);
-  for (int c = 0; c < child_count; ++c) {
-    TERSE_CHECK(transfers.recv_up_to(static_cast<size_t>(1 + c), group.rank_at(children[c]),
-                                     operation(kUp), from_children + c * capacity, capacity));
+  InFlightTransfers transfers(context.transport, kSlots, context.deadline);
+  for (int c = 0; c < tree.child_count; ++c) {
+    TERSE_CHECK(transfers.recv_up_to(kChildUpReceive + c, group.rank_at(tree.children[c]),
+                                     operation(kUpStep), from_children + c * capacity, capacity));
   }
-  if (parent >= 0) {
-    TERSE_CHECK(transfers.recv_up_to(3, group.rank_at(parent), operation(kDown), down, capacity));
+  if (tree.parent >= 0) {
+    TERSE_CHECK(transfers.recv_up_to(kDownReceive, group.rank_at(tree.parent), operation(kDownStep),
+                                     down, capacity));
   }
 
+  // Up: this rank's one encode (a leaf's contribution, an inner rank's partial sum, the
+  // root's total, which goes straight into the down message).
   size_t bytes = 0;
-  if (child_count == 0) {
+  if (tree.child_count == 0) {
     TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, up,
                                     capacity, &bytes));
   } else {
-    std::memcpy(sum, values, args.count * sizeof(float));
-    for (int c = 0; c < child_count; ++c) {
-      TERSE_CHECK(transfers.wait(static_cast<size_t>(1 + c)));
+    for (int c = 0; c < tree.child_count; ++c) {
+      TERSE_CHECK(transfers.wait(kChildUpReceive + c));
       TERSE_CHECK(decode_message(args, context, from_children + c * capacity,
-                                 transfers.received_bytes(static_cast<size_t>(1 + c)), sum,
-                                 args.count, true));
+                                 transfers.received_bytes(kChildUpReceive + c), values, args.count,
+                                 true));
     }
-    float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
-    if (residual != nullptr) std::memset(residual, 0, args.count * sizeof(float));
-    TERSE_CHECK(encode_partial(args, context, sum, args.count, nullptr, parent >= 0 ? up : down,
-                               capacity, &bytes));
+    TERSE_CHECK(encode_partial(args, context, values, args.count, residual,
+                               tree.parent >= 0 ? up : down, capacity, &bytes));
   }
+
+  // Down: the root's message, forwarded unchanged.
   size_t down_bytes = bytes;
-  if (parent >= 0) {
-    TERSE_CHECK(transfers.send(0, group.rank_at(parent), operation(kUp), up, bytes));
+  if (tree.parent >= 0) {
+    TERSE_CHECK(transfers.send(kUpSend, group.rank_at(tree.parent), operation(kUpStep), up, bytes));
     count_sent(context, bytes);
-    TERSE_CHECK(transfers.wait(3));
-    down_bytes = transfers.received_bytes(3);
+    TERSE_CHECK(transfers.wait(kDownReceive));
+    down_bytes = transfers.received_bytes(kDownReceive);
   }
-  for (int c = 0; c < child_count; ++c) {
-    TERSE_CHECK(transfers.send(static_cast<size_t>(4 + c), group.rank_at(children[c]),
-                               operation(kDown), down, down_bytes));
+  for (int c = 0; c < tree.child_count; ++c) {
+    TERSE_CHECK(transfers.send(kChildDownSend + c, group.rank_at(tree.children[c]),
+                               operation(kDownStep), down, down_bytes));
     count_sent(context, down_bytes);
   }
-  TERSE_CHECK(decode_message(args, context, down, down_bytes, sum, args.count, false));
-  write_result(args, sum, ElementRange{0, args.count});
+  TERSE_CHECK(decode_message(args, context, down, down_bytes, values, args.count, false));
+  write_result(args, values, ElementRange{0, args.count});
   return transfers.wait_all();
 }
 

@@ -74,9 +74,14 @@ TEST(CompressedAlgorithmTable, LossyStepsAsTheBoundsState) {
   EXPECT_EQ(steps("recursive_doubling", 2), 1);
   EXPECT_EQ(steps("recursive_doubling", 4), 2);
   EXPECT_EQ(steps("recursive_doubling", 3), 3);  // fold in, one round, result back out
+  EXPECT_EQ(steps("recursive_doubling", 5), 4);  // log2 p + 2 beyond a power of two
+  EXPECT_EQ(steps("recursive_doubling", 7), 4);
   EXPECT_EQ(steps("recursive_doubling", 8), 3);
-  EXPECT_EQ(steps("tree", 2), 2);
+  EXPECT_EQ(steps("tree", 2), 2);  // depth + 1 = floor(log2 n) + 1
+  EXPECT_EQ(steps("tree", 3), 2);
   EXPECT_EQ(steps("tree", 4), 3);
+  EXPECT_EQ(steps("tree", 7), 3);
+  EXPECT_EQ(steps("tree", 8), 4);
   EXPECT_EQ(steps("sparse_allgather", 8), 1);
   EXPECT_EQ(steps("powersgd", 8), 1);
 }
