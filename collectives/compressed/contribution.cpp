@@ -107,6 +107,14 @@ size_t message_capacity(const CompressedArgs& args, size_t count) {
   return args.codec->max_encoded_bytes(count, DType::kFloat32);
 }
 
+float* result_buffer(const CompressedArgs& args, const CompressedContext& context,
+                     ScratchSlot slot) {
+  if (args.dtype == DType::kFloat32 && args.result_scale == 1.0) {
+    return static_cast<float*>(args.recv);
+  }
+  return context.scratch->floats(slot, args.count);
+}
+
 void write_result(const CompressedArgs& args, const float* sum, const ElementRange& range) {
   const float scale = static_cast<float>(args.result_scale);
   if (args.dtype == DType::kFloat32) {

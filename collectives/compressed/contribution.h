@@ -58,6 +58,12 @@ ncclResult_t decode_message(const CompressedArgs& args, const CompressedContext&
 // Capacity a message of `count` elements may need (the codec's bound for fp32 input).
 size_t message_capacity(const CompressedArgs& args, size_t count);
 
+// Where an algorithm may build its whole fp32 result: recv itself when the result is fp32 and
+// unscaled (write_result then copies nothing: a pass over the tensor saved), else scratch `slot`.
+// Only once send has been read for good (recv may be send).
+float* result_buffer(const CompressedArgs& args, const CompressedContext& context,
+                     ScratchSlot slot);
+
 // recv[range] = sum[0 .. range.count) * args.result_scale, in args.dtype.
 void write_result(const CompressedArgs& args, const float* sum, const ElementRange& range);
 

@@ -125,7 +125,7 @@ class DistributedPowerSgd {
     }
 
     const auto decode_start = Clock::now();
-    float* sum = scratch.floats(ScratchSlot::kAccumulator, args_.count);
+    float* sum = result_buffer(args_, context_, ScratchSlot::kAccumulator);
     TERSE_CHECK(powersgd_reconstruct(p_, q_sum_, rows_, cols_, r_, sum, DType::kFloat32, false,
                                      Memory::kHost, nullptr));
     if (context_.counters != nullptr) {
@@ -176,7 +176,7 @@ class DistributedPowerSgd {
 
   // The exact sum of the contributions; nothing was dropped, so no residual remains.
   ncclResult_t dense_sum() {
-    float* sum = context_.scratch->floats(ScratchSlot::kAccumulator, args_.count);
+    float* sum = result_buffer(args_, context_, ScratchSlot::kAccumulator);
     std::memcpy(sum, m_, args_.count * sizeof(float));
     float* ring_scratch =
         context_.scratch->floats(ScratchSlot::kTertiary, group_allreduce_scratch(args_.count, n_));

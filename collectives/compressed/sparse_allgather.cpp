@@ -111,7 +111,7 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
     }
   }
 
-  float* sum = scratch.floats(ScratchSlot::kAccumulator, args.count);
+  float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
   if (dense_is_cheaper(sizes, args.count)) {
     TERSE_CHECK(decode_message(args, context, own, own_bytes, sum, args.count, false));
     float* ring_scratch =
