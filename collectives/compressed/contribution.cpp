@@ -65,6 +65,10 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
                                  size_t capacity, size_t* message_bytes) {
   const Clock::time_point start = Clock::now();
   EncodeContext encode = args.encode;
+  // Pieces of one tensor draw their stochastic rounding (and non-shared Random-K positions) from
+  // different streams; every rank encoding the same range still uses the same seed, so a shared
+  // seed stays shared, and the whole tensor (offset 0) keeps the call's seed.
+  encode.seed ^= range.offset * 0x9e3779b97f4a7c15ull;
   encode.memory = Memory::kHost;
   encode.error = nullptr;
   encode.state = nullptr;
