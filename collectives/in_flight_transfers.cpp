@@ -50,8 +50,8 @@ ncclResult_t InFlightTransfers::wait(size_t slot) {
   TransferRequest& request = requests_[slot];
   ncclResult_t result = transport_->wait(&request, 1, deadline_);
   if (result != ncclSuccess) return cancel_all_after(result);
-  if (request.posted() && request.direction() == TransferDirection::kReceive &&
-      size_known_[slot] && request.received_bytes() != request.bytes()) {
+  if (request.posted() && request.direction() == TransferDirection::kReceive && size_known_[slot] &&
+      request.received_bytes() != request.bytes()) {
     fail(ncclInvalidUsage,
          "rank %d: the message from rank %d (operation 0x%08x) held %zu bytes where %zu were "
          "expected; do all ranks pass the same count and datatype?",

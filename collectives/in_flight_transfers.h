@@ -31,8 +31,7 @@ class InFlightTransfers {
   ncclResult_t recv(size_t slot, int peer, uint32_t operation, void* buffer, size_t bytes);
   // A receive of a message of at most `capacity` bytes whose size only the sender knows (an
   // encoded message); received_bytes() says how long it was once waited for.
-  ncclResult_t recv_up_to(size_t slot, int peer, uint32_t operation, void* buffer,
-                          size_t capacity);
+  ncclResult_t recv_up_to(size_t slot, int peer, uint32_t operation, void* buffer, size_t capacity);
   size_t received_bytes(size_t slot) const { return requests_[slot].received_bytes(); }
 
   // Whether the slot was ever posted, and whether its transfer ended (successfully or not).

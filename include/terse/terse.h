@@ -56,14 +56,14 @@ typedef struct {
   char codec[TERSE_NAME_BYTES];     /* codec name, "none" for uncompressed calls */
   char algorithm[TERSE_NAME_BYTES]; /* algorithm name, e.g. "sra", "ring" */
   uint64_t calls;
-  uint64_t raw_bytes;       /* count * element size, summed over the calls */
-  uint64_t wire_bytes;      /* bytes this rank sent for them, headers included */
-  uint64_t dense_wire_bytes; /* what an uncompressed ring allreduce would have sent:
-                               2 (n-1)/n raw_bytes; wire_bytes / dense_wire_bytes is the
-                               traffic ratio */
-  double encode_seconds;    /* in encodes (and error-feedback compensation) */
-  double decode_seconds;    /* in decodes */
-  double seconds;           /* wall time of the calls */
+  uint64_t raw_bytes;  /* count * element size, summed over the calls */
+  uint64_t wire_bytes; /* bytes this rank sent for them, headers included */
+  /* What an uncompressed ring allreduce would have sent: 2 (n-1)/n raw_bytes.
+   * wire_bytes / dense_wire_bytes is the traffic ratio. */
+  uint64_t dense_wire_bytes;
+  double encode_seconds; /* in encodes (and error-feedback compensation) */
+  double decode_seconds; /* in decodes */
+  double seconds;        /* wall time of the calls */
 } terseStatsRow;
 
 /* What a communicator's allreduces did since it was created (or since terseCommResetStats). */
@@ -76,7 +76,7 @@ typedef struct {
   double encode_seconds;
   double decode_seconds;
   double seconds;
-  int nrows;                 /* rows used */
+  int nrows; /* rows used */
   terseStatsRow rows[TERSE_STATS_MAX_ROWS];
   /* The last allreduce: its codec spec (every parameter spelled out) and algorithm. */
   char last_codec[128];
