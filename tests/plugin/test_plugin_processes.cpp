@@ -85,9 +85,15 @@ TEST_F(PluginProcesses, CollectivesWithTerseCommId) {
 }
 
 // The last rank SIGKILLs itself between two collectives; the others must see ncclRemoteError
-// within TERSE_TIMEOUT_S (plus slack), a message naming a rank, and abort promptly.
-TEST_F(PluginProcesses, AKilledRankTurnsIntoRemoteErrorOnTheOthers) {
+// within TERSE_TIMEOUT_S (plus slack), a message naming a rank, and abort promptly. With a codec
+// the allreduces run compressed (int8 through recursive doubling at this size): the compressed
+// algorithms' waits have the same deadlines.
+class PluginKilledRank : public PluginProcesses,
+                         public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(PluginKilledRank, TurnsIntoRemoteErrorOnTheOthers) {
   ScopedEnv timeout("TERSE_TIMEOUT_S", "4");
+  ScopedEnv codec("TERSE_CODEC", GetParam()[0] == '\0' ? nullptr : GetParam());
   const int nranks = 3;
   const std::vector<RankProcessResult> results =
       run(plugin_test::kScenarioKilled, nranks, new_id());
@@ -99,6 +105,11 @@ TEST_F(PluginProcesses, AKilledRankTurnsIntoRemoteErrorOnTheOthers) {
   EXPECT_EQ(results[nranks - 1].signal, SIGKILL)
       << "the victim was meant to kill itself: " << describe(results[nranks - 1]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Codecs, PluginKilledRank, ::testing::Values("", "int8"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param[0] == '\0' ? "uncompressed" : info.param);
+                         });
 
 // ncclCommAbort from another thread ends an allreduce blocked on a rank that never joins it, and
 // returns promptly (that rank idles until it is killed here).
