@@ -172,9 +172,7 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
   info.step = plan->step;
 
   if (tensor != nullptr && !tensor->codec.empty()) {
-    Policy override_policy;
-    TERSE_CHECK(Policy::from_codec_spec(tensor->codec, &override_policy));
-    plan->decision = override_policy.decide(info);
+    TERSE_CHECK(decide_with_spec(tensor->codec, info, &plan->decision));
   } else {
     plan->decision = policy_.decide(info);
   }
@@ -184,9 +182,7 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
   }
   if (plan->decision.codec == kAutoCodec) {
     const bool worth_it = link_ == LinkClass::kInter && info.bytes >= kAutoMinBytes;
-    Policy resolved;
-    TERSE_CHECK(Policy::from_codec_spec(worth_it ? "int8" : "none", &resolved));
-    plan->decision = resolved.decide(info);
+    TERSE_CHECK(decide_with_spec(worth_it ? "int8" : "none", info, &plan->decision));
   }
   if (!plan->decision.compressed()) {
     plan->why = plan->decision.rule < 0 ? "no rule matches" : "the rule says none now";
@@ -206,6 +202,19 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
                 plan->algorithm->name, plan->codec->spec().c_str());
   }
   plan->compressed = true;
+  return ncclSuccess;
+}
+
+ncclResult_t CompressionEngine::decide_with_spec(const std::string& spec, const TensorInfo& info,
+                                                 Decision* decision) {
+  // Parsed once per distinct spec: a per-call codec is usually the same every step.
+  auto found = one_rule_policies_.find(spec);
+  if (found == one_rule_policies_.end()) {
+    Policy policy;
+    TERSE_CHECK(Policy::from_codec_spec(spec, &policy));
+    found = one_rule_policies_.emplace(spec, std::move(policy)).first;
+  }
+  *decision = found->second.decide(info);
   return ncclSuccess;
 }
 

@@ -128,6 +128,9 @@ class CompressionEngine {
   // The tensor key, its step, the decision, codec and algorithm for `args` (mutex_ held).
   ncclResult_t plan(const CollectiveArgs& args, Plan* plan);
   ncclResult_t codec_for(const Decision& decision, Codec** codec);
+  // The decision of the one-rule policy naming `spec` (mutex_ held).
+  ncclResult_t decide_with_spec(const std::string& spec, const TensorInfo& info,
+                                Decision* decision);
   const CompressedAlgorithmInfo* algorithm_for(const Codec& codec, size_t count,
                                                size_t element_bytes) const;
   void log_first_decision(const Plan& plan, const CollectiveArgs& args);
@@ -149,6 +152,8 @@ class CompressionEngine {
   mutable std::mutex mutex_;
   Policy policy_;
   std::map<std::string, std::unique_ptr<Codec>> codecs_;  // by canonical spec
+  // One-rule policies of per-call codecs and of `auto`'s choices, by spec as given.
+  std::map<std::string, Policy> one_rule_policies_;
   std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> steps_;
   std::unordered_set<TensorKey, TensorIdentityHash, TensorIdentityEqual> logged_;
   CompressionStats stats_;

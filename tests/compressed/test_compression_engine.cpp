@@ -75,6 +75,22 @@ TEST(CompressionEngine, PolicyDecidesByNameSizeAndOp) {
   });
 }
 
+TEST(CompressionEngine, AutoStaysUncompressedInsideOneNode) {
+  // Until the cost model exists, `auto` compresses (int8) only across nodes: these threads share
+  // one host, so a 4 MiB tensor stays uncompressed.
+  CommunicatorWorld world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  world.run([&](Communicator& comm) {
+    comm.compression()->set_policy(policy_from("rules:\n  - codec: auto\n"));
+    std::vector<float> big(1 << 20, 1.0f), out(big.size());
+    std::string codec, algorithm;
+    ASSERT_EQ(comm.compression()->decide(allreduce_args(big, &out, "w"), &codec, &algorithm),
+              ncclSuccess);
+    EXPECT_EQ(codec, "none");
+    EXPECT_EQ(algorithm, "");
+  });
+}
+
 TEST(CompressionEngine, ScheduleCountsStepsPerTensor) {
   CommunicatorWorld world(2);
   ASSERT_TRUE(world.ok()) << world.error();
