@@ -117,6 +117,21 @@ int check_decisions(ncclComm_t comm, int rank, bool multi_node) {
                        std::string(e.name) + ": policy chose " + codec + ", expected " + e.codec);
     }
   }
+  // `auto`: int8 across nodes from 1 MiB, none inside one node (until the cost model exists).
+  if (terseCommSetPolicy(comm, "rules:\n  - codec: auto\n") != ncclSuccess) {
+    return fail_with(rank, std::string("terseCommSetPolicy auto: ") + ncclGetLastError(comm));
+  }
+  terseTensor tensor{};
+  tensor.name = "layer1.weight";
+  char codec[128], algorithm[32];
+  if (terseCommDecide(comm, &tensor, 1 << 20, ncclFloat32, ncclSum, codec, sizeof(codec), algorithm,
+                      sizeof(algorithm)) != ncclSuccess) {
+    return fail_with(rank, std::string("terseCommDecide auto: ") + ncclGetLastError(comm));
+  }
+  const char* expected = multi_node ? "int8" : "none";
+  if (std::strncmp(codec, expected, std::strlen(expected)) != 0) {
+    return fail_with(rank, std::string("auto chose ") + codec + ", expected " + expected);
+  }
   // A bad policy is refused and the old one stays.
   if (terseCommSetPolicy(comm, "rules:\n  - codec: nosuchcodec\n") == ncclSuccess) {
     return fail_with(rank, "a policy naming an unknown codec was accepted");
