@@ -13,11 +13,12 @@
 # perf/plot draws it.
 #
 #   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-c "none int8 ..."]
-#                                 [-s 64M] [-i ITERS] [-o OUTDIR]
+#                                 [-s 64M] [-i ITERS] [-o OUTDIR] [-p PNG] [-B BUILDDIR]
 #
 # Defaults: 4 nodes, 1gbit and 10gbit, codecs none int8 int4 topk:ratio=0.01 powersgd:rank=4,
-# 64M fp32, 5 timed iterations, output in build/emulated_cluster/. Needs root (namespaces and tc)
-# and a built tree (./cmake/build.sh). Everything it creates is named tc<pid>-*, lives in its own
+# 64M fp32, 5 timed iterations, output (JSON, logs, table.md, and the chart unless -p) in
+# build/emulated_cluster/, binaries from build/. Needs root (namespaces and tc) and a built
+# tree (./cmake/build.sh). Everything it creates is named tc<pid>-*, lives in its own
 # namespaces (addresses 10.213.0.0/24 exist only there), and is removed on exit, also after
 # Ctrl-C or a failed run.
 set -euo pipefail
@@ -29,7 +30,9 @@ codecs="none int8 int4 topk:ratio=0.01 powersgd:rank=4"
 size=64M
 iters=5
 out=build/emulated_cluster
-while getopts "n:r:c:s:i:o:h" flag; do
+build=build
+png=
+while getopts "n:r:c:s:i:o:p:B:h" flag; do
   case $flag in
     n) nodes=$OPTARG ;;
     r) rates=$OPTARG ;;
@@ -37,16 +40,21 @@ while getopts "n:r:c:s:i:o:h" flag; do
     s) size=$OPTARG ;;
     i) iters=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    p) png=$OPTARG ;;
+    B) build=$OPTARG ;;
+    h) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 if [[ $(id -u) -ne 0 ]]; then
   echo "emulated_cluster.sh: needs root (network namespaces, veth and tc); run it with sudo" >&2
   exit 1
 fi
-binary=$PWD/build/perf/all_reduce_perf
+binary=$(realpath -m "$build/perf/all_reduce_perf")
 [[ -x $binary ]] || { echo "emulated_cluster.sh: $binary is missing; run ./cmake/build.sh" >&2; exit 1; }
 mkdir -p "$out"
+out=$(realpath "$out")
+png=${png:-$out/emulated_cluster.png}
 
 prefix=tc$$
 switch=$prefix-sw
@@ -96,10 +104,10 @@ run_codec() {
   local port=$((20000 + RANDOM % 20000))
   pids=()
   for ((i = 0; i < nodes; ++i)); do
-    ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE=$nodes LOCAL_WORLD_SIZE=1 \
+    ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE="$nodes" LOCAL_WORLD_SIZE=1 \
       MASTER_ADDR="$(address 0)" MASTER_PORT=$port TERSE_HOSTID="node$i" \
       TERSE_SOCKET_IFNAME=eth0 UCX_TLS=tcp UCX_NET_DEVICES=eth0 TERSE_TIMEOUT_S=300 \
-      OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \
+      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" \
       "$binary" -b "$size" -e "$size" -n "$iters" -w 1 -Z "$codec" -J "$json" \
       >"$out/$(basename "$json" .json).rank$i.log" 2>&1 &
     pids+=($!)
@@ -118,11 +126,11 @@ jsons=()
 for rate in $rates; do
   limit_links "$rate"
   for codec in $codecs; do
-    json=$PWD/$out/${rate}_${codec%%:*}.json
+    json=$out/${rate}_${codec%%:*}.json
     run_codec "$rate" "$codec" "$json"
     jsons+=("$json")
   done
 done
 
 python3 perf/emulated_cluster_table.py "${jsons[@]}" | tee "$out/table.md"
-perf/plot "$out/emulated_cluster.png" "${jsons[@]}" || echo "emulated_cluster.sh: no chart (perf/plot failed)" >&2
+perf/plot "$png" "${jsons[@]}" || echo "emulated_cluster.sh: no chart (perf/plot failed)" >&2

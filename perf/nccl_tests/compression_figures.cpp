@@ -30,23 +30,38 @@ CompressionFigures compression_figures(const terseStats& before, const terseStat
   return figures;
 }
 
-double stated_bound(ncclComm_t comm, size_t count, int nranks, double magnitude, double scale,
-                    double unit_roundoff, double max_reference) {
+bool last_call_bound(ncclComm_t comm, size_t count, int nranks, StatedBound* bound) {
   terseStats stats;
-  if (terseCommGetStats(comm, &stats) != ncclSuccess) return 0;
-  if (std::strcmp(stats.last_codec, "none") == 0) return 0;
-  double factor = 0;
-  int l2 = 0, steps = 0;
-  if (terseCodecErrorBound(stats.last_codec, count, &factor, &l2) != ncclSuccess ||
-      terseAlgorithmLossySteps(stats.last_algorithm, nranks, &steps) != ncclSuccess) {
-    return 0;
+  if (terseCommGetStats(comm, &stats) != ncclSuccess) return false;
+  if (std::strcmp(stats.last_codec, "none") == 0) return false;
+  int l2 = 0;
+  if (terseCodecErrorBound(stats.last_codec, count, &bound->factor, &l2) != ncclSuccess ||
+      terseAlgorithmLossySteps(stats.last_algorithm, nranks, &bound->steps) != ncclSuccess) {
+    return false;
   }
-  const double norm = l2 ? magnitude * std::sqrt(static_cast<double>(count)) : magnitude;
-  const double norm_sum = nranks * norm;
-  const double grown = std::pow(1.0 + factor, steps);
+  bound->l2 = l2 != 0;
+  return true;
+}
+
+double input_norm_sum(const ValuePattern& pattern, size_t count, bool l2) {
+  double sum = 0;
+  for (int rank = 0; rank < pattern.nranks(); ++rank) {
+    double norm = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double value = std::fabs(pattern.input(rank, i));
+      norm = l2 ? norm + value * value : std::max(norm, value);
+    }
+    sum += l2 ? std::sqrt(norm) : norm;
+  }
+  return sum;
+}
+
+double allreduce_bound(const StatedBound& bound, double norm_sum, double scale,
+                       double unit_roundoff, double max_reference) {
+  const double grown = std::pow(1.0 + bound.factor, bound.steps);
   const double lossy = norm_sum * (grown - 1.0);
   const double arithmetic = 64 * std::ldexp(1.0, -24) * norm_sum * grown;
-  const double scaled = (lossy + arithmetic) * scale;
+  const double scaled = (lossy + arithmetic) * std::fabs(scale);
   // A 16-bit output rounds the result once more (fp32 outputs: well inside the slack above).
   const double rounding = unit_roundoff > std::ldexp(1.0, -20) ? unit_roundoff : 0.0;
   return scaled + rounding * (max_reference + scaled);

@@ -36,12 +36,16 @@ int64_t count_row_outside_bound(const RankContext& context, const RowCase& row, 
   const size_t offset =
       in_place ? static_cast<size_t>(context.rank) * row.counts.recv_in_place * row.type.bytes : 0;
   const double scale = row.op == Reduction::kAvg ? 1.0 / context.nranks : 1.0;
-  const double largest = context.nranks * row.pattern.magnitude() * scale;
-  const double bound =
-      stated_bound(context.comm, row.counts.recv, context.nranks, row.pattern.magnitude(), scale,
-                   row.type.unit_roundoff, largest);
-  return count_outside_bound(row.type.type, context.buffers.recv.get() + offset, row.counts.recv,
-                             row.pattern, bound, rel_err);
+  const size_t count = row.counts.recv;
+  StatedBound stated;
+  double bound = 0;
+  if (last_call_bound(context.comm, count, context.nranks, &stated)) {
+    const double largest = context.nranks * row.pattern.magnitude() * scale;
+    bound = allreduce_bound(stated, input_norm_sum(row.pattern, count, stated.l2), scale,
+                            row.type.unit_roundoff, largest);
+  }
+  return count_outside_bound(row.type.type, context.buffers.recv.get() + offset, count, row.pattern,
+                             bound, rel_err);
 }
 
 }  // namespace perf
