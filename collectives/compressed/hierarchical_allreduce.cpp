@@ -17,9 +17,8 @@
 // Error feedback and codec state work at node level, where the compression happens: the leader
 // hands its residual entry to the inner algorithm, which adds the residual to the node sum and
 // keeps what the encode dropped (momentum and PowerSGD's warm start likewise). Members' entries
-// stay unused: their gradients reach the leader exactly. A residual entry checks the dtype it
-// compensates, and the node sum is fp32, so a 16-bit tensor's leader keeps its node residual in
-// an fp32 entry of its own (key + "#hierarchical-node").
+// stay unused: their gradients reach the leader exactly. The residual is fp32 whatever the
+// tensor's dtype, and make_contribution adds it to the fp32 node sum directly.
 //
 // Bound: the inner algorithm's over the node sums, whose norms add up to at most the ranks'
 // (the norms are subadditive); lossy_steps of the table's row covers every leader count.
@@ -31,9 +30,6 @@
 // inner algorithm only joins leaders).
 #include <algorithm>
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,7 +38,6 @@
 #include "collectives/compressed/contribution.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
-#include "common/log.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
 
@@ -205,11 +200,9 @@ class HierarchicalAllreduce {
   // The default algorithm among the leaders on the node sums. An fp32 result goes straight into
   // recv (scaled there); a 16-bit one is summed in place in the node sum and written after.
   ncclResult_t run_inner(float* node_sum) {
-    std::shared_ptr<ResidualEntry> node_entry;
     CompressedArgs inner = args_;
     inner.send = node_sum;
     inner.dtype = DType::kFloat32;
-    TERSE_CHECK(inner_entry(&node_entry, &inner.entry));
     const bool direct = args_.dtype == DType::kFloat32;
     inner.recv = direct ? args_.recv : node_sum;
     inner.result_scale = direct ? args_.result_scale : 1.0;
@@ -226,40 +219,6 @@ class HierarchicalAllreduce {
     leaders.index = node_;
     TERSE_CHECK(inner_.run(inner, context));
     if (!direct) write_result(args_, node_sum, ElementRange{0, args_.count});
-    return ncclSuccess;
-  }
-
-  // The entry whose residual and state the inner algorithm uses: the leader's own, unless it
-  // keeps a residual of a 16-bit tensor (compensate() checks the dtype, the node sum is fp32):
-  // then an fp32 entry of the node sum's own.
-  ncclResult_t inner_entry(std::shared_ptr<ResidualEntry>* holder, ResidualEntry** entry) const {
-    *entry = args_.entry;
-    if (args_.entry == nullptr || args_.entry->residual() == nullptr ||
-        args_.dtype == DType::kFloat32) {
-      return ncclSuccess;
-    }
-    TensorKey key = args_.key;
-    if (key.named()) {
-      key.name += "#hierarchical-node";
-    } else {
-      char name[64];
-      std::snprintf(name, sizeof(name), "@0x%" PRIx64 "#hierarchical-node", key.address);
-      key.name = name;
-    }
-    key.count = args_.count;
-    key.dtype = DType::kFloat32;
-    EntryOptions options;
-    options.shape = args_.entry->shape();
-    if (args_.residuals->acquire(key, *args_.codec, MemoryKind::kResidual, options, holder) !=
-        ncclSuccess) {
-      // Only this leader knows; failing here would leave the other leaders waiting. The result
-      // stays within its bound, only without error feedback.
-      TERSE_WARN("rank %d: %s; the node sum is compressed without error feedback",
-                 context_.transport->rank(), last_error());
-      *entry = nullptr;
-      return ncclSuccess;
-    }
-    *entry = holder->get();
     return ncclSuccess;
   }
 
@@ -304,13 +263,6 @@ ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const Compressed
       default_compressed_algorithm(*args.codec, args.count, dtype_size(args.dtype));
   const NodeLayout layout = layout_nodes(group);
   if (!layout.worth_it) return inner->run(args, context);
-  if (args.entry != nullptr && args.entry->residual() != nullptr && args.dtype != DType::kFloat32 &&
-      args.residuals == nullptr) {
-    return fail(ncclInvalidUsage,
-                "hierarchical allreduce on rank %d: a %s tensor with a residual needs the residual "
-                "memory to keep its node sum's fp32 residual",
-                group.rank_at(group.index), dtype_name(args.dtype));
-  }
   HierarchicalAllreduce hierarchical(args, context, layout, *inner);
   return hierarchical.run();
 }
