@@ -204,5 +204,67 @@ CaseReport run_and_check(CompressedRanks& ranks, const CompressedAlgorithmInfo& 
                     result_scale);
 }
 
+const std::vector<std::string>& reencoding_codecs() {
+  static const std::vector<std::string> codecs = {"none",
+                                                  "fp16",
+                                                  "bf16",
+                                                  "int8",
+                                                  "int4",
+                                                  "int2",
+                                                  "int8:mode=absmax,rounding=stochastic",
+                                                  "qsgd",
+                                                  "terngrad",
+                                                  "sign",
+                                                  "topk:ratio=0.1",
+                                                  "randomk:ratio=0.1",
+                                                  "threshold:threshold=0.5"};
+  return codecs;
+}
+
+void expect_result_is_sum_less_residuals(CompressedRanks& ranks,
+                                         const CompressedAlgorithmInfo& algorithm, size_t count) {
+  const int n = ranks.nranks();
+  for (int r = 0; r < n; ++r) ranks.residuals(r).reset_all();
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<double> exact(count, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> values = make_rank_input(r, count, 6);
+    for (size_t i = 0; i < count; ++i) exact[i] += values[i];
+    inputs.push_back(to_dtype(values, DType::kFloat32));
+  }
+  std::vector<std::vector<uint8_t>> outputs;
+  ASSERT_EQ(ranks.allreduce(algorithm, DType::kFloat32, count, inputs, &outputs),
+            std::vector<ncclResult_t>(static_cast<size_t>(n), ncclSuccess));
+  const std::vector<double> got = from_dtype(outputs[0], DType::kFloat32, count);
+  std::vector<double> residual_sum(count, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> residual = ranks.residual(r, count, DType::kFloat32);
+    ASSERT_EQ(residual.size(), count) << algorithm.name << " n=" << n << " rank " << r;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < count; ++i) {
+      residual_sum[i] += residual[i];
+      if (residual[i] != 0.0f) ++nonzero;
+    }
+    EXPECT_GT(nonzero, count / 2) << algorithm.name << " n=" << n << " rank " << r;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_NEAR(got[i], exact[i] - residual_sum[i], 1e-5)
+        << algorithm.name << " n=" << n << " element " << i;
+  }
+}
+
+void expect_scratch_stops_growing(CompressedRanks& ranks, const CompressedAlgorithmInfo& algorithm,
+                                  size_t count) {
+  const int n = ranks.nranks();
+  run_and_check(ranks, algorithm, DType::kFloat32, count, 1);
+  std::vector<uint64_t> growths;
+  for (int r = 0; r < n; ++r) growths.push_back(ranks.scratch(r).growths());
+  for (int call = 0; call < 3; ++call) run_and_check(ranks, algorithm, DType::kFloat32, count, 2);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(ranks.scratch(r).growths(), growths[static_cast<size_t>(r)])
+        << algorithm.name << " rank " << r;
+  }
+}
+
 }  // namespace test
 }  // namespace terse

@@ -112,5 +112,21 @@ CaseReport run_and_check(CompressedRanks& ranks, const CompressedAlgorithmInfo& 
                          DType dtype, size_t count, uint64_t salt, double result_scale = 1.0,
                          bool in_place = false);
 
+// Every codec the re-encoding algorithms (sra, ring, recursive_doubling, tree) accept: the
+// casts, the quantizers and the stateless sparsifiers.
+const std::vector<std::string>& reencoding_codecs();
+
+// One call of `algorithm` from zero residuals (the ranks' codec must be lossy and keep a
+// residual): every encode's error is kept by exactly one rank, so the result equals the inputs'
+// sum less the ranks' new residuals (within 1e-5, the rounding of a few fp32 additions on sums
+// near 6), and every rank's residual is non-zero on more than half of the elements.
+void expect_result_is_sum_less_residuals(CompressedRanks& ranks,
+                                         const CompressedAlgorithmInfo& algorithm, size_t count);
+
+// No allocation once warm: after a first call of `count` elements, three more identical calls
+// grow no scratch slot on any rank.
+void expect_scratch_stops_growing(CompressedRanks& ranks, const CompressedAlgorithmInfo& algorithm,
+                                  size_t count);
+
 }  // namespace test
 }  // namespace terse

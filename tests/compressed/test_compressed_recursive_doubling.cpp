@@ -23,29 +23,11 @@ const CompressedAlgorithmInfo& doubling() {
   return *find_compressed_algorithm("recursive_doubling");
 }
 
-// Every codec recursive doubling accepts (stateless dense and sparse ones).
-const std::vector<std::string>& accepted_codecs() {
-  static const std::vector<std::string> codecs = {"none",
-                                                  "fp16",
-                                                  "bf16",
-                                                  "int8",
-                                                  "int4",
-                                                  "int2",
-                                                  "int8:mode=absmax,rounding=stochastic",
-                                                  "qsgd",
-                                                  "terngrad",
-                                                  "sign",
-                                                  "topk:ratio=0.1",
-                                                  "randomk:ratio=0.1",
-                                                  "threshold:threshold=0.5"};
-  return codecs;
-}
-
 class DoublingRanks : public ::testing::TestWithParam<int> {};
 
 // Every codec, from an empty tensor to 65539 elements (a partial last codec block).
 TEST_P(DoublingRanks, EveryCodecWithinTheBound) {
-  for (const std::string& codec : accepted_codecs()) {
+  for (const std::string& codec : test::reencoding_codecs()) {
     CompressedRanks ranks(GetParam(), codec, MemoryKind::kResidual);
     ASSERT_TRUE(ranks.ok()) << ranks.error();
     EXPECT_TRUE(doubling().accepts(ranks.codec(0), 1001)) << codec;
@@ -101,48 +83,18 @@ TEST(CompressedRecursiveDoubling, Int8SendsUnderThreeTenthsOfFp32) {
 // few additions (1e-5 on sums near 6; one int8 step of error is ~1e-2). Every rank keeps a
 // residual (int8 loses something nearly everywhere).
 TEST(CompressedRecursiveDoubling, ResultIsTheSumLessTheResiduals) {
-  const size_t count = 4000;
   for (int n : {3, 6, 8}) {
     CompressedRanks ranks(n, "int8", MemoryKind::kResidual);
     ASSERT_TRUE(ranks.ok()) << ranks.error();
-    std::vector<std::vector<uint8_t>> inputs;
-    std::vector<double> exact(count, 0.0);
-    for (int r = 0; r < n; ++r) {
-      const std::vector<float> values = test::make_rank_input(r, count, 6);
-      for (size_t i = 0; i < count; ++i) exact[i] += values[i];
-      inputs.push_back(test::to_dtype(values, DType::kFloat32));
-    }
-    std::vector<std::vector<uint8_t>> outputs;
-    ASSERT_EQ(ranks.allreduce(doubling(), DType::kFloat32, count, inputs, &outputs),
-              std::vector<ncclResult_t>(size_t(n), ncclSuccess));
-    const std::vector<double> got = test::from_dtype(outputs[0], DType::kFloat32, count);
-    std::vector<double> residual_sum(count, 0.0);
-    for (int r = 0; r < n; ++r) {
-      const std::vector<float> residual = ranks.residual(r, count, DType::kFloat32);
-      ASSERT_EQ(residual.size(), count) << r;
-      size_t nonzero = 0;
-      for (size_t i = 0; i < count; ++i) {
-        residual_sum[i] += residual[i];
-        if (residual[i] != 0.0f) ++nonzero;
-      }
-      EXPECT_GT(nonzero, count / 2) << "n=" << n << " rank " << r;
-    }
-    for (size_t i = 0; i < count; ++i) {
-      ASSERT_NEAR(got[i], exact[i] - residual_sum[i], 1e-5) << "n=" << n << " element " << i;
-    }
+    test::expect_result_is_sum_less_residuals(ranks, doubling(), 4000);
   }
 }
 
 // No allocation once warm: further identical calls grow no scratch slot.
 TEST(CompressedRecursiveDoubling, ScratchStopsGrowingAfterTheFirstCall) {
-  const int n = 5;
-  CompressedRanks ranks(n, "int8", MemoryKind::kResidual);
+  CompressedRanks ranks(5, "int8", MemoryKind::kResidual);
   ASSERT_TRUE(ranks.ok()) << ranks.error();
-  run_and_check(ranks, doubling(), DType::kFloat32, 50000, 1);
-  std::vector<uint64_t> growths;
-  for (int r = 0; r < n; ++r) growths.push_back(ranks.scratch(r).growths());
-  for (int call = 0; call < 3; ++call) run_and_check(ranks, doubling(), DType::kFloat32, 50000, 2);
-  for (int r = 0; r < n; ++r) EXPECT_EQ(ranks.scratch(r).growths(), growths[size_t(r)]) << r;
+  test::expect_scratch_stops_growing(ranks, doubling(), 50000);
 }
 
 }  // namespace

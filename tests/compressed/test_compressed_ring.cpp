@@ -23,29 +23,12 @@ const CompressedAlgorithmInfo& ring() {
   return *find_compressed_algorithm("ring");
 }
 
-const std::vector<std::string>& accepted_codecs() {
-  static const std::vector<std::string> codecs = {"none",
-                                                  "fp16",
-                                                  "bf16",
-                                                  "int8",
-                                                  "int4",
-                                                  "int2",
-                                                  "int8:mode=absmax,rounding=stochastic",
-                                                  "qsgd",
-                                                  "terngrad",
-                                                  "sign",
-                                                  "topk:ratio=0.1",
-                                                  "randomk:ratio=0.1",
-                                                  "threshold:threshold=0.5"};
-  return codecs;
-}
-
 class RingRanks : public ::testing::TestWithParam<int> {};
 
 // Every codec, from an empty tensor to one of several pieces per block (65539 elements in
 // 16 KiB pieces: 2 to 16 pieces per block, the last one shorter).
 TEST_P(RingRanks, EveryCodecWithinTheBound) {
-  for (const std::string& codec : accepted_codecs()) {
+  for (const std::string& codec : test::reencoding_codecs()) {
     CompressedRanks ranks(GetParam(), codec, MemoryKind::kResidual);
     ASSERT_TRUE(ranks.ok()) << ranks.error();
     for (size_t count : {size_t{0}, size_t{1}, size_t{1001}}) {
@@ -98,36 +81,10 @@ TEST(CompressedRing, ErrorGrowsWithRanksUnlikeSra) {
 // Starting from zero residuals, the result is then exactly the inputs' sum less the ranks'
 // residuals (up to fp32 rounding of the few additions), and every block leaves a residual.
 TEST(CompressedRing, ResultIsTheSumLessTheResiduals) {
-  const int n = 4;
-  const size_t count = 4000;
-  CompressedRanks ranks(n, "int8", MemoryKind::kResidual);
+  CompressedRanks ranks(4, "int8", MemoryKind::kResidual);
   ASSERT_TRUE(ranks.ok()) << ranks.error();
   ranks.set_piece_bytes(1024);
-  std::vector<std::vector<uint8_t>> inputs;
-  std::vector<double> exact(count, 0.0);
-  for (int r = 0; r < n; ++r) {
-    const std::vector<float> values = test::make_rank_input(r, count, 6);
-    for (size_t i = 0; i < count; ++i) exact[i] += values[i];
-    inputs.push_back(test::to_dtype(values, DType::kFloat32));
-  }
-  std::vector<std::vector<uint8_t>> outputs;
-  ASSERT_EQ(ranks.allreduce(ring(), DType::kFloat32, count, inputs, &outputs),
-            std::vector<ncclResult_t>(n, ncclSuccess));
-  const std::vector<double> got = test::from_dtype(outputs[0], DType::kFloat32, count);
-  std::vector<double> residual_sum(count, 0.0);
-  for (int r = 0; r < n; ++r) {
-    const std::vector<float> residual = ranks.residual(r, count, DType::kFloat32);
-    ASSERT_EQ(residual.size(), count) << r;
-    size_t nonzero = 0;
-    for (size_t i = 0; i < count; ++i) {
-      residual_sum[i] += residual[i];
-      if (residual[i] != 0.0f) ++nonzero;
-    }
-    EXPECT_GT(nonzero, count / 2) << "rank " << r;  // int8 loses something nearly everywhere
-  }
-  for (size_t i = 0; i < count; ++i) {
-    ASSERT_NEAR(got[i], exact[i] - residual_sum[i], 1e-5) << "element " << i;
-  }
+  test::expect_result_is_sum_less_residuals(ranks, ring(), 4000);
 }
 
 // No allocation once warm: a second identical call grows no scratch slot.
@@ -135,11 +92,7 @@ TEST(CompressedRing, ScratchStopsGrowingAfterTheFirstCall) {
   CompressedRanks ranks(3, "int8", MemoryKind::kResidual);
   ASSERT_TRUE(ranks.ok()) << ranks.error();
   ranks.set_piece_bytes(16 << 10);
-  run_and_check(ranks, ring(), DType::kFloat32, 100000, 1);
-  std::vector<uint64_t> growths;
-  for (int r = 0; r < 3; ++r) growths.push_back(ranks.scratch(r).growths());
-  for (int call = 0; call < 3; ++call) run_and_check(ranks, ring(), DType::kFloat32, 100000, 2);
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks.scratch(r).growths(), growths[size_t(r)]) << r;
+  test::expect_scratch_stops_growing(ranks, ring(), 100000);
 }
 
 }  // namespace

@@ -23,30 +23,12 @@ const CompressedAlgorithmInfo& sra() {
   return *find_compressed_algorithm("sra");
 }
 
-// Every codec sra accepts (dense and stateless sparse ones).
-const std::vector<std::string>& accepted_codecs() {
-  static const std::vector<std::string> codecs = {"none",
-                                                  "fp16",
-                                                  "bf16",
-                                                  "int8",
-                                                  "int4",
-                                                  "int2",
-                                                  "int8:mode=absmax,rounding=stochastic",
-                                                  "qsgd",
-                                                  "terngrad",
-                                                  "sign",
-                                                  "topk:ratio=0.1",
-                                                  "randomk:ratio=0.1",
-                                                  "threshold:threshold=0.5"};
-  return codecs;
-}
-
 class SraRanks : public ::testing::TestWithParam<int> {};
 
 // Every codec, from an empty tensor to one of several pieces per chunk (65539 elements in
 // 16 KiB pieces: 2 to 16 pieces per chunk, the last one shorter).
 TEST_P(SraRanks, EveryCodecWithinTheBound) {
-  for (const std::string& codec : accepted_codecs()) {
+  for (const std::string& codec : test::reencoding_codecs()) {
     CompressedRanks ranks(GetParam(), codec, MemoryKind::kResidual);
     ASSERT_TRUE(ranks.ok()) << ranks.error();
     for (size_t count : {size_t{0}, size_t{1}, size_t{1001}}) {
@@ -131,11 +113,7 @@ TEST(Sra, ScratchStopsGrowingAfterTheFirstCall) {
   CompressedRanks ranks(3, "int8", MemoryKind::kResidual);
   ASSERT_TRUE(ranks.ok()) << ranks.error();
   ranks.set_piece_bytes(16 << 10);
-  run_and_check(ranks, sra(), DType::kFloat32, 100000, 1);
-  std::vector<uint64_t> growths;
-  for (int r = 0; r < 3; ++r) growths.push_back(ranks.scratch(r).growths());
-  for (int call = 0; call < 3; ++call) run_and_check(ranks, sra(), DType::kFloat32, 100000, 2);
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks.scratch(r).growths(), growths[size_t(r)]) << r;
+  test::expect_scratch_stops_growing(ranks, sra(), 100000);
 }
 
 }  // namespace
