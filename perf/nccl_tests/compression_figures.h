@@ -31,7 +31,6 @@ struct CompressionFigures {
   double ratio = 1.0;          // wire bytes / dense ring bytes
   double encode_us = 0;        // per call, this rank
   double decode_us = 0;
-  double rel_err = 0;  // set by the check
 };
 
 // Fills the traffic figures from two snapshots around `calls` calls.
