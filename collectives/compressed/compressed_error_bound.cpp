@@ -1,47 +1,49 @@
 #include "collectives/compressed/compressed_error_bound.h"
 
 #include <cmath>
-#include <map>
-#include <sstream>
 #include <string>
+#include <vector>
 
+#include "codecs/codec_params.h"
 #include "codecs/sparse_density.h"
 #include "common/result.h"
 
 namespace terse {
 namespace {
 
-// "name:k=v,k=v" -> {k: v}.
-std::map<std::string, std::string> spec_parameters(const std::string& spec) {
-  std::map<std::string, std::string> parameters;
-  const size_t colon = spec.find(':');
-  if (colon == std::string::npos) return parameters;
-  std::stringstream stream(spec.substr(colon + 1));
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    const size_t equals = item.find('=');
-    if (equals != std::string::npos) parameters[item.substr(0, equals)] = item.substr(equals + 1);
+// The parameters a bound depends on, read from the codec's canonical spec (every parameter is
+// spelled out there, so the fallbacks only keep the reads total).
+struct SpecParameters {
+  explicit SpecParameters(const Codec& codec) {
+    std::string name;
+    if (parse_codec_spec(codec.spec(), &name, &params_) != ncclSuccess) params_ = CodecParams();
   }
-  return parameters;
-}
+  double number(const char* key, double fallback) {
+    double value = fallback;
+    if (params_.get_double(key, fallback, -1e300, 1e300, &value) != ncclSuccess) value = fallback;
+    return value;
+  }
+  // Whether choice `key` (one of `choices`, as the codec defines them) is `expected`.
+  bool is(const char* key, const std::vector<std::string>& choices, const char* expected) {
+    std::string value;
+    return params_.get_choice(key, choices, choices.front(), &value) == ncclSuccess &&
+           value == expected;
+  }
+  bool flag(const char* key, bool fallback) {
+    bool value = fallback;
+    return params_.get_bool(key, fallback, &value) == ncclSuccess ? value : fallback;
+  }
 
-double number(const std::map<std::string, std::string>& parameters, const char* name,
-              double fallback) {
-  const auto found = parameters.find(name);
-  return found == parameters.end() ? fallback : std::strtod(found->second.c_str(), nullptr);
-}
-
-bool is(const std::map<std::string, std::string>& parameters, const char* name, const char* value) {
-  const auto found = parameters.find(name);
-  return found != parameters.end() && found->second == value;
-}
+ private:
+  CodecParams params_;
+};
 
 // The blockwise integer quantizers: half a step (nearest) or a whole step (stochastic), the
 // step being (max - min) / (2^b - 1) <= 2 max|x| / (2^b - 1) (minmax) or
 // max|x| / (2^(b-1) - 1) (absmax); plus their 2^-20 max|x| of fp32 rounding.
-double int_quant_factor(int bits, const std::map<std::string, std::string>& parameters) {
-  const bool absmax = is(parameters, "mode", "absmax");
-  const bool stochastic = is(parameters, "rounding", "stochastic");
+double int_quant_factor(int bits, SpecParameters& parameters) {
+  const bool absmax = parameters.is("mode", {"minmax", "absmax"}, "absmax");
+  const bool stochastic = parameters.is("rounding", {"nearest", "stochastic"}, "stochastic");
   const double step = absmax ? 1.0 / ((1 << (bits - 1)) - 1) : 2.0 / ((1 << bits) - 1);
   return (stochastic ? step : step / 2) + std::ldexp(1.0, -20);
 }
@@ -49,7 +51,7 @@ double int_quant_factor(int bits, const std::map<std::string, std::string>& para
 }  // namespace
 
 ncclResult_t codec_error_bound(const Codec& codec, size_t count, CodecErrorBound* bound) {
-  const auto parameters = spec_parameters(codec.spec());
+  SpecParameters parameters(codec);
   *bound = CodecErrorBound{};
   switch (codec.id()) {
     case CodecId::kNone:
@@ -71,12 +73,13 @@ ncclResult_t codec_error_bound(const Codec& codec, size_t count, CodecErrorBound
       return ncclSuccess;
     case CodecId::kQsgd:
       // x^ lies on one of the two levels next to x, N / levels apart (N: the block's norm).
-      bound->factor = 1.0 / number(parameters, "levels", 7) + std::ldexp(1.0, -20);
-      bound->norm = is(parameters, "norm", "l2") ? BoundNorm::kL2 : BoundNorm::kMaxAbs;
+      bound->factor = 1.0 / parameters.number("levels", 7) + std::ldexp(1.0, -20);
+      bound->norm =
+          parameters.is("norm", {"max", "l2"}, "l2") ? BoundNorm::kL2 : BoundNorm::kMaxAbs;
       return ncclSuccess;
     case CodecId::kTernGrad:
       // x^ in {0, S sign x} with S <= max|x|; clipping moves x by at most another max|x|.
-      bound->factor = number(parameters, "clip", 0) > 0 ? 2.0 : 1.0;
+      bound->factor = parameters.number("clip", 0) > 0 ? 2.0 : 1.0;
       return ncclSuccess;
     case CodecId::kSign:  // | |x| - mean|x| | <= max|x|
     case CodecId::kTopK:  // kept exact, dropped ones move by |x|
@@ -87,11 +90,11 @@ ncclResult_t codec_error_bound(const Codec& codec, size_t count, CodecErrorBound
     case CodecId::kRandomK: {
       // Unbiased: a kept value is scaled by its stratum's length L <= ceil(count / k), so it
       // moves by (L - 1)|x|; a dropped one by |x|.
-      if (!is(parameters, "unbiased", "true")) {
+      if (!parameters.flag("unbiased", true)) {
         bound->factor = 1.0;
         return ncclSuccess;
       }
-      const size_t kept = kept_count(count, number(parameters, "ratio", 0.01));
+      const size_t kept = kept_count(count, parameters.number("ratio", 0.01));
       const double longest = kept == 0 ? 1.0 : std::ceil(double(count) / double(kept));
       bound->factor = longest > 2 ? longest - 1 : 1.0;
       return ncclSuccess;
@@ -104,22 +107,26 @@ ncclResult_t codec_error_bound(const Codec& codec, size_t count, CodecErrorBound
   return fail(ncclInvalidArgument, "no error bound is stated for codec %s", codec.spec().c_str());
 }
 
-double bound_norm(BoundNorm norm, const float* values, size_t count) {
+namespace {
+
+template <typename T>
+double norm_of(BoundNorm norm, const T* values, size_t count) {
   double result = 0;
   for (size_t i = 0; i < count; ++i) {
-    const double v = std::fabs(double(values[i]));
+    const double v = std::fabs(static_cast<double>(values[i]));
     result = norm == BoundNorm::kL2 ? result + v * v : (v > result ? v : result);
   }
   return norm == BoundNorm::kL2 ? std::sqrt(result) : result;
 }
 
+}  // namespace
+
+double bound_norm(BoundNorm norm, const float* values, size_t count) {
+  return norm_of(norm, values, count);
+}
+
 double bound_norm(BoundNorm norm, const double* values, size_t count) {
-  double result = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const double v = std::fabs(values[i]);
-    result = norm == BoundNorm::kL2 ? result + v * v : (v > result ? v : result);
-  }
-  return norm == BoundNorm::kL2 ? std::sqrt(result) : result;
+  return norm_of(norm, values, count);
 }
 
 double allreduce_error_bound(const CodecErrorBound& bound, int lossy_steps, double norm_sum,

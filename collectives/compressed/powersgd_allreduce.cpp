@@ -21,10 +21,11 @@
 // Steps: iteration i uses [2 i S, (2 i + 2) S) with S = group_allreduce_steps(n) (P, then Q);
 // the dense sum comes after the last iteration.
 #include <chrono>
-#include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <string>
 
+#include "codecs/codec_params.h"
 #include "codecs/powersgd.h"
 #include "codecs/powersgd_state.h"
 #include "collectives/compressed/compressed_algorithms.h"
@@ -43,21 +44,24 @@ struct PowerSgdParameters {
   bool warm_start = true;
 };
 
-// The codec's canonical spec spells every parameter out ("powersgd:rank=4,iterations=1,...").
+// The codec's canonical spec spells every parameter out ("powersgd:rank=4,iterations=1,...");
+// the codec validated them, so the reads cannot fail and the fallbacks are the codec's defaults.
 PowerSgdParameters parameters_of(const Codec& codec) {
   PowerSgdParameters parameters;
-  const std::string spec = codec.spec();
-  const auto value = [&](const char* key) -> std::string {
-    const std::string needle = std::string(key) + "=";
-    const size_t at = spec.find(needle);
-    if (at == std::string::npos) return "";
-    const size_t end = spec.find(',', at);
-    return spec.substr(at + needle.size(),
-                       end == std::string::npos ? std::string::npos : end - at - needle.size());
-  };
-  if (!value("rank").empty()) parameters.rank = std::atoi(value("rank").c_str());
-  if (!value("iterations").empty()) parameters.iterations = std::atoi(value("iterations").c_str());
-  parameters.warm_start = value("warm_start") != "false";
+  std::string name;
+  CodecParams params;
+  if (parse_codec_spec(codec.spec(), &name, &params) != ncclSuccess) return parameters;
+  long long rank = parameters.rank, iterations = parameters.iterations;
+  if (params.get_int("rank", rank, 1, INT_MAX, &rank) == ncclSuccess) {
+    parameters.rank = static_cast<int>(rank);
+  }
+  if (params.get_int("iterations", iterations, 1, INT_MAX, &iterations) == ncclSuccess) {
+    parameters.iterations = static_cast<int>(iterations);
+  }
+  bool warm_start = parameters.warm_start;
+  if (params.get_bool("warm_start", warm_start, &warm_start) == ncclSuccess) {
+    parameters.warm_start = warm_start;
+  }
   return parameters;
 }
 
