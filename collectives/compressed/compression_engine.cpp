@@ -292,7 +292,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   const auto start = std::chrono::steady_clock::now();
   const ncclResult_t result = plan.algorithm->run(compressed, compressed_context);
   if (result != ncclSuccess) return result;
-  record(plan.codec->spec(), plan.algorithm->name, args.count * dtype_size(plan.dtype),
+  record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
          transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);
   return ncclSuccess;
 }
