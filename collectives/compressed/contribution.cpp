@@ -83,6 +83,16 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
   return result;
 }
 
+ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                       uint8_t** message, size_t* message_bytes) {
+  float* values = context.scratch->floats(ScratchSlot::kValues, args.count);
+  TERSE_CHECK(make_contribution(args, context, values));
+  const size_t capacity = message_capacity(args, args.count);
+  *message = context.scratch->bytes(ScratchSlot::kOutgoing, capacity);
+  return encode_contribution(args, context, values, ElementRange{0, args.count}, *message, capacity,
+                             message_bytes);
+}
+
 ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
                             const float* values, size_t count, float* error, void* message,
                             size_t capacity, size_t* message_bytes) {

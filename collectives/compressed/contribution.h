@@ -43,6 +43,12 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
                                  const float* values, const ElementRange& range, void* message,
                                  size_t capacity, size_t* message_bytes);
 
+// make_contribution and encode_contribution of the whole tensor (scratch kValues and kOutgoing):
+// how the algorithms that send each rank's tensor as one message start (sparse allgather,
+// Random-K). *message points at the encoded bytes in kOutgoing.
+ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                       uint8_t** message, size_t* message_bytes);
+
 // Encodes `count` fp32 values that are not this rank's gradient (a partial sum), with
 // `error` (may be null) receiving values - decode(message). No codec state.
 ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,

@@ -52,13 +52,9 @@ ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedConte
   if (n == 1) return copy_single_rank(args);
   if (args.count == 0) return ncclSuccess;
   CompressionScratch& scratch = *context.scratch;
-  float* values = scratch.floats(ScratchSlot::kValues, args.count);
-  TERSE_CHECK(make_contribution(args, context, values));
-  const size_t capacity = message_capacity(args, args.count);
-  uint8_t* message = scratch.bytes(ScratchSlot::kOutgoing, capacity);
+  uint8_t* message = nullptr;
   size_t bytes = 0;
-  TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, message,
-                                  capacity, &bytes));
+  TERSE_CHECK(encode_whole_contribution(args, context, &message, &bytes));
   SparseLayout layout;
   TERSE_CHECK(shared_values_layout(args, message, bytes, &layout));
 
@@ -68,7 +64,7 @@ ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedConte
       scratch.floats(ScratchSlot::kTertiary, group_allreduce_scratch(layout.kept, n));
   TERSE_CHECK(
       group_allreduce_sum(kept_values, layout.kept, context, context.first_step, ring_scratch));
-  float* sum = scratch.floats(ScratchSlot::kAccumulator, args.count);
+  float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
   TERSE_CHECK(decode_message(args, context, message, bytes, sum, args.count, false));
   write_result(args, sum, ElementRange{0, args.count});
   return ncclSuccess;

@@ -91,13 +91,10 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
   if (args.count == 0) return ncclSuccess;
   CompressionScratch& scratch = *context.scratch;
 
-  float* values = scratch.floats(ScratchSlot::kValues, args.count);
-  TERSE_CHECK(make_contribution(args, context, values));
   const size_t capacity = message_capacity(args, args.count);
-  uint8_t* own = scratch.bytes(ScratchSlot::kOutgoing, capacity);
+  uint8_t* own = nullptr;
   size_t own_bytes = 0;
-  TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, own, capacity,
-                                  &own_bytes));
+  TERSE_CHECK(encode_whole_contribution(args, context, &own, &own_bytes));
 
   std::vector<uint64_t> sizes;
   TERSE_CHECK(exchange_sizes(context, own_bytes, &sizes));
