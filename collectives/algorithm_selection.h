@@ -9,8 +9,9 @@
 // Collectives are named as collective_name() prints them (allreduce, broadcast, reduce,
 // allgather, reducescatter, alltoall, gather, scatter, send, recv); names are matched without
 // regard to case. A name that matches nothing is refused, with the list of what exists. Every
-// rank must set the same TERSE_ALGO, or the ranks run different algorithms and wait for
-// messages that never come (ncclRemoteError at TERSE_TIMEOUT_S).
+// rank must set the same TERSE_ALGO (ranks running different algorithms would wait for messages
+// that never come): communicator creation compares them and refuses a difference on every rank
+// (settings_agreement.h).
 #pragma once
 
 #include <nccl.h>

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "collectives/operation_numbers.h"
+#include "collectives/settings_agreement.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
@@ -90,10 +91,22 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
   }
   comm->piece_bytes_ = static_cast<size_t>(piece_bytes);
   TERSE_CHECK(Transport::create(id, rank, nranks, &comm->transport_));
-  TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), &comm->compression_));
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->cuda_device_ = cuda_device;
+  TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), &comm->compression_));
+  // Last, once every setting above has parsed here, and before any collective: a rank whose
+  // settings differ would run another algorithm and its peers would wait for it until the
+  // deadline. Every rank reaches the same verdict, so a refused communicator is refused
+  // everywhere; its transport then closes normally (flushing the exchange's last messages to
+  // peers still reading them), unless the exchange itself failed and a peer may be gone.
+  std::vector<AgreedSetting> settings;
+  TERSE_CHECK(collect_agreed_settings(&settings));
+  const ncclResult_t agreed = check_settings_agree(comm->transport_.get(), settings);
+  if (agreed != ncclSuccess) {
+    if (agreed != ncclInvalidUsage) comm->break_with(agreed);
+    return agreed;
+  }
   comm->sends_issued_.assign(static_cast<size_t>(nranks), 0);
   comm->receives_issued_.assign(static_cast<size_t>(nranks), 0);
   *out = std::move(comm);

@@ -34,7 +34,9 @@ class Communicator {
   // ranks must call it) and the settings read from the environment at creation: TERSE_ALGO
   // (refused at once if it names an unknown algorithm) and TERSE_PIECE_BYTES (pipeline piece
   // size, K/M/G suffixes, default 1M). `cuda_device` is recorded for ncclCommCuDevice (-1:
-  // none).
+  // none). Before it returns, the ranks compare the settings that decide which messages flow
+  // (agreed_settings.h): when any differs, creation fails on every rank with ncclInvalidUsage
+  // and a sentence naming the variable, its values and the ranks that hold them.
   static ncclResult_t create(const UniqueId& id, int rank, int nranks, int cuda_device,
                              std::unique_ptr<Communicator>* out);
 

@@ -303,6 +303,7 @@ int run(int argc, char** argv) {
     return report(kPluginRankBadArguments, "the unique id is not 256 hex digits");
   }
   if (scenario == kScenarioStranger) return run_stranger(id, rank, nranks);
+  if (scenario == kScenarioInitResult) return run_init_result(id, rank, nranks);
   if (const char* per_node = getenv("PLUGIN_TEST_RANKS_PER_NODE")) {
     // Emulated nodes: TERSE_HOSTID is read when the communicator is created.
     const int ranks_per_node = atoi(per_node) > 0 ? atoi(per_node) : 1;

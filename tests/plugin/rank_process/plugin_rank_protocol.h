@@ -34,6 +34,15 @@ constexpr const char* kScenarioStranger = "stranger";
 // name, size and link class (compressed_scenario.cpp).
 constexpr const char* kScenarioCompressed = "compressed";
 int run_compressed(ncclComm_t comm, int rank, int nranks);
+// Communicator creation reported rather than checked, since the test may give ranks different
+// environments on purpose (settings_scenario.cpp): prints "init result: <code>" and "init message:
+// <ncclGetLastError>"; after a successful init an exact int32 allreduce, then ncclCommSplit of
+// every rank into one color with PLUGIN_TEST_SPLIT_ENV ("NAME=value") set on this rank just before
+// it, reported as "split result: <code>" and "split message: <text>", then the parent's allreduce
+// again. PLUGIN_TEST_INIT_CALL=config or group creates the communicator with
+// ncclCommInitRankConfig, or with ncclCommInitRank inside a group, instead of ncclCommInitRank.
+constexpr const char* kScenarioInitResult = "init-result";
+int run_init_result(const ncclUniqueId& id, int rank, int nranks);
 // The id argument that makes every rank call ncclGetUniqueId.
 constexpr const char* kIdFromEnvironment = "env";
 

@@ -1,0 +1,202 @@
+#include "collectives/agreed_settings.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "codecs/policy.h"
+#include "codecs/residual_memory.h"
+#include "collectives/algorithm_selection.h"
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compression_engine.h"
+#include "common/env.h"
+#include "common/result.h"
+#include "transport/transport_settings.h"
+
+namespace terse {
+namespace {
+
+// Longest text a message shows of one rank's value; longer values keep their start and a hash
+// of the whole. Bounds what ranks exchange and keeps the sentence within what fail() records.
+constexpr size_t kShownChars = 96;
+
+// FNV-1a: equal texts give equal hashes on every rank; nothing more is asked of it.
+uint64_t fnv1a(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+std::string hex(uint64_t value) {
+  char text[17];
+  snprintf(text, sizeof(text), "%016" PRIx64, value);
+  return text;
+}
+
+std::string shortened(const std::string& text) {
+  if (text.size() <= kShownChars) return text;
+  return text.substr(0, kShownChars / 2) + "...(hash " + hex(fnv1a(text)) + ")";
+}
+
+std::string written(const char* name) {
+  return env_string(name, "");
+}
+
+std::string bytes_value(uint64_t bytes) {
+  return std::to_string(bytes);
+}
+
+ncclResult_t codec_setting(AgreedSetting* setting) {
+  const std::string text = written("TERSE_CODEC");
+  std::string value;
+  if (!text.empty()) {
+    Policy policy;
+    if (Policy::from_codec_spec(text, &policy) != ncclSuccess) {
+      const std::string why = last_error();
+      return fail(ncclInvalidArgument, "TERSE_CODEC=%s: %s", text.c_str(), why.c_str());
+    }
+    value = policy.rules()[0].codec.spec;
+  }
+  *setting = make_agreed_setting("TERSE_CODEC", text, value);
+  return ncclSuccess;
+}
+
+// The file's contents decide, wherever it lies: ranks on different machines may keep their
+// copies at different paths.
+ncclResult_t policy_setting(AgreedSetting* setting) {
+  const std::string path = written("TERSE_POLICY");
+  std::string value;
+  if (!path.empty()) {
+    std::ifstream file(path);
+    std::stringstream contents;
+    if (file) contents << file.rdbuf();
+    if (!file || file.bad()) {
+      return fail(ncclInvalidArgument, "TERSE_POLICY=%s cannot be read: %s", path.c_str(),
+                  strerror(errno));
+    }
+    value = "contents hash " + hex(fnv1a(contents.str()));
+  }
+  *setting = make_agreed_setting("TERSE_POLICY", path, value);
+  return ncclSuccess;
+}
+
+ncclResult_t compressed_algorithm_setting(AgreedSetting* setting) {
+  const std::string text = written("TERSE_COMPRESSED_ALGO");
+  std::string value;
+  if (!text.empty()) {
+    const CompressedAlgorithmInfo* algorithm = find_compressed_algorithm(text);
+    if (algorithm == nullptr) {
+      return fail(ncclInvalidArgument, "TERSE_COMPRESSED_ALGO=%s: no such algorithm (known: %s)",
+                  text.c_str(), compressed_algorithm_names().c_str());
+    }
+    value = algorithm->name;
+  }
+  *setting = make_agreed_setting("TERSE_COMPRESSED_ALGO", text, value);
+  return ncclSuccess;
+}
+
+// The spellings the compression engine accepts (parse_hierarchy in compression_engine.cpp,
+// which is private to it): keep the two in step.
+ncclResult_t hierarchical_setting(AgreedSetting* setting) {
+  const std::string text = written("TERSE_HIERARCHICAL");
+  std::string value;
+  if (text.empty() || text == "auto") {
+    value = "auto";
+  } else if (text == "on" || text == "1") {
+    value = "on";
+  } else if (text == "off" || text == "0") {
+    value = "off";
+  } else {
+    return fail(ncclInvalidArgument, "TERSE_HIERARCHICAL=%s: expected auto, on or off",
+                text.c_str());
+  }
+  *setting = make_agreed_setting("TERSE_HIERARCHICAL", text, value);
+  return ncclSuccess;
+}
+
+ncclResult_t bytes_setting(const char* name, uint64_t fallback, AgreedSetting* setting) {
+  uint64_t bytes = 0;
+  TERSE_CHECK(env_bytes(name, fallback, &bytes));
+  *setting = make_agreed_setting(name, written(name), bytes_value(bytes));
+  return ncclSuccess;
+}
+
+// As process_residual_memory() reads it: a value that does not parse leaves the default cap
+// (with a warning there), so that is what this rank runs with.
+AgreedSetting memory_max_bytes_setting() {
+  uint64_t bytes = ResidualMemory::kDefaultMaxBytes;
+  if (ResidualMemory::max_bytes_from_env(&bytes) != ncclSuccess) {
+    bytes = ResidualMemory::kDefaultMaxBytes;
+  }
+  return make_agreed_setting("TERSE_MEMORY_MAX_BYTES", written("TERSE_MEMORY_MAX_BYTES"),
+                             bytes_value(bytes));
+}
+
+// What the selection forces, collective by collective: "ring" and
+// "allreduce:ring,allgather:ring,reducescatter:ring" agree.
+ncclResult_t algorithm_setting(AgreedSetting* setting) {
+  AlgorithmSelection selection;
+  TERSE_CHECK(AlgorithmSelection::from_environment(&selection));
+  std::string value;
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    const CollectiveKind kind = static_cast<CollectiveKind>(k);
+    const AlgorithmInfo* forced = selection.forced(kind);
+    if (forced == nullptr) continue;
+    if (!value.empty()) value += ",";
+    value += std::string(collective_name(kind)) + ":" + forced->name;
+  }
+  *setting = make_agreed_setting("TERSE_ALGO", written("TERSE_ALGO"), value);
+  return ncclSuccess;
+}
+
+ncclResult_t error_mode_setting(AgreedSetting* setting) {
+  UcxErrorModeSetting mode = UcxErrorModeSetting::kAuto;
+  TERSE_CHECK(ucx_error_mode(&mode));
+  const char* value = mode == UcxErrorModeSetting::kPeer   ? "peer"
+                      : mode == UcxErrorModeSetting::kNone ? "none"
+                                                           : "auto";
+  *setting = make_agreed_setting("TERSE_UCX_ERROR_MODE", written("TERSE_UCX_ERROR_MODE"), value);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+AgreedSetting make_agreed_setting(const std::string& name, const std::string& written,
+                                  const std::string& value) {
+  AgreedSetting setting;
+  setting.name = name;
+  setting.value = shortened(value);
+  if (written.empty()) {
+    setting.shown = value.empty() ? "it unset" : "it unset (default " + setting.value + ")";
+  } else {
+    setting.shown = "\"" + shortened(written) + "\"";
+    if (value != written) setting.shown += " (" + setting.value + ")";
+  }
+  return setting;
+}
+
+ncclResult_t collect_agreed_settings(std::vector<AgreedSetting>* settings) {
+  std::vector<AgreedSetting> read(10);
+  TERSE_CHECK(codec_setting(&read[0]));
+  TERSE_CHECK(policy_setting(&read[1]));
+  TERSE_CHECK(compressed_algorithm_setting(&read[2]));
+  TERSE_CHECK(hierarchical_setting(&read[3]));
+  TERSE_CHECK(
+      bytes_setting("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &read[4]));
+  read[5] = memory_max_bytes_setting();
+  read[6] = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", written("TERSE_MEMORY_IDLE_STEPS"),
+                                written("TERSE_MEMORY_IDLE_STEPS"));
+  TERSE_CHECK(algorithm_setting(&read[7]));
+  TERSE_CHECK(bytes_setting("TERSE_PIECE_BYTES", kDefaultPieceBytes, &read[8]));
+  TERSE_CHECK(error_mode_setting(&read[9]));
+  *settings = std::move(read);
+  return ncclSuccess;
+}
+
+}  // namespace terse

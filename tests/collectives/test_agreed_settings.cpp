@@ -1,0 +1,239 @@
+// The settings ranks must agree on (agreed_settings.h): their canonical values from the
+// environment, and the comparison and sentence of settings_agreement.h. The refusal at init with
+// ranks as processes is tested in tests/plugin/test_settings_agreement.cpp.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "collectives/agreed_settings.h"
+#include "collectives/settings_agreement.h"
+#include "common/result.h"
+#include "transport_test_support.h"
+
+namespace terse {
+namespace {
+
+using test::ScopedEnv;
+
+// The value this rank's environment gives `name` (fails the test when it does not parse).
+std::string value_of(const std::string& name) {
+  std::vector<AgreedSetting> settings;
+  EXPECT_EQ(collect_agreed_settings(&settings), ncclSuccess) << last_error();
+  for (const AgreedSetting& setting : settings) {
+    if (setting.name == name) return setting.value;
+  }
+  ADD_FAILURE() << name << " is not collected";
+  return "";
+}
+
+std::string value_with(const char* name, const char* text) {
+  ScopedEnv env(name, text);
+  return value_of(name);
+}
+
+TEST(AgreedSettings, ListsEverySettingThatChangesWhichMessagesFlow) {
+  std::vector<AgreedSetting> settings;
+  ASSERT_EQ(collect_agreed_settings(&settings), ncclSuccess) << last_error();
+  std::vector<std::string> names;
+  for (const AgreedSetting& setting : settings) names.push_back(setting.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"TERSE_CODEC", "TERSE_POLICY", "TERSE_COMPRESSED_ALGO",
+                                      "TERSE_HIERARCHICAL", "TERSE_COMPRESSED_PIECE_BYTES",
+                                      "TERSE_MEMORY_MAX_BYTES", "TERSE_MEMORY_IDLE_STEPS",
+                                      "TERSE_ALGO", "TERSE_PIECE_BYTES", "TERSE_UCX_ERROR_MODE"}));
+}
+
+TEST(AgreedSettings, TwoSpellingsOfOneValueAgree) {
+  EXPECT_EQ(value_with("TERSE_COMPRESSED_PIECE_BYTES", "1M"),
+            value_with("TERSE_COMPRESSED_PIECE_BYTES", "1048576"));
+  EXPECT_EQ(value_with("TERSE_COMPRESSED_PIECE_BYTES", "256K"),
+            value_with("TERSE_COMPRESSED_PIECE_BYTES", nullptr));  // the default
+  EXPECT_EQ(value_with("TERSE_PIECE_BYTES", "1M"), value_with("TERSE_PIECE_BYTES", ""));
+  EXPECT_EQ(value_with("TERSE_MEMORY_MAX_BYTES", "1G"),
+            value_with("TERSE_MEMORY_MAX_BYTES", "1073741824"));
+  EXPECT_EQ(value_with("TERSE_CODEC", "int8"), value_with("TERSE_CODEC", "int8:block=256"));
+  EXPECT_EQ(value_with("TERSE_HIERARCHICAL", "1"), value_with("TERSE_HIERARCHICAL", "on"));
+  EXPECT_EQ(value_with("TERSE_HIERARCHICAL", "auto"), value_with("TERSE_HIERARCHICAL", nullptr));
+  EXPECT_EQ(value_with("TERSE_ALGO", "ring"),
+            value_with("TERSE_ALGO", "reducescatter:ring, allgather:ring,ALLREDUCE:ring"));
+  EXPECT_EQ(value_with("TERSE_UCX_ERROR_MODE", "auto"),
+            value_with("TERSE_UCX_ERROR_MODE", nullptr));
+  EXPECT_EQ(value_with("TERSE_MEMORY_IDLE_STEPS", ""),
+            value_with("TERSE_MEMORY_IDLE_STEPS", nullptr));
+}
+
+TEST(AgreedSettings, DifferentValuesDiffer) {
+  EXPECT_NE(value_with("TERSE_COMPRESSED_PIECE_BYTES", "1M"),
+            value_with("TERSE_COMPRESSED_PIECE_BYTES", "2M"));
+  EXPECT_NE(value_with("TERSE_CODEC", "int8"), value_with("TERSE_CODEC", "int8:block=128"));
+  EXPECT_NE(value_with("TERSE_CODEC", "int8"), value_with("TERSE_CODEC", nullptr));
+  EXPECT_NE(value_with("TERSE_ALGO", "ring"), value_with("TERSE_ALGO", "allreduce:ring"));
+  EXPECT_NE(value_with("TERSE_HIERARCHICAL", "on"), value_with("TERSE_HIERARCHICAL", "off"));
+  EXPECT_NE(value_with("TERSE_UCX_ERROR_MODE", "peer"), value_with("TERSE_UCX_ERROR_MODE", "none"));
+  EXPECT_NE(value_with("TERSE_MEMORY_IDLE_STEPS", "10"), value_with("TERSE_MEMORY_IDLE_STEPS", ""));
+  EXPECT_NE(value_with("TERSE_COMPRESSED_ALGO", "ring"),
+            value_with("TERSE_COMPRESSED_ALGO", "tree"));
+}
+
+TEST(AgreedSettings, APolicyFileIsComparedByItsContents) {
+  char pattern[] = "/tmp/terse-policy-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string directory = pattern;
+  const std::string a = directory + "/a.yaml", b = directory + "/b.yaml", c = directory + "/c.yaml";
+  std::ofstream(a) << "rules:\n  - codec: int8\n";
+  std::ofstream(b) << "rules:\n  - codec: int8\n";
+  std::ofstream(c) << "rules:\n  - codec: int4\n";
+  const std::string value_a = value_with("TERSE_POLICY", a.c_str());
+  EXPECT_EQ(value_a, value_with("TERSE_POLICY", b.c_str()));
+  EXPECT_NE(value_a, value_with("TERSE_POLICY", c.c_str()));
+  EXPECT_NE(value_a, value_with("TERSE_POLICY", nullptr));
+  {
+    ScopedEnv policy("TERSE_POLICY", a.c_str());
+    std::vector<AgreedSetting> settings;
+    ASSERT_EQ(collect_agreed_settings(&settings), ncclSuccess) << last_error();
+    EXPECT_EQ(settings[1].shown, "\"" + a + "\" (" + value_a + ")");
+  }
+  for (const std::string& file : {a, b, c}) unlink(file.c_str());
+  rmdir(directory.c_str());
+}
+
+TEST(AgreedSettings, AValueThatDoesNotParseIsRefusedNamingTheVariable) {
+  const char* bad[][2] = {
+      {"TERSE_HIERARCHICAL", "sideways"},    {"TERSE_COMPRESSED_PIECE_BYTES", "lots"},
+      {"TERSE_PIECE_BYTES", "-1"},           {"TERSE_CODEC", "int9"},
+      {"TERSE_COMPRESSED_ALGO", "teleport"}, {"TERSE_ALGO", "allreduce:teleport"},
+      {"TERSE_UCX_ERROR_MODE", "maybe"},     {"TERSE_POLICY", "/nonexistent/policy.yaml"}};
+  for (const auto& [name, text] : bad) {
+    ScopedEnv env(name, text);
+    std::vector<AgreedSetting> settings;
+    EXPECT_EQ(collect_agreed_settings(&settings), ncclInvalidArgument) << name << "=" << text;
+    EXPECT_NE(std::string(last_error()).find(name), std::string::npos) << last_error();
+  }
+}
+
+// As the residual memory itself: a cap that does not parse leaves the default.
+TEST(AgreedSettings, AMemoryCapThatDoesNotParseCountsAsTheDefault) {
+  EXPECT_EQ(value_with("TERSE_MEMORY_MAX_BYTES", "plenty"),
+            value_with("TERSE_MEMORY_MAX_BYTES", nullptr));
+}
+
+TEST(AgreedSettings, ShowsWhatWasWrittenAndWhatItMeans) {
+  EXPECT_EQ(make_agreed_setting("TERSE_PIECE_BYTES", "1M", "1048576").shown, "\"1M\" (1048576)");
+  EXPECT_EQ(make_agreed_setting("TERSE_PIECE_BYTES", "1048576", "1048576").shown, "\"1048576\"");
+  EXPECT_EQ(make_agreed_setting("TERSE_PIECE_BYTES", "", "1048576").shown,
+            "it unset (default 1048576)");
+  EXPECT_EQ(make_agreed_setting("TERSE_CODEC", "", "").shown, "it unset");
+}
+
+TEST(AgreedSettings, LongTextsAreShortenedButStillCompare) {
+  const std::string a(500, 'a'), b = std::string(499, 'a') + "b";
+  const AgreedSetting long_a = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", a, a);
+  const AgreedSetting long_b = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", b, b);
+  EXPECT_LT(long_a.value.size(), 150u);
+  EXPECT_LT(long_a.shown.size(), 300u);
+  EXPECT_NE(long_a.value, long_b.value);
+  EXPECT_EQ(long_a.value, make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", a, a).value);
+}
+
+// Rank r's settings: `name` with `values[r]`, shown as written.
+std::vector<std::vector<AgreedSetting>> ranks_with(const std::string& name,
+                                                   const std::vector<std::string>& values) {
+  std::vector<std::vector<AgreedSetting>> by_rank;
+  for (const std::string& value : values) {
+    by_rank.push_back(
+        {make_agreed_setting("TERSE_ALGO", "", ""), make_agreed_setting(name, value, value)});
+  }
+  return by_rank;
+}
+
+TEST(SettingsAgreement, EqualSettingsSayNothing) {
+  EXPECT_EQ(describe_disagreement(ranks_with("TERSE_CODEC", {"int8", "int8", "int8"})), "");
+  EXPECT_EQ(describe_disagreement(ranks_with("TERSE_CODEC", {"int8"})), "");
+  EXPECT_EQ(describe_disagreement({}), "");
+}
+
+TEST(SettingsAgreement, NamesTheVariableItsValuesAndTheirRanks) {
+  EXPECT_EQ(describe_disagreement(ranks_with("TERSE_CODEC", {"int8", "int8", "sign"})),
+            "TERSE_CODEC differs across ranks: ranks 0-1 have \"int8\", rank 2 has \"sign\"; "
+            "every rank must set the same value");
+  EXPECT_EQ(describe_disagreement(ranks_with("TERSE_CODEC", {"sign", "int8", "sign", "sign"})),
+            "TERSE_CODEC differs across ranks: ranks 0,2-3 have \"sign\", rank 1 has \"int8\"; "
+            "every rank must set the same value");
+}
+
+TEST(SettingsAgreement, ComparesValuesNotSpellings) {
+  std::vector<std::vector<AgreedSetting>> by_rank = {
+      {make_agreed_setting("TERSE_PIECE_BYTES", "1M", "1048576")},
+      {make_agreed_setting("TERSE_PIECE_BYTES", "1048576", "1048576")},
+      {make_agreed_setting("TERSE_PIECE_BYTES", "", "1048576")}};
+  EXPECT_EQ(describe_disagreement(by_rank), "");
+  by_rank.push_back({make_agreed_setting("TERSE_PIECE_BYTES", "2M", "2097152")});
+  EXPECT_EQ(describe_disagreement(by_rank),
+            "TERSE_PIECE_BYTES differs across ranks: ranks 0-2 have \"1M\" (1048576), rank 3 has "
+            "\"2M\" (2097152); every rank must set the same value");
+}
+
+TEST(SettingsAgreement, NamesTheOtherSettingsThatDifferToo) {
+  std::vector<std::vector<AgreedSetting>> by_rank = {
+      {make_agreed_setting("TERSE_CODEC", "int8", "int8"),
+       make_agreed_setting("TERSE_ALGO", "ring", "ring"),
+       make_agreed_setting("TERSE_PIECE_BYTES", "1", "1")},
+      {make_agreed_setting("TERSE_CODEC", "sign", "sign"),
+       make_agreed_setting("TERSE_ALGO", "", ""),
+       make_agreed_setting("TERSE_PIECE_BYTES", "2", "2")}};
+  const std::string sentence = describe_disagreement(by_rank);
+  EXPECT_EQ(sentence.find("TERSE_CODEC differs across ranks: rank 0 has \"int8\", rank 1 has "
+                          "\"sign\"; every rank must set the same value"),
+            0u)
+      << sentence;
+  EXPECT_NE(sentence.find("(also differing: TERSE_ALGO, TERSE_PIECE_BYTES)"), std::string::npos)
+      << sentence;
+}
+
+TEST(SettingsAgreement, ASettingOneRankDoesNotKnowDiffers) {
+  std::vector<std::vector<AgreedSetting>> by_rank = ranks_with("TERSE_CODEC", {"int8", "int8"});
+  by_rank[1].pop_back();
+  EXPECT_EQ(describe_disagreement(by_rank),
+            "TERSE_CODEC differs across ranks: rank 0 has \"int8\", rank 1 has no such setting "
+            "(another version of terse?); every rank must set the same value");
+}
+
+TEST(SettingsAgreement, ManyRanksAndValuesStayWithinAMessage) {
+  std::vector<std::string> values;
+  for (int rank = 0; rank < 1000; ++rank) values.push_back(std::to_string(rank % 7 * 1000));
+  const std::string sentence = describe_disagreement(ranks_with("TERSE_PIECE_BYTES", values));
+  EXPECT_EQ(sentence.find("TERSE_PIECE_BYTES differs across ranks: ranks 0,7,14,21,28,35,42,49,..."
+                          " have \"0\""),
+            0u)
+      << sentence;
+  EXPECT_NE(sentence.find(", and 4 more values; every rank must set the same value"),
+            std::string::npos)
+      << sentence;
+  EXPECT_LT(sentence.size(), 1000u);
+}
+
+TEST(SettingsAgreement, EncodingRoundTrips) {
+  std::vector<AgreedSetting> settings;
+  ASSERT_EQ(collect_agreed_settings(&settings), ncclSuccess) << last_error();
+  settings.push_back(make_agreed_setting("TERSE_CODEC", "int8", "int8:block=256"));
+  const std::string encoded = encode_settings(settings);
+  const std::vector<AgreedSetting> decoded = decode_settings(encoded);
+  ASSERT_EQ(decoded.size(), settings.size());
+  for (size_t i = 0; i < settings.size(); ++i) {
+    EXPECT_EQ(decoded[i].name, settings[i].name);
+    EXPECT_EQ(decoded[i].value, settings[i].value);
+    EXPECT_EQ(decoded[i].shown, settings[i].shown);
+  }
+  EXPECT_LT(encoded.size(), kMaxEncodedSettingsBytes);
+  // A cut encoding loses its incomplete last setting, and nothing is read past its end.
+  EXPECT_EQ(decode_settings(encoded.substr(0, encoded.size() - 1)).size(), settings.size() - 1);
+  EXPECT_TRUE(decode_settings("").empty());
+  EXPECT_TRUE(decode_settings(std::string("no terminator")).empty());
+}
+
+}  // namespace
+}  // namespace terse
