@@ -54,15 +54,16 @@ class CastCodec final : public Codec {
   CodecFamily family() const override { return CodecFamily::kDense; }
   std::string spec() const override { return name_; }
 
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     return kWireHeaderBytes + count * dtype_size(wire_type_for(dtype));
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (count > 0 && input == nullptr) return fail(ncclInvalidArgument, "%s: input is null", name_);
     if (message == nullptr) return fail(ncclInvalidArgument, "%s: message is null", name_);
-    size_t bytes = max_encoded_bytes(count, dtype);
+    size_t bytes = max_finite_bytes(count, dtype);
     TERSE_CHECK(check_capacity(name_, bytes, capacity));
     DType wire_type = wire_type_for(dtype);
     WireHeader header = make_header(id_, dtype, count);
@@ -91,8 +92,9 @@ class CastCodec final : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     WireHeader header;
     TERSE_CHECK(read_header(message, message_bytes, id_, count, context, &header));
     // The wire type is in the header; for fp16/bf16 it must be the codec's own.

@@ -85,6 +85,15 @@ struct DecodeContext {
   void* stream = nullptr;  // cudaStream_t when memory == Memory::kDevice
 };
 
+// Non-finite inputs (DESIGN.md section 4: as in NCCL, a NaN/Inf at element i makes element i of
+// the result non-finite and nothing else). Codec::encode scans its input; when it holds NaN or
+// Inf, the codec encodes a copy with those elements set to zero, the error output is zero there
+// (so a residual never holds a non-finite value), and the message carries the escaped elements
+// exactly in an escape section after the codec's own bytes (nonfinite_escapes.h; header flag
+// kWireEscapesFlag). Codec::decode writes (or, accumulating, adds) them back after decoding the
+// rest. Codec implementations therefore only ever see finite values: they implement
+// encode_finite, decode_finite and max_finite_bytes, and the base class does the rest.
+// Device memory is passed through unchanged (no scan; a device decode refuses escapes).
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -94,8 +103,9 @@ class Codec {
   // Canonical spec with every parameter spelled out, e.g. "int8:block=256,rounding=nearest".
   virtual std::string spec() const = 0;
 
-  // Upper bound of a message for `count` elements of `dtype`, header included.
-  virtual size_t max_encoded_bytes(size_t count, DType dtype) const = 0;
+  // Upper bound of a message for `count` elements of `dtype`, header and a worst-case escape
+  // section included: the capacity every encode of `count` elements may need.
+  size_t max_encoded_bytes(size_t count, DType dtype) const;
 
   // Per-tensor state this codec needs, or null when it keeps none.
   virtual std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
@@ -107,17 +117,28 @@ class Codec {
   }
 
   // Encodes `count` elements of `input` into `message` (capacity `capacity` bytes) and sets
-  // `*message_bytes`. Fails with ncclInvalidArgument when the capacity is short.
-  virtual ncclResult_t encode(const void* input, size_t count, DType dtype,
-                              const EncodeContext& context, void* message, size_t capacity,
-                              size_t* message_bytes) = 0;
+  // `*message_bytes`. Fails with ncclInvalidArgument when the capacity is short. Non-finite
+  // elements are escaped (see above).
+  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
+                      void* message, size_t capacity, size_t* message_bytes);
 
   // Decodes a message of `message_bytes` into `count` elements of `output` (overwriting, or
   // adding when `accumulate`). Validates the whole message first: a truncated, corrupted or
   // mismatched message is refused with ncclInvalidArgument and nothing is read or written out
   // of bounds.
-  virtual ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                              DType dtype, bool accumulate, const DecodeContext& context) const = 0;
+  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
+                      DType dtype, bool accumulate, const DecodeContext& context) const;
+
+ protected:
+  // What each codec implements: the same contracts, for inputs that are all finite and messages
+  // without an escape section (read_header hides kWireEscapesFlag from them).
+  virtual size_t max_finite_bytes(size_t count, DType dtype) const = 0;
+  virtual ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                                     const EncodeContext& context, void* message, size_t capacity,
+                                     size_t* message_bytes) = 0;
+  virtual ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output,
+                                     size_t count, DType dtype, bool accumulate,
+                                     const DecodeContext& context) const = 0;
 };
 
 const char* codec_family_name(CodecFamily family);

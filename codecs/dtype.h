@@ -71,6 +71,17 @@ struct BF16 {
   TERSE_HD static uint16_t store(float v) { return float_to_bf16(v); }
 };
 
+// A decoded value as `Out` can hold it: clamped to Out's largest finite magnitude (65504 for fp16,
+// 0x7f7f for bf16; fp32 is left alone). Decoders store through it, since an unbiased estimate
+// (Random-K's scaling, QSGD's levels) can exceed the range of the type it is decoded into, and a
+// finite input must never decode as infinity. NaN passes through.
+template <typename Out>
+TERSE_HD float saturate_to(float value) {
+  if (Out::kType == DType::kFloat32) return value;
+  const float limit = Out::kType == DType::kFloat16 ? 65504.0f : 3.38953139e38f;
+  return value > limit ? limit : (value < -limit ? -limit : value);
+}
+
 // Calls fn(F32{}) / fn(F16{}) / fn(BF16{}) for `dtype`: one switch instead of one per codec.
 template <typename Fn>
 auto dispatch_dtype(DType dtype, Fn&& fn) {

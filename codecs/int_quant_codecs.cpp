@@ -298,20 +298,21 @@ class IntQuantCodec final : public Codec {
            ",rounding=" + (stochastic_ ? "stochastic" : "nearest");
   }
 
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     (void)dtype;
     return kWireHeaderBytes + int_quant_layout(count, block_, kBits, absmax_).bytes;
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     const char* name = codec_name();
     if (count > 0 && input == nullptr) return fail(ncclInvalidArgument, "%s: input is null", name);
     if (message == nullptr) return fail(ncclInvalidArgument, "%s: message is null", name);
     if (message_bytes == nullptr) {
       return fail(ncclInvalidArgument, "%s: message_bytes is null", name);
     }
-    const size_t bytes = max_encoded_bytes(count, dtype);
+    const size_t bytes = max_finite_bytes(count, dtype);
     TERSE_CHECK(check_capacity(name, bytes, capacity));
     WireHeader header = make_header(id(), dtype, count);
     header.param0 = block_;
@@ -353,8 +354,9 @@ class IntQuantCodec final : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     const char* name = codec_name();
     WireHeader header;
     TERSE_CHECK(read_header(message, message_bytes, id(), count, context, &header));

@@ -149,7 +149,7 @@ class PowerSgdCodec final : public Codec {
 
   // Whatever the shape, a low-rank message is smaller than the dense one (else the plan is
   // dense), so the dense size bounds both.
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     return kWireHeaderBytes + count * dtype_size(dtype);
   }
 
@@ -162,8 +162,9 @@ class PowerSgdCodec final : public Codec {
     return std::make_unique<PowerSgdState>(plan.rows, plan.cols, plan.rank);
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (count > 0 && input == nullptr) return fail(ncclInvalidArgument, "powersgd: input is null");
     if (message == nullptr) return fail(ncclInvalidArgument, "powersgd: message is null");
     if (context.memory == Memory::kDevice) TERSE_CHECK(require_cuda(kName));
@@ -237,8 +238,9 @@ class PowerSgdCodec final : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     WireHeader header;
     TERSE_CHECK(read_header(message, message_bytes, CodecId::kPowerSgd, count, context, &header));
     if ((header.flags & ~kDenseFlag) != 0) {
@@ -301,7 +303,7 @@ class PowerSgdCodec final : public Codec {
   ncclResult_t encode_dense(const void* input, size_t count, DType dtype,
                             const EncodeContext& context, void* message, size_t capacity,
                             size_t* message_bytes) const {
-    size_t bytes = max_encoded_bytes(count, dtype);
+    size_t bytes = max_finite_bytes(count, dtype);
     TERSE_CHECK(check_capacity(kName, bytes, capacity));
     WireHeader header = make_header(CodecId::kPowerSgd, dtype, count);
     header.flags = kDenseFlag;

@@ -11,6 +11,7 @@
 // fl(l / s) <= 1, |x^| <= N exactly.
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -83,7 +84,10 @@ struct QsgdMath {
   QsgdNorm norm;
 
   TERSE_HD float scale(const BlockStats& stats, uint32_t /*n*/) const {
-    return norm == QsgdNorm::kL2 ? sqrtf(stats.square_sum) : stats.max_abs;
+    // The sum of squares of finite values overflows from about 1.8e19: the norm then saturates
+    // at the largest float, which still bounds every |x| (a NaN stays NaN, and is refused).
+    const float l2 = sqrtf(stats.square_sum);
+    return norm == QsgdNorm::kL2 ? (l2 > FLT_MAX ? FLT_MAX : l2) : stats.max_abs;
   }
 
   using Coder = LevelCoder;

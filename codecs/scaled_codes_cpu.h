@@ -143,7 +143,7 @@ TERSE_CPU_DISPATCH void scaled_codes_decode_cpu(const Math math, const uint8_t* 
         for (int j = 0; j < Tile::kLanes; ++j) {
           const size_t i = tile_start + size_t(c) * Tile::kLanes + j;
           const uint32_t code = (words[j] >> (c * Math::kBits)) & Tile::kCodeMask;
-          float value = math.decode(coder, code);
+          float value = saturate_to<Out>(math.decode(coder, code));
           if (kAccumulate) value = value + Out::load(output[i]);
           output[i] = Out::store(value);
         }
@@ -156,7 +156,7 @@ TERSE_CPU_DISPATCH void scaled_codes_decode_cpu(const Math math, const uint8_t* 
     if (i >= cursor.end) cursor = enter_decode_block(math, scales, count, block, i);
     const size_t bit = (i - tail_start) * Math::kBits;
     const uint32_t code = (uint32_t(tail[bit / 8]) >> (bit % 8)) & Tile::kCodeMask;
-    float value = math.decode(cursor.coder, code);
+    float value = saturate_to<Out>(math.decode(cursor.coder, code));
     if (kAccumulate) value = value + Out::load(output[i]);
     output[i] = Out::store(value);
   }

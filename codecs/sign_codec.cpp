@@ -40,15 +40,16 @@ class SignCodec final : public Codec {
   CodecFamily family() const override { return CodecFamily::kDense; }
   std::string spec() const override { return "sign:block=" + std::to_string(block_); }
 
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     (void)dtype;
     ScaledCodesLayout layout;
     if (!scaled_codes_layout(count, block_, SignMath::kBits, &layout)) return SIZE_MAX;
     return kWireHeaderBytes + layout.payload_bytes;
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (count > 0 && input == nullptr) return fail(ncclInvalidArgument, "sign: input is null");
     if (message == nullptr) return fail(ncclInvalidArgument, "sign: message is null");
     ScaledCodesLayout layout;
@@ -77,8 +78,9 @@ class SignCodec final : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     WireHeader header;
     TERSE_CHECK(read_header(message, message_bytes, CodecId::kSign, count, context, &header));
     TERSE_CHECK(check_scaled_codes_block(kName, "message", header.param0));

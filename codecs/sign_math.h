@@ -8,6 +8,7 @@
 // then ||x||^2 - ||x||_1^2 / n per block (the contraction that error feedback relies on).
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 
 #include "codecs/block_stats.h"
@@ -24,9 +25,12 @@ struct SignMath {
     float scale;
   };
 
-  // mean |x| over the block's `n` elements (sum in the fixed order of block_stats.h).
+  // mean |x| over the block's `n` elements (sum in the fixed order of block_stats.h). A sum of
+  // finite values can overflow near the end of fp32's range: the scale then saturates at the
+  // largest float (a NaN stays NaN, and the decoder refuses it).
   TERSE_HD float scale(const BlockStats& stats, uint32_t n) const {
-    return stats.abs_sum / static_cast<float>(n);
+    const float mean = stats.abs_sum / static_cast<float>(n);
+    return mean > FLT_MAX ? FLT_MAX : mean;
   }
 
   TERSE_HD Coder coder(float scale) const { return Coder{scale}; }

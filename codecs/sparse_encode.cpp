@@ -32,7 +32,7 @@ void sparse_error(DType dtype, const void* data, size_t count, const uint32_t* i
     load_all<In>(x, count, error);
     for_each_kept(indices, seed, count, kept, [&](uint64_t, uint64_t index, uint64_t length) {
       float value = In::load(x[index]);
-      float decoded = scaled ? value * static_cast<float>(length) : value;
+      float decoded = scaled ? stratum_scaled(value, static_cast<float>(length)) : value;
       error[index] = value - decoded;
     });
   });

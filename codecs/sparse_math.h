@@ -3,6 +3,7 @@
 // in one place is what makes a CPU rank and a GPU rank pick the same elements, bit for bit.
 #pragma once
 
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 
@@ -144,13 +145,20 @@ inline void for_each_kept(const uint32_t* indices, uint64_t seed, uint64_t count
   }
 }
 
-// Writes decoded element `index` = value * scale, or adds it when accumulating.
+// A kept value times its stratum length (unbiased Random-K), saturating at the largest float
+// rather than overflowing to infinity: a finite gradient never decodes as a non-finite value.
+TERSE_HD float stratum_scaled(float value, float length) {
+  const float scaled = value * length;
+  return scaled > FLT_MAX ? FLT_MAX : (scaled < -FLT_MAX ? -FLT_MAX : scaled);
+}
+
+// Writes decoded element `index` = value * scale (stratum_scaled), or adds it when accumulating.
 template <typename Wire, typename Out>
 TERSE_HD void sparse_scatter_element(const typename Wire::Storage* values, size_t j, uint64_t index,
                                      float scale, bool scaled, typename Out::Storage* output,
                                      bool accumulate) {
   float value = Wire::load(values[j]);
-  if (scaled) value = value * scale;
+  if (scaled) value = saturate_to<Out>(stratum_scaled(value, scale));
   if (accumulate) value = Out::load(output[index]) + value;
   output[index] = Out::store(value);
 }

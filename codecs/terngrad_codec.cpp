@@ -46,15 +46,16 @@ class TernGradCodec final : public Codec {
     return "terngrad:block=" + std::to_string(block_) + ",clip=" + clip;
   }
 
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     (void)dtype;
     ScaledCodesLayout layout;
     if (!scaled_codes_layout(count, block_, TernGradMath::kBits, &layout)) return SIZE_MAX;
     return kWireHeaderBytes + layout.payload_bytes;
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (count > 0 && input == nullptr) {
       return fail(ncclInvalidArgument, "terngrad: input is null");
     }
@@ -87,8 +88,9 @@ class TernGradCodec final : public Codec {
   }
 
   // Decodes whatever block the message carries (it describes itself).
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     WireHeader header;
     TERSE_CHECK(read_header(message, message_bytes, CodecId::kTernGrad, count, context, &header));
     TERSE_CHECK(check_scaled_codes_block(kName, "message", header.param0));

@@ -3,7 +3,7 @@
 // Parameter: threshold = t (absolute, default 0.001, in [0, FLT_MAX]; rounded to fp32). The
 // comparison is on magnitude_key (sparse_math.h), so NaN is always kept. The number kept depends
 // on the data: the message is 32 + n (4 + sizeof(input element)) bytes for n kept elements, and
-// max_encoded_bytes (the bound every encode needs as capacity) is that for n = count. A device
+// max_finite_bytes (the bound every encode needs as capacity) is that for n = count. A device
 // encode synchronises its stream to learn n.
 //
 // Payload (sparse_message.h): n, n uint32 indices increasing, n values in the input's type.
@@ -44,17 +44,18 @@ class ThresholdCodec final : public Codec {
     return std::string(kName) + ":threshold=" + spec_number(threshold_);
   }
 
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     return SparseLayout{count, dtype, true}.bytes();
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (count > 0 && input == nullptr) return fail(ncclInvalidArgument, "%s: input is null", kName);
     if (message == nullptr) return fail(ncclInvalidArgument, "%s: message is null", kName);
     TERSE_CHECK(check_sparse_count(kName, count));
     // How many survive is known only after the pass, so the capacity must cover them all.
-    TERSE_CHECK(check_capacity(kName, max_encoded_bytes(count, dtype), capacity));
+    TERSE_CHECK(check_capacity(kName, max_finite_bytes(count, dtype), capacity));
     char* bytes = static_cast<char*>(message);
     uint32_t* indices = reinterpret_cast<uint32_t*>(bytes + kWireHeaderBytes);
     SparseLayout layout{0, dtype, true};
@@ -84,8 +85,9 @@ class ThresholdCodec final : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     return decode_sparse(SparseRules{kName, CodecId::kThreshold, false, 0}, message, message_bytes,
                          output, count, dtype, accumulate, context);
   }

@@ -51,12 +51,13 @@ class TopKCodec final : public Codec {
   }
 
   // Warm-up can ask for any density up to 1, so the bound is every element kept.
-  size_t max_encoded_bytes(size_t count, DType dtype) const override {
+  size_t max_finite_bytes(size_t count, DType dtype) const override {
     return SparseLayout{count, dtype, true}.bytes();
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (count > 0 && input == nullptr) return fail(ncclInvalidArgument, "%s: input is null", kName);
     if (message == nullptr) return fail(ncclInvalidArgument, "%s: message is null", kName);
     TERSE_CHECK(check_sparse_count(kName, count));
@@ -92,8 +93,9 @@ class TopKCodec final : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext& context) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate,
+                             const DecodeContext& context) const override {
     return decode_sparse(SparseRules{kName, CodecId::kTopK, false, 0}, message, message_bytes,
                          output, count, dtype, accumulate, context);
   }

@@ -30,6 +30,11 @@ struct WireHeader {
   uint64_t seed = 0;    // codec-specific (random selection seed, ...)
 };
 static_assert(sizeof(WireHeader) == 32, "the wire header is 32 bytes");
+
+// The one flag bit every codec shares: an escape section of non-finite elements follows the
+// codec's bytes (nonfinite_escapes.h). Codecs' own flags use the other seven bits; read_header
+// hides this one from them, since Codec::decode strips the section before they see the message.
+constexpr uint8_t kWireEscapesFlag = 0x80;
 static_assert(offsetof(WireHeader, count) == 8 && offsetof(WireHeader, seed) == 24,
               "wire header layout is part of the format");
 
@@ -45,7 +50,8 @@ TERSE_HD WireHeader make_header(CodecId codec, DType dtype, size_t count) {
 
 // Reads and validates the header of `message` for a decode of `count` elements by `codec`:
 // long enough, magic, version, codec id, dtype, element count. For device messages the header is
-// copied to the host first (ordered on `context.stream`).
+// copied to the host first (ordered on `context.stream`), and escapes (kWireEscapesFlag) are
+// refused: only host decodes restore them. The returned flags never hold kWireEscapesFlag.
 ncclResult_t read_header(const void* message, size_t message_bytes, CodecId codec, size_t count,
                          const DecodeContext& context, WireHeader* header);
 

@@ -129,7 +129,7 @@ __global__ void decode_kernel(const Math math, const float* scales, const uint8_
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
        i += size_t(gridDim.x) * blockDim.x) {
     const typename Math::Coder coder = math.coder(scales[block_of(i, block)]);
-    float value = math.decode(coder, packed_code<Math::kBits>(codes, count, i));
+    float value = saturate_to<Out>(math.decode(coder, packed_code<Math::kBits>(codes, count, i)));
     if (kAccumulate) value = value + Out::load(output[i]);
     output[i] = Out::store(value);
   }

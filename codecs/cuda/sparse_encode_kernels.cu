@@ -48,8 +48,8 @@ __global__ void kept_error_kernel(const typename In::Storage* x, size_t count,
     float value = In::load(x[index]);
     float decoded = value;
     if (scaled) {
-      decoded = value * static_cast<float>(stratum_begin(j + 1, count, kept) -
-                                           stratum_begin(j, count, kept));
+      decoded = stratum_scaled(value, static_cast<float>(stratum_begin(j + 1, count, kept) -
+                                                         stratum_begin(j, count, kept)));
     }
     error[index] = value - decoded;
   }

@@ -15,18 +15,27 @@
 // The header is checked before anything is sent: a message with explicit indices (shared_seed
 // false) or 16-bit values would otherwise be summed as if it were k fp32 values. Ranks that
 // disagree on k (different counts or warm-up) fail in the ring with a size mismatch.
+//
+// Non-finite inputs: a rank's message may end with an escape section (nonfinite_escapes.h) for
+// elements that were NaN or Inf, which a sum of values cannot carry. The ring therefore sums one
+// more float, 1 when the rank has escapes and 0 otherwise; when the sum is not 0 (every rank sees
+// the same bits), the ranks allgather their escape sections and every rank adds all of them, in
+// position order, to the decoded result, so element i is non-finite wherever any rank's was. The
+// common, all-finite case costs 4 bytes.
+#include "codecs/nonfinite_escapes.h"
 #include "codecs/sparse_message.h"
 #include "codecs/wire_format.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/group_allgatherv.h"
 #include "collectives/compressed/group_allreduce.h"
 #include "common/result.h"
 
 namespace terse {
 namespace {
 
-// The layout of this rank's encoded message, refused unless it is k fp32 values with implicit
-// indices, exactly `bytes` long.
+// The layout of this rank's encoded message (without its escape section), refused unless it is
+// k fp32 values with implicit indices, exactly `bytes` long.
 ncclResult_t shared_values_layout(const CompressedArgs& args, const void* message, size_t bytes,
                                   SparseLayout* layout) {
   WireHeader header;
@@ -45,6 +54,51 @@ ncclResult_t shared_values_layout(const CompressedArgs& args, const void* messag
   return ncclSuccess;
 }
 
+// Splits this rank's message into the codec's bytes and its escape section (empty without one),
+// clearing the escape flag so that the codec's bytes decode alone.
+ncclResult_t split_escapes(uint8_t* message, size_t bytes, size_t count, size_t* finite_bytes,
+                           std::vector<uint8_t>* section) {
+  section->clear();
+  *finite_bytes = bytes;
+  if ((message[offsetof(WireHeader, flags)] & kWireEscapesFlag) == 0) return ncclSuccess;
+  Escapes escapes;
+  size_t section_bytes = 0;
+  TERSE_CHECK(read_escapes(message, bytes, count, kWireHeaderBytes, &escapes, &section_bytes));
+  *finite_bytes = bytes - section_bytes;
+  section->assign(message + *finite_bytes, message + bytes);
+  message[offsetof(WireHeader, flags)] &= static_cast<uint8_t>(~kWireEscapesFlag);
+  return ncclSuccess;
+}
+
+// Adds every rank's escaped elements to `sum`, in group position order (after the ring).
+ncclResult_t add_every_ranks_escapes(const CompressedArgs& args, const CompressedContext& context,
+                                     uint32_t first_step, const std::vector<uint8_t>& own,
+                                     float* sum) {
+  std::vector<uint64_t> sizes;
+  TERSE_CHECK(exchange_sizes(context, first_step, own.size(), &sizes));
+  const size_t most = max_escape_section_bytes(args.count);
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    if (sizes[j] > most) {
+      return fail(ncclInvalidUsage,
+                  "randomk allreduce: rank %d announced %llu bytes of non-finite escapes, more "
+                  "than the %zu a %zu-element tensor can have",
+                  context.group.rank_at(static_cast<int>(j)),
+                  static_cast<unsigned long long>(sizes[j]), most, args.count);
+    }
+  }
+  std::vector<std::vector<uint8_t>> sections;
+  TERSE_CHECK(gather_blocks(context, first_step, sizes, own.data(), &sections));
+  for (const std::vector<uint8_t>& section : sections) {
+    if (section.empty()) continue;
+    Escapes escapes;
+    size_t section_bytes = 0;
+    TERSE_CHECK(
+        read_escapes(section.data(), section.size(), args.count, 0, &escapes, &section_bytes));
+    apply_escapes(escapes, sum, DType::kFloat32, /*accumulate=*/true);
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedContext& context) {
@@ -55,17 +109,25 @@ ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedConte
   uint8_t* message = nullptr;
   size_t bytes = 0;
   TERSE_CHECK(encode_whole_contribution(args, context, &message, &bytes));
+  std::vector<uint8_t> escapes;
+  size_t finite_bytes = 0;
+  TERSE_CHECK(split_escapes(message, bytes, args.count, &finite_bytes, &escapes));
   SparseLayout layout;
-  TERSE_CHECK(shared_values_layout(args, message, bytes, &layout));
+  TERSE_CHECK(shared_values_layout(args, message, finite_bytes, &layout));
 
-  // values_offset() is 32: the fp32 values are 4-byte aligned in the 64-byte aligned scratch.
-  float* kept_values = reinterpret_cast<float*>(message + layout.values_offset());
-  float* ring_scratch =
-      scratch.floats(ScratchSlot::kTertiary, group_allreduce_scratch(layout.kept, n));
-  TERSE_CHECK(
-      group_allreduce_sum(kept_values, layout.kept, context, context.first_step, ring_scratch));
+  // The k values and the has-escapes float, summed exactly in one ring.
+  const size_t summed = layout.kept + 1;
+  float* values = scratch.floats(ScratchSlot::kSecondary, summed);
+  std::memcpy(values, message + layout.values_offset(), layout.kept * sizeof(float));
+  values[layout.kept] = escapes.empty() ? 0.0f : 1.0f;
+  float* ring_scratch = scratch.floats(ScratchSlot::kTertiary, group_allreduce_scratch(summed, n));
+  TERSE_CHECK(group_allreduce_sum(values, summed, context, context.first_step, ring_scratch));
+  std::memcpy(message + layout.values_offset(), values, layout.kept * sizeof(float));
   float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
-  TERSE_CHECK(decode_message(args, context, message, bytes, sum, args.count, false));
+  TERSE_CHECK(decode_message(args, context, message, finite_bytes, sum, args.count, false));
+  if (values[layout.kept] != 0.0f) {
+    TERSE_CHECK(add_every_ranks_escapes(args, context, group_allreduce_steps(n), escapes, sum));
+  }
   write_result(args, sum, ElementRange{0, args.count});
   return ncclSuccess;
 }

@@ -30,6 +30,7 @@
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/group_allgatherv.h"
 #include "collectives/compressed/group_allreduce.h"
 #include "collectives/in_flight_transfers.h"
 #include "common/result.h"
@@ -57,30 +58,6 @@ bool dense_is_cheaper(const std::vector<uint64_t>& sizes, size_t count) {
   return n * busiest > 2 * (n - 1) * sizeof(float) * uint64_t{count};
 }
 
-// The size exchange: every rank's message size, in group positions, identical on every rank.
-ncclResult_t exchange_sizes(const CompressedContext& context, uint64_t own_bytes,
-                            std::vector<uint64_t>* sizes) {
-  const PeerGroup& group = context.group;
-  const int n = group.size();
-  const uint32_t operation = make_operation(context.sequence, context.first_step + kSizeStep);
-  sizes->assign(slot(n), 0);
-  (*sizes)[slot(group.index)] = own_bytes;
-  // Slots: sends 0..n-1, receives n..2n-1, by peer position.
-  InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline);
-  for (int j = 0; j < n; ++j) {
-    if (j == group.index) continue;
-    TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation, &(*sizes)[slot(j)],
-                               sizeof(uint64_t)));
-  }
-  for (int k = 1; k < n; ++k) {
-    const int j = (group.index + k) % n;
-    TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation, &(*sizes)[slot(group.index)],
-                               sizeof(uint64_t)));
-    count_sent(context, sizeof(uint64_t));
-  }
-  return transfers.wait_all();
-}
-
 }  // namespace
 
 ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
@@ -97,7 +74,7 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
   TERSE_CHECK(encode_whole_contribution(args, context, &own, &own_bytes));
 
   std::vector<uint64_t> sizes;
-  TERSE_CHECK(exchange_sizes(context, own_bytes, &sizes));
+  TERSE_CHECK(exchange_sizes(context, kSizeStep, own_bytes, &sizes));
   for (int j = 0; j < n; ++j) {
     if (sizes[slot(j)] > capacity) {
       return fail(ncclInvalidUsage,

@@ -21,6 +21,12 @@ std::vector<uint8_t> to_dtype(const std::vector<float>& values, DType dtype);
 // The fp32 values of a tensor of `dtype`.
 std::vector<float> from_dtype(const std::vector<uint8_t>& bytes, DType dtype);
 
+// Bytes every capacity bound adds for non-finite escapes (nonfinite_escapes.h: a 2-bit map and
+// a 16-byte trailer at most), as the format documents it.
+inline size_t escape_room(size_t count) {
+  return (count + 3) / 4 + 16;
+}
+
 // Encodes on the host and returns the message, failing the test on error.
 std::vector<uint8_t> encode_host(Codec& codec, const std::vector<uint8_t>& input, DType dtype,
                                  const EncodeContext& context = {});

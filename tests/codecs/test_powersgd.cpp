@@ -459,7 +459,9 @@ TEST(PowerSgd, SendsUncompressedWhenFactorsWouldNotBeSmaller) {
   EXPECT_EQ(header_of(Steps(*codec, 256, DType::kFloat16).encode(values)).flags, 1u);
 }
 
-TEST(PowerSgd, NonFiniteInputGoesUncompressedAndKeepsTheWarmStart) {
+// Non-finite elements are escaped (codec.h): the factors come from the finite rest, the escaped
+// elements decode exactly, and the warm start is not poisoned.
+TEST(PowerSgd, NonFiniteInputIsEscapedAndKeepsTheWarmStart) {
   const size_t rows = 40, cols = 30, count = rows * cols;
   auto codec = make("powersgd:rank=2");
   Steps steps(*codec, count, DType::kFloat32, MatrixShape{rows, cols});
@@ -468,11 +470,13 @@ TEST(PowerSgd, NonFiniteInputGoesUncompressedAndKeepsTheWarmStart) {
   poisoned[123] = std::numeric_limits<float>::quiet_NaN();
   poisoned[456] = std::numeric_limits<float>::infinity();
   auto message = steps.encode(poisoned);
-  EXPECT_EQ(header_of(message).flags, 1u);
+  EXPECT_EQ(header_of(message).flags, kWireEscapesFlag);  // low rank, with escapes
   auto decoded = decode_host(*codec, message, count, DType::kFloat32);
   EXPECT_TRUE(std::isnan(decoded[123]));
   EXPECT_EQ(decoded[456], std::numeric_limits<float>::infinity());
-  EXPECT_EQ(decoded[0], m[0]);
+  for (size_t i = 0; i < count; ++i) {
+    if (i != 123 && i != 456) ASSERT_TRUE(std::isfinite(decoded[i])) << i;
+  }
   // The state was not poisoned: the next finite step is low-rank and exact.
   auto next = steps.encode(m);
   EXPECT_EQ(header_of(next).flags, 0u);

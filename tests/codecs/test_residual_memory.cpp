@@ -50,15 +50,16 @@ class RoundingCodec : public Codec {
   CodecId id() const override { return CodecId::kInt8; }
   CodecFamily family() const override { return CodecFamily::kDense; }
   std::string spec() const override { return spec_; }
-  size_t max_encoded_bytes(size_t count, DType) const override { return count * sizeof(float); }
+  size_t max_finite_bytes(size_t count, DType) const override { return count * sizeof(float); }
 
   std::unique_ptr<CodecState> make_state(size_t, DType, const MatrixShape&) const override {
     if (state_bytes_ == 0) return nullptr;
     return std::make_unique<SizedState>(state_bytes_);
   }
 
-  ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
-                      void* message, size_t capacity, size_t* message_bytes) override {
+  ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes) override {
     if (capacity < count * sizeof(float)) return ncclInvalidArgument;
     float* payload = static_cast<float*>(message);
     for (size_t i = 0; i < count; ++i) {
@@ -70,8 +71,8 @@ class RoundingCodec : public Codec {
     return ncclSuccess;
   }
 
-  ncclResult_t decode(const void* message, size_t message_bytes, void* output, size_t count,
-                      DType dtype, bool accumulate, const DecodeContext&) const override {
+  ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate, const DecodeContext&) const override {
     if (message_bytes != count * sizeof(float)) return ncclInvalidArgument;
     const float* payload = static_cast<const float*>(message);
     for (size_t i = 0; i < count; ++i) {

@@ -1,0 +1,76 @@
+// The non-virtual half of the codec interface: non-finite escapes around every codec's own
+// encode and decode (codec.h, nonfinite_escapes.h).
+#include "codecs/codec.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "codecs/nonfinite_escapes.h"
+#include "codecs/wire_format.h"
+#include "common/result.h"
+
+namespace terse {
+namespace {
+
+// Whether a host message says that an escape section follows the codec's bytes.
+bool carries_escapes(const void* message, size_t message_bytes, const DecodeContext& context) {
+  if (context.memory != Memory::kHost || message == nullptr || message_bytes < kWireHeaderBytes) {
+    return false;
+  }
+  WireHeader header;
+  std::memcpy(&header, message, sizeof(header));
+  return header.magic == kWireMagic && (header.flags & kWireEscapesFlag) != 0;
+}
+
+}  // namespace
+
+size_t Codec::max_encoded_bytes(size_t count, DType dtype) const {
+  return max_finite_bytes(count, dtype) + max_escape_section_bytes(count);
+}
+
+ncclResult_t Codec::encode(const void* input, size_t count, DType dtype,
+                           const EncodeContext& context, void* message, size_t capacity,
+                           size_t* message_bytes) {
+  // The codec validates its own arguments (null pointers, capacity) when nothing is escaped.
+  if (context.memory == Memory::kDevice || count == 0 || input == nullptr || message == nullptr ||
+      all_finite(input, count, dtype)) {
+    return encode_finite(input, count, dtype, context, message, capacity, message_bytes);
+  }
+  const Escapes escapes = find_escapes(input, count, dtype);
+  const size_t section = escape_section_bytes(escapes, count);
+  if (capacity < section) {
+    return fail(ncclInvalidArgument,
+                "%s: capacity of %zu bytes leaves no room for the %zu escaped non-finite elements",
+                spec().c_str(), capacity, escapes.size());
+  }
+  const std::vector<uint8_t> finite = zero_escaped(input, count, dtype, escapes);
+  size_t finite_bytes = 0;
+  TERSE_CHECK(encode_finite(finite.data(), count, dtype, context, message, capacity - section,
+                            &finite_bytes));
+  // What the message drops of an escaped element is nothing: it travels exactly.
+  if (context.error != nullptr) {
+    for (uint64_t index : escapes.indices) context.error[index] = 0.0f;
+  }
+  uint8_t* bytes = static_cast<uint8_t*>(message);
+  write_escapes(escapes, count, bytes + finite_bytes);
+  bytes[offsetof(WireHeader, flags)] |= kWireEscapesFlag;
+  *message_bytes = finite_bytes + section;
+  return ncclSuccess;
+}
+
+ncclResult_t Codec::decode(const void* message, size_t message_bytes, void* output, size_t count,
+                           DType dtype, bool accumulate, const DecodeContext& context) const {
+  if (!carries_escapes(message, message_bytes, context)) {
+    return decode_finite(message, message_bytes, output, count, dtype, accumulate, context);
+  }
+  Escapes escapes;
+  size_t section = 0;
+  TERSE_CHECK(read_escapes(static_cast<const uint8_t*>(message), message_bytes, count,
+                           kWireHeaderBytes, &escapes, &section));
+  TERSE_CHECK(
+      decode_finite(message, message_bytes - section, output, count, dtype, accumulate, context));
+  apply_escapes(escapes, output, dtype, accumulate);
+  return ncclSuccess;
+}
+
+}  // namespace terse
