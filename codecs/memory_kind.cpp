@@ -24,8 +24,9 @@ bool parse_memory_kind(const std::string& text, MemoryKind* kind) {
   return false;
 }
 
-MemoryKind default_memory_kind(CodecId codec) {
-  switch (codec) {
+MemoryKind default_memory_kind(const Codec& codec) {
+  if (!codec.stable_under_error_feedback()) return MemoryKind::kNone;
+  switch (codec.id()) {
     case CodecId::kNone:
     case CodecId::kFp16:
     case CodecId::kBf16:

@@ -33,8 +33,11 @@ bool parse_memory_kind(const std::string& text, MemoryKind* kind);
 //    a 16-bit float, and a 4-byte-per-element residual would cost more memory than the
 //    compression saves on the wire;
 //  - momentum for dgc, whose definition includes momentum correction;
+//  - none for codecs whose errors are not a contraction (Codec::stable_under_error_feedback:
+//    TernGrad, unbiased Random-K): they are unbiased instead, and a residual would grow without
+//    bound;
 //  - residual for every other lossy codec: without error feedback biased codecs (top-k, sign,
 //    PowerSGD) do not converge to the same accuracy.
-MemoryKind default_memory_kind(CodecId codec);
+MemoryKind default_memory_kind(const Codec& codec);
 
 }  // namespace terse

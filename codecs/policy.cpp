@@ -175,7 +175,15 @@ ncclResult_t CodecChoice::make(const std::string& name, const CodecParams& param
   std::unique_ptr<Codec> codec;
   TERSE_CHECK(create_codec(name, consumed, &codec));
   made.spec = codec->spec();
-  made.memory = memory.value_or(default_memory_kind(codec->id()));
+  made.memory = memory.value_or(default_memory_kind(*codec));
+  if (made.memory == MemoryKind::kResidual && !codec->stable_under_error_feedback()) {
+    return fail(ncclInvalidArgument,
+                "memory 'residual' with codec '%s': its error is not smaller than what it encodes "
+                "(an unbiased scaling), so a residual fed back through it grows every step "
+                "instead of shrinking; use memory none%s",
+                codec->spec().c_str(),
+                codec->id() == CodecId::kRandomK ? ", or randomk with unbiased=false" : "");
+  }
   if (made.memory == MemoryKind::kMomentum && codec->id() != CodecId::kDgc) {
     return fail(ncclInvalidArgument,
                 "memory 'momentum' is DGC's momentum correction, which codec '%s' does not do "

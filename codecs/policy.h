@@ -113,9 +113,10 @@ struct CodecChoice {
 
   // Creates codec `name` with `params` (unknown codecs and parameters are refused with the
   // registry's message) and settles the memory: `memory` when given, else
-  // default_memory_kind(). Refuses memory 'momentum' for codecs other than dgc, and memory other
-  // than 'none' for the lossless codec 'none'. `auto` takes no parameters; its memory defaults
-  // to residual and may not be momentum.
+  // default_memory_kind(). Refuses memory 'momentum' for codecs other than dgc, memory other
+  // than 'none' for the lossless codec 'none', and memory 'residual' for codecs not stable under
+  // error feedback (Codec::stable_under_error_feedback). `auto` takes no parameters; its memory
+  // defaults to residual and may not be momentum.
   static ncclResult_t make(const std::string& name, const CodecParams& params,
                            const std::optional<MemoryKind>& memory, CodecChoice* choice);
 };

@@ -120,11 +120,11 @@ class CompressedRecursiveDoubling {
     } else if (round == 0) {
       // A fold host: its contribution went into values_ exactly, so the residual now holds this
       // encode's error alone.
-      TERSE_CHECK(encode_partial(args_, context_, values_, args_.count, residual_, outgoing_,
-                                 capacity_, &own_bytes));
+      TERSE_CHECK(encode_partial(args_, context_, values_, whole(), residual_, outgoing_, capacity_,
+                                 &own_bytes));
     } else {
       keep = error_ != nullptr && kept_stage() == round;
-      TERSE_CHECK(encode_partial(args_, context_, running_, args_.count, keep ? error_ : nullptr,
+      TERSE_CHECK(encode_partial(args_, context_, running_, whole(), keep ? error_ : nullptr,
                                  outgoing_, capacity_, &own_bytes));
     }
     InFlightTransfers transfers(context_.transport, 2, context_.deadline);
@@ -159,7 +159,7 @@ class CompressedRecursiveDoubling {
   ncclResult_t unfold() {
     const bool keep = error_ != nullptr && kept_stage() == rounds_;
     size_t bytes = 0;
-    TERSE_CHECK(encode_partial(args_, context_, running_, args_.count, keep ? error_ : nullptr,
+    TERSE_CHECK(encode_partial(args_, context_, running_, whole(), keep ? error_ : nullptr,
                                outgoing_, capacity_, &bytes));
     InFlightTransfers transfers(context_.transport, 1, context_.deadline);
     if (me_ < extra_) {

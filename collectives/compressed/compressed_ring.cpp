@@ -170,8 +170,8 @@ class CompressedRing {
     const bool last = last_step(unit);
     uint8_t* message = last ? owned(k) : sent(unit + pieces_);
     size_t encoded = 0;
-    TERSE_CHECK(encode_partial(args_, context_, partial_, range.count, error, message, capacity_,
-                               &encoded));
+    TERSE_CHECK(
+        encode_partial(args_, context_, partial_, range, error, message, capacity_, &encoded));
     if (!last) return send(unit + pieces_, message, encoded);
     // The owner's block: its total goes round the allgather; the owner decodes what others do.
     TERSE_CHECK(send(phase_units_ + k, message, encoded));

@@ -236,8 +236,8 @@ class ScatterReduceAllgather {
       for (size_t i = 0; i < range.count; ++i) sum_[i] += error[i];
     }
     size_t bytes = 0;
-    TERSE_CHECK(encode_partial(args_, context_, sum_, range.count, error, gathered(me_, k),
-                               capacity_, &bytes));
+    TERSE_CHECK(
+        encode_partial(args_, context_, sum_, range, error, gathered(me_, k), capacity_, &bytes));
     for (int t = 1; t < n_; ++t) {
       TERSE_CHECK(post_send((me_ + t) % n_, gather_step(k), gathered(me_, k), bytes));
     }

@@ -100,7 +100,7 @@ ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
                                  transfers.received_bytes(kChildUpReceive + c), values, args.count,
                                  true));
     }
-    TERSE_CHECK(encode_partial(args, context, values, args.count, residual,
+    TERSE_CHECK(encode_partial(args, context, values, ElementRange{0, args.count}, residual,
                                tree.parent >= 0 ? up : down, capacity, &bytes));
   }
 

@@ -1,5 +1,7 @@
 #include "collectives/compressed/compression_engine.h"
 
+#include "collectives/compressed/compressed_mutation.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -290,7 +292,8 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   *handled = true;
   const uint64_t sent_before = transport_->bytes_sent();
   const auto start = std::chrono::steady_clock::now();
-  const ncclResult_t result = plan.algorithm->run(compressed, compressed_context);
+  const ncclResult_t result =
+      run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
          transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);

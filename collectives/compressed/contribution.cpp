@@ -65,10 +65,7 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
                                  size_t capacity, size_t* message_bytes) {
   const Clock::time_point start = Clock::now();
   EncodeContext encode = args.encode;
-  // Pieces of one tensor draw their stochastic rounding (and non-shared Random-K positions) from
-  // different streams; every rank encoding the same range still uses the same seed, so a shared
-  // seed stays shared, and the whole tensor (offset 0) keeps the call's seed.
-  encode.seed ^= range.offset * 0x9e3779b97f4a7c15ull;
+  encode.seed = range_seed(args.encode.seed, range.offset);
   encode.memory = Memory::kHost;
   encode.error = nullptr;
   encode.state = nullptr;
@@ -93,16 +90,21 @@ ncclResult_t encode_whole_contribution(const CompressedArgs& args, const Compres
                              message_bytes);
 }
 
+uint64_t range_seed(uint64_t call_seed, size_t offset) {
+  return call_seed ^ (static_cast<uint64_t>(offset) * 0x9e3779b97f4a7c15ull);
+}
+
 ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
-                            const float* values, size_t count, float* error, void* message,
-                            size_t capacity, size_t* message_bytes) {
+                            const float* values, const ElementRange& range, float* error,
+                            void* message, size_t capacity, size_t* message_bytes) {
   const Clock::time_point start = Clock::now();
   EncodeContext encode = args.encode;
+  encode.seed = range_seed(args.encode.seed, range.offset);
   encode.memory = Memory::kHost;
   encode.error = error;
   encode.state = nullptr;
-  const ncclResult_t result =
-      args.codec->encode(values, count, DType::kFloat32, encode, message, capacity, message_bytes);
+  const ncclResult_t result = args.codec->encode(values, range.count, DType::kFloat32, encode,
+                                                 message, capacity, message_bytes);
   add_encode_time(context, start);
   return result;
 }

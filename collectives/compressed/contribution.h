@@ -49,11 +49,18 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
 ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
                                        uint8_t** message, size_t* message_bytes);
 
-// Encodes `count` fp32 values that are not this rank's gradient (a partial sum), with
-// `error` (may be null) receiving values - decode(message). No codec state.
+// Encodes the range.count fp32 values at `values` that are not this rank's gradient (a partial
+// sum of elements range.offset onwards), with `error` (range.count floats, may be null)
+// receiving values - decode(message). No codec state.
 ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
-                            const float* values, size_t count, float* error, void* message,
-                            size_t capacity, size_t* message_bytes);
+                            const float* values, const ElementRange& range, float* error,
+                            void* message, size_t capacity, size_t* message_bytes);
+
+// The seed of an encode of the elements from `offset` on: the call's seed mixed with the offset,
+// so pieces of one tensor draw their stochastic rounding (and non-shared Random-K positions) from
+// different streams, while every rank encoding the same range uses the same seed (a shared seed
+// stays shared) and the whole tensor (offset 0) keeps the call's seed.
+uint64_t range_seed(uint64_t call_seed, size_t offset);
 
 // Decodes a message into `count` fp32 values at `output` (adding when `accumulate`). Counts
 // decode time.

@@ -322,13 +322,28 @@ TEST(PolicyCodec, UnknownCodecsAndParametersAreRefused) {
 }
 
 TEST(PolicyCodec, MemoryDefaultsFollowTheCodec) {
-  EXPECT_EQ(default_memory_kind(CodecId::kNone), MemoryKind::kNone);
-  EXPECT_EQ(default_memory_kind(CodecId::kFp16), MemoryKind::kNone);
-  EXPECT_EQ(default_memory_kind(CodecId::kBf16), MemoryKind::kNone);
-  EXPECT_EQ(default_memory_kind(CodecId::kInt8), MemoryKind::kResidual);
-  EXPECT_EQ(default_memory_kind(CodecId::kTopK), MemoryKind::kResidual);
-  EXPECT_EQ(default_memory_kind(CodecId::kPowerSgd), MemoryKind::kResidual);
-  EXPECT_EQ(default_memory_kind(CodecId::kDgc), MemoryKind::kMomentum);
+  const auto memory_of = [](const char* spec) {
+    std::unique_ptr<Codec> codec;
+    EXPECT_EQ(create_codec(spec, &codec), ncclSuccess) << spec;
+    return default_memory_kind(*codec);
+  };
+  EXPECT_EQ(memory_of("none"), MemoryKind::kNone);
+  EXPECT_EQ(memory_of("fp16"), MemoryKind::kNone);
+  EXPECT_EQ(memory_of("bf16"), MemoryKind::kNone);
+  EXPECT_EQ(memory_of("int8"), MemoryKind::kResidual);
+  EXPECT_EQ(memory_of("topk"), MemoryKind::kResidual);
+  EXPECT_EQ(memory_of("powersgd"), MemoryKind::kResidual);
+  EXPECT_EQ(memory_of("dgc"), MemoryKind::kMomentum);
+  // Unbiased scalings are not contractions: no residual by default, and none allowed.
+  EXPECT_EQ(memory_of("terngrad"), MemoryKind::kNone);
+  EXPECT_EQ(memory_of("randomk"), MemoryKind::kNone);
+  EXPECT_EQ(memory_of("randomk:unbiased=false"), MemoryKind::kResidual);
+  for (const char* name : {"terngrad", "randomk"}) {
+    CodecChoice refused;
+    EXPECT_EQ(CodecChoice::make(name, CodecParams(name), MemoryKind::kResidual, &refused),
+              ncclInvalidArgument);
+    EXPECT_NE(error_text().find("grows every step"), std::string::npos) << error_text();
+  }
   CodecChoice choice;
   ASSERT_EQ(CodecChoice::make("bf16", CodecParams("bf16"), std::nullopt, &choice), ncclSuccess);
   EXPECT_EQ(choice.memory, MemoryKind::kNone);

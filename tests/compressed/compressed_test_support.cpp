@@ -10,6 +10,7 @@
 #include "codecs/tensor_key.h"
 #include "collectives/communicator.h"
 #include "collectives/compressed/compressed_error_bound.h"
+#include "collectives/compressed/compressed_mutation.h"
 #include "common/counter_rng.h"
 #include "common/result.h"
 
@@ -53,6 +54,11 @@ CompressedRanks::CompressedRanks(int nranks, const std::string& codec_spec, Memo
     error_ = world_->error();
     return;
   }
+  use_codec(codec_spec, memory);
+}
+
+void CompressedRanks::use_codec(const std::string& codec_spec, MemoryKind memory) {
+  memory_ = memory;
   for (Rank& rank : ranks_) {
     if (create_codec(codec_spec, &rank.codec) != ncclSuccess) {
       ok_ = false;
@@ -61,6 +67,16 @@ CompressedRanks::CompressedRanks(int nranks, const std::string& codec_spec, Memo
     }
     rank.residuals = std::make_unique<ResidualMemory>();
   }
+  model_ = std::make_unique<model::CompressedModel>(codec_spec, nranks(), memory);
+  if (!model_->ok()) {
+    ok_ = false;
+    error_ = model_->error();
+  }
+}
+
+void CompressedRanks::reset_memory() {
+  for (Rank& rank : ranks_) rank.residuals->reset_all();
+  model_->reset();
 }
 
 CompressedRanks::~CompressedRanks() = default;
@@ -113,12 +129,73 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     context.piece_bytes = piece_bytes_;
     context.scratch = &rank.scratch;
     context.counters = &rank.counters;
-    if (result == ncclSuccess) result = algorithm.run(args, context);
+    if (result == ncclSuccess) result = run_compressed_algorithm(algorithm, args, context);
     results[static_cast<size_t>(r)] = result;
     if (result != ncclSuccess && errors != nullptr)
       (*errors)[static_cast<size_t>(r)] = last_error();
   });
+  model::CallSpec spec;
+  spec.algorithm = algorithm.name;
+  spec.dtype = dtype;
+  spec.count = count;
+  spec.seed = 0x5eed0000u + step;
+  spec.step = step;
+  spec.piece_bytes = piece_bytes_;
+  spec.result_scale = result_scale;
+  spec.hosts = hosts_;
+  expected_ = model_->call(spec, inputs);
+  last_dtype_ = dtype;
+  last_count_ = count;
+  last_sra_ = std::string(algorithm.name) == "sra" || std::string(algorithm.name) == "hierarchical";
   return results;
+}
+
+std::vector<float> CompressedRanks::owner_residual(int rank, size_t chunk) {
+  Rank& slot = ranks_[static_cast<size_t>(rank)];
+  TensorKey key;
+  key.comm = kTestComm;
+  key.name = "test.tensor#sra-owner";
+  key.count = chunk;
+  key.dtype = DType::kFloat32;
+  if (!slot.residuals->contains(key)) return {};
+  std::shared_ptr<ResidualEntry> entry;
+  if (slot.residuals->acquire(key, *slot.codec, MemoryKind::kResidual, EntryOptions{}, &entry) !=
+          ncclSuccess ||
+      entry->residual() == nullptr) {
+    return {};
+  }
+  return std::vector<float>(entry->residual(), entry->residual() + chunk);
+}
+
+ModelCheck CompressedRanks::check_against_model(const std::vector<std::vector<uint8_t>>& outputs) {
+  ModelCheck check;
+  const model::Comparison results = model::compare_all(expected_, last_dtype_, outputs);
+  check.result_mismatches = results.mismatches;
+  check.max_relative_error =
+      results.max_expected > 0 ? results.max_error / results.max_expected : results.max_error;
+  if (!results.first.empty()) check.first = results.first;
+  if (memory_ != MemoryKind::kResidual) return check;
+  for (int r = 0; r < nranks(); ++r) {
+    const std::string who = "rank " + std::to_string(r) + " ";
+    model::Comparison residual =
+        model::compare_residual(model_->residual(r), this->residual(r, last_count_, last_dtype_),
+                                expected_.residual_tolerance);
+    // An entry never used still reads as zeros: the model's untouched residual.
+    check.residual_mismatches += residual.mismatches;
+    if (!residual.first.empty() && check.first.size() < 400)
+      check.first += "; " + who + residual.first;
+    const std::vector<float>& model_owner = model_->owner_residual(r);
+    if (last_sra_ || !model_owner.empty()) {
+      model::Comparison owner = model::compare_residual(
+          model_owner, owner_residual(r, model_owner.size()), expected_.residual_tolerance);
+      if (model_owner.empty()) owner = model::Comparison{};
+      check.residual_mismatches += owner.mismatches;
+      if (!owner.first.empty() && check.first.size() < 400) {
+        check.first += "; " + who + "owner " + owner.first;
+      }
+    }
+  }
+  return check;
 }
 
 std::vector<float> CompressedRanks::residual(int rank, size_t count, DType dtype) {
@@ -184,7 +261,7 @@ CaseReport run_and_check(CompressedRanks& ranks, const CompressedAlgorithmInfo& 
                          DType dtype, size_t count, uint64_t salt, double result_scale,
                          bool in_place) {
   const int n = ranks.nranks();
-  for (int r = 0; r < n; ++r) ranks.residuals(r).reset_all();
+  ranks.reset_memory();
   std::vector<std::vector<uint8_t>> inputs;
   for (int r = 0; r < n; ++r) inputs.push_back(to_dtype(make_rank_input(r, count, salt), dtype));
   std::vector<std::vector<uint8_t>> outputs;
@@ -200,8 +277,116 @@ CaseReport run_and_check(CompressedRanks& ranks, const CompressedAlgorithmInfo& 
       return CaseReport{};
     }
   }
-  return check_case(label, ranks.codec(0), algorithm.lossy_steps(n), dtype, count, inputs, outputs,
-                    result_scale);
+  CaseReport report = check_case(label, ranks.codec(0), algorithm.lossy_steps(n), dtype, count,
+                                 inputs, outputs, result_scale);
+  report.model = ranks.check_against_model(outputs);
+  EXPECT_TRUE(report.model.ok()) << label << ": " << report.model.result_mismatches
+                                 << " result and " << report.model.residual_mismatches
+                                 << " residual elements differ from the model: "
+                                 << report.model.first;
+  return report;
+}
+
+namespace {
+
+// One call on fresh inputs; false (with `failure` set) when a rank failed.
+bool call_once(CompressedRanks& ranks, const CompressedAlgorithmInfo& algorithm, DType dtype,
+               size_t count, uint64_t salt, double result_scale,
+               std::vector<std::vector<uint8_t>>* inputs,
+               std::vector<std::vector<uint8_t>>* outputs, std::string* failure) {
+  const int n = ranks.nranks();
+  inputs->clear();
+  for (int r = 0; r < n; ++r) inputs->push_back(to_dtype(make_rank_input(r, count, salt), dtype));
+  std::vector<std::string> errors;
+  const std::vector<ncclResult_t> results = ranks.allreduce(
+      algorithm, dtype, count, *inputs, outputs, result_scale, false, salt, &errors);
+  for (int r = 0; r < n; ++r) {
+    if (results[static_cast<size_t>(r)] != ncclSuccess) {
+      *failure = "rank " + std::to_string(r) + " failed: " + errors[static_cast<size_t>(r)];
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ModelCheck run_model_steps(CompressedRanks& ranks, const CompressedAlgorithmInfo& algorithm,
+                           DType dtype, size_t count, int steps, uint64_t salt,
+                           double result_scale) {
+  ranks.reset_memory();
+  std::vector<std::vector<uint8_t>> inputs, outputs;
+  ModelCheck worst;
+  for (int step = 0; step < steps; ++step) {
+    std::string failure;
+    if (!call_once(ranks, algorithm, dtype, count, salt + static_cast<uint64_t>(step), result_scale,
+                   &inputs, &outputs, &failure)) {
+      worst.result_mismatches = count;
+      worst.first = failure;
+      return worst;
+    }
+    ModelCheck check = ranks.check_against_model(outputs);
+    worst.max_relative_error = std::max(worst.max_relative_error, check.max_relative_error);
+    if (!check.ok()) {
+      check.first = "step " + std::to_string(step) + ": " + check.first;
+      return check;
+    }
+  }
+  return worst;
+}
+
+ConservationReport run_conservation(CompressedRanks& ranks,
+                                    const CompressedAlgorithmInfo& algorithm, size_t count,
+                                    int steps, uint64_t salt) {
+  const int n = ranks.nranks();
+  ranks.reset_memory();
+  ConservationReport report;
+  std::vector<double> results(count, 0.0), inputs_sum(count, 0.0), magnitude(count, 0.0);
+  std::vector<std::vector<uint8_t>> inputs, outputs;
+  for (int step = 0; step < steps; ++step) {
+    if (!call_once(ranks, algorithm, DType::kFloat32, count, salt + static_cast<uint64_t>(step),
+                   1.0, &inputs, &outputs, &report.failure)) {
+      return report;
+    }
+    for (int r = 0; r < n; ++r) {
+      const std::vector<double> input = from_dtype(inputs[r], DType::kFloat32, count);
+      for (size_t i = 0; i < count; ++i) {
+        inputs_sum[i] += input[i];
+        magnitude[i] += std::fabs(input[i]);
+      }
+    }
+    const std::vector<double> result = from_dtype(outputs[0], DType::kFloat32, count);
+    for (size_t i = 0; i < count; ++i) {
+      results[i] += result[i];
+      magnitude[i] += std::fabs(result[i]);
+    }
+    // Rounding happens at the size of what is encoded: inputs plus residuals.
+    for (int r = 0; r < n; ++r) {
+      const std::vector<float> residual = ranks.residual(r, count, DType::kFloat32);
+      for (size_t i = 0; i < residual.size(); ++i) magnitude[i] += std::fabs(residual[i]);
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> residual = ranks.residual(r, count, DType::kFloat32);
+    for (size_t i = 0; i < residual.size(); ++i) results[i] += residual[i];
+    // The owner residual covers this rank's chunk of the group it owned (all ranks, or the
+    // node leaders of a hierarchical call): the model knows which, and how long it is.
+    const std::vector<float>& model_owner = ranks.reference().owner_residual(r);
+    if (model_owner.empty()) continue;
+    const std::vector<float> owner = ranks.owner_residual(r, model_owner.size());
+    const size_t offset = ranks.reference().owner_offset(r);
+    for (size_t i = 0; i < owner.size(); ++i) results[offset + i] += owner[i];
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const double gap = std::fabs(results[i] - inputs_sum[i]);
+    const double tolerance = std::ldexp(magnitude[i], -20) + 1e-30;
+    if (!(gap <= tolerance)) ++report.violations;
+    if (!(gap <= report.gap)) {
+      report.gap = gap;
+      report.tolerance = tolerance;
+    }
+  }
+  return report;
 }
 
 const std::vector<std::string>& reencoding_codecs() {
@@ -224,7 +409,7 @@ const std::vector<std::string>& reencoding_codecs() {
 void expect_result_is_sum_less_residuals(CompressedRanks& ranks,
                                          const CompressedAlgorithmInfo& algorithm, size_t count) {
   const int n = ranks.nranks();
-  for (int r = 0; r < n; ++r) ranks.residuals(r).reset_all();
+  ranks.reset_memory();
   std::vector<std::vector<uint8_t>> inputs;
   std::vector<double> exact(count, 0.0);
   for (int r = 0; r < n; ++r) {

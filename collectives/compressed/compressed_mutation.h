@@ -1,0 +1,37 @@
+// Test-only mutations of the compressed allreduce: deliberate mistakes that the suite's checks
+// (the reference model of tests/model, conservation of error feedback) must catch, so that a
+// check that cannot fail is noticed (tests/compressed/test_mutations.cpp). A process has one
+// mutation, kNone unless a test sets one; every compressed call of the engine and of the test
+// harness runs through run_compressed_algorithm, which applies it around the algorithm. Nothing
+// outside tests sets it, and libterse.so does not export it.
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compressed_args.h"
+
+namespace terse {
+
+enum class CompressedMutation : int {
+  kNone = 0,
+  kZeroResult,          // every rank's result is zeros
+  kDropContribution,    // group position 1 sends zeros instead of its input
+  kDoubleContribution,  // group position 1 sends twice its input
+  kSkipResidualUpdate,  // the residual keeps its value: no encode error is ever kept
+  kStaleResidual,       // the contribution is compensated with the residual of a call earlier
+};
+
+void set_compressed_mutation(CompressedMutation mutation);
+CompressedMutation compressed_mutation();
+const char* compressed_mutation_name(CompressedMutation mutation);
+// "zero_result", "drop_contribution", ...; false for anything else.
+bool parse_compressed_mutation(const std::string& name, CompressedMutation* mutation);
+
+// algorithm.run(args, context), with this process's mutation applied.
+ncclResult_t run_compressed_algorithm(const CompressedAlgorithmInfo& algorithm,
+                                      const CompressedArgs& args, const CompressedContext& context);
+
+}  // namespace terse
