@@ -77,6 +77,9 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) {
   stats->residual_bytes = residuals.bytes;
   stats->residual_max_bytes = residuals.max_bytes;
   stats->residual_evictions = residuals.evictions;
+  stats->last_seed = now.last_seed;
+  stats->last_step = now.last_step;
+  stats->last_piece_bytes = now.last_piece_bytes;
   return ncclSuccess;
 }
 

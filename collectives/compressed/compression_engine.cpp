@@ -297,6 +297,9 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
          transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);
+  stats_.last_seed = compressed.encode.seed;
+  stats_.last_step = plan.step;
+  stats_.last_piece_bytes = piece_bytes_;
   return ncclSuccess;
 }
 

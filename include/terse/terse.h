@@ -86,6 +86,12 @@ typedef struct {
   uint64_t residual_bytes;
   uint64_t residual_max_bytes;
   uint64_t residual_evictions;
+  /* The last compressed allreduce's seed (the same on every rank), its tensor's step and its
+   * pipeline piece size in bytes: with the codec spec and algorithm above, all a checker needs to
+   * recompute what the call must return (perf/'s #wrong does). */
+  uint64_t last_seed;
+  uint64_t last_step;
+  uint64_t last_piece_bytes;
 } terseStats;
 
 /* Copies the communicator's statistics into *stats. */
