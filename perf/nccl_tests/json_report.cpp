@@ -24,6 +24,7 @@ std::string json_half(const HalfResult& half) {
   if (half.compressed) {
     text += ", \"codec\": " + json_string(half.codec) + ", \"ratio\": " + json_number(half.ratio) +
             ", \"rel_err\": " + json_number(half.rel_err) +
+            ", \"mean_err\": " + json_number(half.mean_err) +
             ", \"encode_us\": " + json_number(half.encode_us) +
             ", \"decode_us\": " + json_number(half.decode_us);
   }

@@ -7,7 +7,8 @@
 //       "redop": "sum", "root": -1,
 //       "out_of_place": {"time_us": 21.4, "algbw": 0.0004, "busbw": 0.0006, "wrong": 0},
 //       "in_place": {"time_us": 20.9, "algbw": 0.0004, "busbw": 0.0006, "wrong": null}}, ...],
-//    (with compression each half adds "codec", "ratio", "rel_err", "encode_us", "decode_us")
+//    (with compression each half adds "codec", "ratio", "rel_err", "mean_err", "encode_us",
+//    "decode_us")
 //    "out_of_bounds": 0, "avg_busbw": 1.234}
 //
 // "wrong" is null where the table prints N/A. Numbers are those the table rounds, unrounded.
@@ -33,7 +34,8 @@ struct HalfResult {
   bool compressed = false;
   std::string codec;
   double ratio = 1;
-  double rel_err = 0;
+  double rel_err = 0;   // largest |result - exact| / largest |exact|
+  double mean_err = 0;  // mean |result - exact| / largest |exact|
   double encode_us = 0;
   double decode_us = 0;
 };

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "perf/nccl_tests/bandwidth.h"
 #include "perf/nccl_tests/compression_figures.h"
 #include "perf/nccl_tests/element_values.h"
+#include "perf/nccl_tests/model_check.h"
 #include "perf/nccl_tests/row_check.h"
 #include "perf/nccl_tests/run_abort.h"
 
@@ -119,15 +122,25 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
   }
   if (!checked) return result;
   for (int pass = 0; pass < options.check; ++pass) {
-    prepare_row_inputs(context, row, in_place);
-    // The stated bound is one call's: the residual the timed calls left behind would add to it
-    // (error feedback at work), so the checked call starts without one.
+    prepare_row_inputs(context, row, in_place, /*nan_output=*/compression);
+    // The checked call starts from empty residual memory, as the model of it does: the residual
+    // the timed calls left behind would otherwise be part of the result (error feedback at work).
     if (compression) TERSE_PERF_NCCL(terseResidualReset(context.comm, nullptr));
     launch_call(context, row, in_place, 0);
-    double rel_err = 0;
-    const int64_t wrong = compression ? count_row_outside_bound(context, row, in_place, &rel_err)
-                                      : count_row_wrong(context, row, in_place);
-    if (compression) result.rel_err = -context.sync.min(-rel_err);  // the largest of any rank
+    int64_t wrong = 0;
+    if (compression) {
+      terseStats stats{};
+      TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));
+      // Every rank sees the same algorithm, so every rank joins the gather or none does.
+      std::vector<std::string> hosts;
+      if (std::strcmp(stats.last_algorithm, "hierarchical") == 0) hosts = gather_hosts(context);
+      const ModelFigures figures = check_compressed_row(context, row, in_place, hosts);
+      wrong = figures.wrong;
+      result.rel_err = -context.sync.min(-figures.max_rel_err);  // the largest of any rank
+      result.mean_err = -context.sync.min(-figures.mean_rel_err);
+    } else {
+      wrong = count_row_wrong(context, row, in_place);
+    }
     if (wrong != 0) ++*failed_checks;
     result.wrong = context.sync.sum(wrong);
     if (result.wrong != 0) break;

@@ -153,8 +153,8 @@ const std::vector<Flag>& flags() {
        int_flag('a', 0, 3, &Options::average)},
       {'Z', "codec", "<codec>",
        "compress allreduces with this codec spec, e.g. int8 or topk:ratio=0.01 (sets "
-       "TERSE_CODEC; adds the codec, ratio and rel_err columns; #wrong counts elements outside "
-       "the stated error bound)",
+       "TERSE_CODEC; adds the codec, ratio, rel_err and mean_err columns; #wrong counts elements "
+       "that differ from the reference model of the call)",
        [](const std::string& text, Options* options) -> std::string {
          if (text.empty()) return "-Z: the codec is empty";
          options->codec = text;

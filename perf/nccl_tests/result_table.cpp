@@ -58,8 +58,10 @@ std::string device_line(int rank, int group, int pid, const std::string& host, i
 
 std::string column_header(bool compression) {
   // The extra cells replace the lines' closing space, so rows and headers stay aligned.
-  const auto extra = [&](const char* codec, const char* ratio, const char* rel_err) {
-    return compression ? format("  %9s  %6s  %8s\n", codec, ratio, rel_err) : std::string(" \n");
+  const auto extra = [&](const char* codec, const char* ratio, const char* rel_err,
+                         const char* mean_err) {
+    return compression ? format("  %9s  %6s  %8s  %8s\n", codec, ratio, rel_err, mean_err)
+                       : std::string(" \n");
   };
   std::string text = "#\n";
   text += leading_columns("", "", "", "", "") +
@@ -67,11 +69,11 @@ std::string column_header(bool compression) {
   text += leading_columns("size", "count", "type", "redop", "root") +
           format("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong",
                  "time", "algbw", "busbw", "#wrong") +
-          extra("codec", "ratio", "rel_err");
+          extra("codec", "ratio", "rel_err", "mean_err");
   text += leading_columns("(B)", "(elements)", "", "", "") +
           format("  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
                  "(GB/s)", "(GB/s)", "") +
-          extra("", "", "");
+          extra("", "", "", "");
   return text;
 }
 

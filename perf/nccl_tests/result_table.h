@@ -30,7 +30,7 @@ std::string run_header(const RunDescription& run);
 // One "# Using devices" entry; host memory takes the place of the GPU's name.
 std::string device_line(int rank, int group, int pid, const std::string& host, int device);
 
-// "#" and the three column-header lines; with `compression`, the codec, ratio and rel_err
+// "#" and the three column-header lines; with `compression`, the codec, ratio, rel_err and mean_err
 // columns after the in-place half (compression_figures.h).
 std::string column_header(bool compression = false);
 

@@ -1,17 +1,21 @@
 #include "perf/nccl_tests/row_check.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "perf/nccl_tests/buffer_check.h"
-#include "perf/nccl_tests/compression_figures.h"
 
 namespace terse {
 namespace perf {
 
-void prepare_row_inputs(RankContext& context, const RowCase& row, bool in_place) {
+void prepare_row_inputs(RankContext& context, const RowCase& row, bool in_place, bool nan_output) {
   const size_t element = row.type.bytes;
   char* recv = context.buffers.recv.get();
-  memset(recv, 0, row.counts.recv * element);
+  if (nan_output) {
+    fill_buffer(row.type.type, recv, row.counts.recv, [](size_t) { return std::nan(""); });
+  } else {
+    memset(recv, 0, row.counts.recv * element);
+  }
   char* input = in_place
                     ? recv + static_cast<size_t>(context.rank) * row.counts.send_in_place * element
                     : context.buffers.send.get();
@@ -29,23 +33,6 @@ int64_t count_row_wrong(const RankContext& context, const RowCase& row, bool in_
   const auto expected = context.test.expected;
   return count_wrong(row.type.type, context.buffers.recv.get() + offset, row.counts.recv,
                      [&](size_t index) { return expected(check, index); });
-}
-
-int64_t count_row_outside_bound(const RankContext& context, const RowCase& row, bool in_place,
-                                double* rel_err) {
-  const size_t offset =
-      in_place ? static_cast<size_t>(context.rank) * row.counts.recv_in_place * row.type.bytes : 0;
-  const double scale = row.op == Reduction::kAvg ? 1.0 / context.nranks : 1.0;
-  const size_t count = row.counts.recv;
-  StatedBound stated;
-  double bound = 0;
-  if (last_call_bound(context.comm, count, context.nranks, &stated)) {
-    const double largest = context.nranks * row.pattern.magnitude() * scale;
-    bound = allreduce_bound(stated, input_norm_sum(row.pattern, count, stated.l2), scale,
-                            row.type.unit_roundoff, largest);
-  }
-  return count_outside_bound(row.type.type, context.buffers.recv.get() + offset, count, row.pattern,
-                             bound, rel_err);
 }
 
 }  // namespace perf

@@ -58,7 +58,8 @@ void run_case(RankContext& context, const DataTypeInfo& type, Reduction op, cons
     if (context.prints && compression_requested()) {
       // The out-of-place half's figures (the in-place half's are in the JSON).
       const HalfResult& half = result.out_of_place;
-      fputs(compression_columns(half.compressed ? half.codec : "none", half.ratio, half.rel_err)
+      fputs(compression_columns(half.compressed ? half.codec : "none", half.ratio, half.rel_err,
+                                half.mean_err)
                 .c_str(),
             stdout);
     }

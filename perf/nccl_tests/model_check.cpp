@@ -1,0 +1,119 @@
+#include "perf/nccl_tests/model_check.h"
+
+#include <terse/terse.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "codecs/codec_registry.h"
+#include "codecs/memory_kind.h"
+#include "model/compressed_model.h"
+#include "perf/nccl_tests/element_values.h"
+#include "perf/nccl_tests/run_abort.h"
+
+namespace terse {
+namespace perf {
+namespace {
+
+// What this rank says its node is, as a number the sync can sum exactly (52 bits).
+int64_t host_number(const std::string& host) {
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : host) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return static_cast<int64_t>(hash >> 12);
+}
+
+std::string own_host() {
+  const char* forced = getenv("TERSE_HOSTID");
+  if (forced != nullptr && *forced != '\0') return forced;
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+bool dtype_of(ncclDataType_t type, DType* dtype) {
+  switch (type) {
+    case ncclFloat32:
+      *dtype = DType::kFloat32;
+      return true;
+    case ncclFloat16:
+      *dtype = DType::kFloat16;
+      return true;
+    case ncclBfloat16:
+      *dtype = DType::kBFloat16;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> gather_hosts(RankContext& context) {
+  const int64_t mine = host_number(own_host());
+  std::vector<std::string> hosts;
+  for (int rank = 0; rank < context.nranks; ++rank) {
+    hosts.push_back(std::to_string(context.sync.sum(rank == context.rank ? mine : 0)));
+  }
+  return hosts;
+}
+
+ModelFigures check_compressed_row(const RankContext& context, const RowCase& row, bool in_place,
+                                  const std::vector<std::string>& hosts) {
+  ModelFigures figures;
+  const size_t count = row.counts.recv;
+  const char* output =
+      context.buffers.recv.get() +
+      (in_place ? static_cast<size_t>(context.rank) * row.counts.recv_in_place * row.type.bytes
+                : 0);
+  DType dtype;
+  terseStats stats{};
+  TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));
+  std::unique_ptr<Codec> codec;
+  if (!dtype_of(row.type.type, &dtype) || std::strcmp(stats.last_codec, "none") == 0 ||
+      create_codec(stats.last_codec, &codec) != ncclSuccess) {
+    figures.wrong = static_cast<int64_t>(count);  // not compressed, or a codec no model knows
+    return figures;
+  }
+  std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(context.nranks));
+  for (int rank = 0; rank < context.nranks; ++rank) {
+    inputs[rank].resize(count * dtype_size(dtype));
+    for (size_t i = 0; i < count; ++i) {
+      terse::store_element(inputs[rank].data(), dtype, i,
+                           static_cast<float>(row.pattern.input(rank, i)));
+    }
+  }
+  model::CompressedModel reference(stats.last_codec, context.nranks, default_memory_kind(*codec));
+  model::CallSpec spec;
+  spec.algorithm = stats.last_algorithm;
+  spec.dtype = dtype;
+  spec.count = count;
+  spec.seed = stats.last_seed;
+  spec.step = stats.last_step;
+  spec.piece_bytes = stats.last_piece_bytes;
+  spec.result_scale = row.op == Reduction::kAvg ? 1.0 / context.nranks : 1.0;
+  spec.hosts = hosts;
+  const model::Expected expected = reference.call(spec, inputs);
+  const model::Comparison comparison =
+      model::compare(expected, dtype, reinterpret_cast<const uint8_t*>(output), count);
+  figures.wrong = static_cast<int64_t>(comparison.mismatches);
+  double largest = 0, total = 0, worst = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double exact = row.pattern.reduced(i).value;
+    const double error = std::fabs(load_element(row.type.type, output, i) - exact);
+    largest = std::max(largest, std::fabs(exact));
+    if (std::isfinite(error)) {
+      worst = std::max(worst, error);
+      total += error;
+    }
+  }
+  const double scale = largest > 0 ? largest : 1.0;
+  figures.max_rel_err = worst / scale;
+  figures.mean_rel_err = count > 0 ? total / double(count) / scale : 0.0;
+  return figures;
+}
+
+}  // namespace perf
+}  // namespace terse
