@@ -52,6 +52,7 @@ class CastCodec final : public Codec {
 
   CodecId id() const override { return id_; }
   CodecFamily family() const override { return CodecFamily::kDense; }
+  bool unbiased() const override { return true; }
   std::string spec() const override { return name_; }
 
   size_t max_finite_bytes(size_t count, DType dtype) const override {

@@ -114,6 +114,14 @@ class Codec {
   // 24 steps of recursive doubling on 5 ranks). The policy refuses memory 'residual' for them.
   virtual bool stable_under_error_feedback() const { return true; }
 
+  // Whether what it drops averages out over steps without error feedback: the decode is
+  // unbiased, E[decode(encode(x))] = x (QSGD, TernGrad without clipping, unbiased Random-K,
+  // stochastic integer rounding), or the codec is a cast whose rounding sits at the last bit of
+  // a 16-bit float (none, fp16, bf16). A biased codec (sign, top-k, nearest rounding) run without
+  // error feedback loses the same part of a persistent gradient every step. Only such codecs may
+  // be a policy rule's `fallback`: the path of a tensor residual memory did not admit.
+  virtual bool unbiased() const { return false; }
+
   // Per-tensor state this codec needs, or null when it keeps none.
   virtual std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
                                                  const MatrixShape& shape) const {

@@ -291,6 +291,7 @@ class IntQuantCodec final : public Codec {
   CodecId id() const override {
     return kBits == 8 ? CodecId::kInt8 : kBits == 4 ? CodecId::kInt4 : CodecId::kInt2;
   }
+  bool unbiased() const override { return stochastic_; }
   CodecFamily family() const override { return CodecFamily::kDense; }
   std::string spec() const override {
     return std::string(codec_name()) + ":block=" + std::to_string(block_) +

@@ -200,9 +200,47 @@ ncclResult_t CodecChoice::make(const std::string& name, const CodecParams& param
   return ncclSuccess;
 }
 
+ncclResult_t CodecChoice::make_fallback(const std::string& name, const CodecParams& params,
+                                        CodecChoice* choice) {
+  if (name == kAutoCodec) {
+    return fail(ncclInvalidArgument,
+                "fallback 'auto': a fallback must be a fixed codec, the same on every rank (an "
+                "unbiased one such as qsgd, or none)");
+  }
+  CodecChoice made;
+  TERSE_CHECK(make(name, params, MemoryKind::kNone, &made));
+  std::unique_ptr<Codec> codec;
+  CodecParams consumed = params;
+  TERSE_CHECK(create_codec(name, consumed, &codec));
+  // A square view, so that a low-rank codec shows the state it would keep.
+  if (codec->make_state(4096, DType::kFloat32, MatrixShape{64, 64}) != nullptr) {
+    return fail(ncclInvalidArgument,
+                "fallback '%s' keeps per-tensor state, which needs the residual memory that the "
+                "tensor was refused; name a stateless codec (qsgd, terngrad, fp16, bf16, ...) or "
+                "none",
+                made.spec.c_str());
+  }
+  if (!codec->unbiased()) {
+    return fail(ncclInvalidArgument,
+                "fallback '%s' is biased, and a fallback runs without error feedback, so it would "
+                "drop the same part of a persistent gradient every step; name an unbiased codec "
+                "(qsgd, terngrad with clip=0, randomk with unbiased=true, int8 with "
+                "rounding=stochastic), a cast (fp16, bf16), or none",
+                made.spec.c_str());
+  }
+  *choice = std::move(made);
+  return ncclSuccess;
+}
+
 ncclResult_t Policy::add_rule(PolicyRule rule) {
   const char* origin = rule.origin.empty() ? "rule" : rule.origin.c_str();
   if (rule.match.validate() != ncclSuccess || rule.schedule.validate() != ncclSuccess) {
+    return refuse_with_prefix(ncclInvalidArgument, origin);
+  }
+  CodecChoice fallback;
+  if (rule.fallback.spec != "none" &&
+      CodecChoice::make_fallback(rule.fallback.name, rule.fallback.params, &fallback) !=
+          ncclSuccess) {
     return refuse_with_prefix(ncclInvalidArgument, origin);
   }
   rules_.push_back(std::move(rule));
@@ -222,6 +260,7 @@ Decision Policy::decide(const TensorInfo& info) const {
     decision.codec = rule.codec.name;
     decision.params = rule.codec.params;
     decision.memory = rule.codec.memory;
+    decision.fallback = rule.fallback;
     decision.warmup_progress = rule.schedule.warmup_progress(info.step);
     return decision;
   }
@@ -229,11 +268,27 @@ Decision Policy::decide(const TensorInfo& info) const {
 }
 
 ncclResult_t Policy::from_codec_spec(const std::string& spec, Policy* policy) {
+  // "codec;fallback=codec": a codec spec never holds ';' (parameters are comma-separated).
+  static const std::string kFallbackKey = "fallback=";
+  const size_t semicolon = spec.find(';');
   std::string name;
   CodecParams params;
-  TERSE_CHECK(parse_codec_spec(spec, &name, &params));
+  TERSE_CHECK(parse_codec_spec(spec.substr(0, semicolon), &name, &params));
   PolicyRule rule;
   TERSE_CHECK(CodecChoice::make(name, params, std::nullopt, &rule.codec));
+  if (semicolon != std::string::npos) {
+    const std::string rest = spec.substr(semicolon + 1);
+    if (rest.compare(0, kFallbackKey.size(), kFallbackKey) != 0) {
+      return fail(ncclInvalidArgument,
+                  "codec spec '%s': after ';' expected fallback=<codec spec>, found '%s'",
+                  spec.c_str(), rest.c_str());
+    }
+    std::string fallback_name;
+    CodecParams fallback_params;
+    TERSE_CHECK(
+        parse_codec_spec(rest.substr(kFallbackKey.size()), &fallback_name, &fallback_params));
+    TERSE_CHECK(CodecChoice::make_fallback(fallback_name, fallback_params, &rule.fallback));
+  }
   rule.origin = "TERSE_CODEC";
   Policy made;
   TERSE_CHECK(made.add_rule(std::move(rule)));
@@ -255,9 +310,11 @@ ncclResult_t load_policy_from_env(Policy* policy) {
     if (Policy::from_codec_spec(codec, &loaded) != ncclSuccess) {
       return refuse_with_prefix(ncclInvalidArgument, "TERSE_CODEC=" + codec);
     }
-    TERSE_INFO("policy: TERSE_CODEC=%s (%s, memory %s) for every float sum/avg reduction",
-               codec.c_str(), loaded.rules()[0].codec.spec.c_str(),
-               memory_kind_name(loaded.rules()[0].codec.memory));
+    TERSE_INFO(
+        "policy: TERSE_CODEC=%s (%s, memory %s, fallback %s) for every float sum/avg "
+        "reduction",
+        codec.c_str(), loaded.rules()[0].codec.spec.c_str(),
+        memory_kind_name(loaded.rules()[0].codec.memory), loaded.rules()[0].fallback.spec.c_str());
   } else if (!file.empty()) {
     TERSE_CHECK(Policy::from_file(file, &loaded));  // its errors name the file and line
     TERSE_INFO("policy: %zu rules from TERSE_POLICY=%s", loaded.rules().size(), file.c_str());

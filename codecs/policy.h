@@ -4,8 +4,10 @@
 // "none": the tensor is reduced exactly as NCCL would.
 //
 // Where a policy comes from:
-//   TERSE_CODEC=name[:k=v,...]  one rule: every fp32/fp16/bf16 tensor reduced with sum or avg;
-//                               memory by default_memory_kind() (memory_kind.h).
+//   TERSE_CODEC=name[:k=v,...][;fallback=name[:k=v,...]]
+//                               one rule: every fp32/fp16/bf16 tensor reduced with sum or avg;
+//                               memory by default_memory_kind() (memory_kind.h); the fallback
+//                               of tensors residual memory did not admit (default none).
 //   TERSE_POLICY=file.yaml      rules from a file; the format is documented at the top of
 //                               policy_file.cpp, with an example in perf/policies/example.yaml.
 // Both are validated when loaded (codecs are actually created), so a typo fails at init with
@@ -119,11 +121,22 @@ struct CodecChoice {
   // defaults to residual and may not be momentum.
   static ncclResult_t make(const std::string& name, const CodecParams& params,
                            const std::optional<MemoryKind>& memory, CodecChoice* choice);
+
+  // A rule's `fallback`: the codec a call runs when its tensor was not admitted to residual
+  // memory (its cap is full of tensors in use), with memory none. Refuses `auto`, codecs that
+  // keep per-tensor state (dgc, powersgd: they would need the memory that was refused) and
+  // codecs that are not Codec::unbiased() (without error feedback a biased codec loses the same
+  // part of a persistent gradient every step). `none` (uncompressed) is the default.
+  static ncclResult_t make_fallback(const std::string& name, const CodecParams& params,
+                                    CodecChoice* choice);
 };
 
 struct PolicyRule {
   RuleMatch match;
   CodecChoice codec;
+  // What a call of a tensor without residual memory (not admitted) runs: "none" (the dense
+  // allreduce, exactly) unless the rule names a fallback codec (CodecChoice::make_fallback).
+  CodecChoice fallback;
   Schedule schedule;
   std::string origin;  // where it was written, for logs: "policy.yaml:12", "TERSE_CODEC"
 };
@@ -134,6 +147,8 @@ struct Decision {
   std::string codec = "none";  // codec name
   CodecParams params;
   MemoryKind memory = MemoryKind::kNone;
+  // The rule's fallback (PolicyRule::fallback): spec "none" when it names none.
+  CodecChoice fallback;
   double warmup_progress = 1.0;  // for EncodeContext::warmup_progress
   int rule = -1;                 // index of the matching rule, -1 when none matched
   bool scheduled = false;        // the matching rule's schedule is active at this step; when a rule
@@ -150,7 +165,8 @@ class Policy {
   Policy() = default;
 
   // Appends a rule (tried after the ones before it). Re-checks the match's and the schedule's
-  // invariants so hand-built rules cannot bypass what files are held to.
+  // invariants and the fallback (CodecChoice::make_fallback) so hand-built rules cannot bypass
+  // what files are held to.
   ncclResult_t add_rule(PolicyRule rule);
 
   // The first rule whose match accepts `info`, with its schedule applied. Tensors without a
@@ -160,7 +176,8 @@ class Policy {
   const std::vector<PolicyRule>& rules() const { return rules_; }
 
   // The TERSE_CODEC shorthand: one rule, codec `spec` ("name" or "name:k=v,..."), matching
-  // every float tensor reduced with sum or avg, always active.
+  // every float tensor reduced with sum or avg, always active. "spec;fallback=spec2" also names
+  // the rule's fallback (e.g. "sign;fallback=qsgd:levels=15").
   static ncclResult_t from_codec_spec(const std::string& spec, Policy* policy);
   // A YAML policy (format: policy_file.cpp); `source` names it in errors ("file:line: ...").
   static ncclResult_t from_yaml(const std::string& text, const std::string& source, Policy* policy);

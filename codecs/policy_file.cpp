@@ -17,6 +17,9 @@
 //                                   # active from step start to end (exclusive, 0 = forever),
 //                                   # every N-th step, ramping in over `warmup` active steps;
 //                                   # inactive steps are reduced uncompressed
+//       fallback: "qsgd:levels=15"  # what a tensor that residual memory did not admit runs
+//                                   #   (memory none): an unbiased, stateless codec, or none
+//                                   #   (the default: uncompressed); CodecChoice::make_fallback
 //     - match: {max_bytes: 64K}
 //       codec: none                 # an explicit "do not compress"
 //
@@ -231,20 +234,35 @@ class PolicyFileParser {
   ncclResult_t parse_rule(const YAML::Node& node, PolicyRule* rule) {
     if (!node.IsMap()) return refuse(node, "expected a map with 'codec', found %s", kind_of(node));
     rule->origin = source_ + ":" + std::to_string(line_of(node));
-    std::optional<YAML::Node> match, codec, params, memory, schedule;
-    TERSE_CHECK(for_each_key(node, "rule", {"match", "codec", "params", "memory", "schedule"},
+    std::optional<YAML::Node> match, codec, params, memory, schedule, fallback;
+    TERSE_CHECK(for_each_key(node, "rule",
+                             {"match", "codec", "params", "memory", "schedule", "fallback"},
                              [&](const std::string& key, const YAML::Node& value) {
                                if (key == "match") match.emplace(value);
                                if (key == "codec") codec.emplace(value);
                                if (key == "params") params.emplace(value);
                                if (key == "memory") memory.emplace(value);
                                if (key == "schedule") schedule.emplace(value);
+                               if (key == "fallback") fallback.emplace(value);
                                return ncclSuccess;
                              }));
     if (!codec) return refuse(node, "no 'codec' (a codec name, or none to leave tensors alone)");
     if (match) TERSE_CHECK(parse_match(*match, &rule->match));
     TERSE_CHECK(parse_codec(*codec, params, memory, &rule->codec));
     if (schedule) TERSE_CHECK(parse_schedule(*schedule, &rule->schedule));
+    if (fallback) TERSE_CHECK(parse_fallback(*fallback, &rule->fallback));
+    return ncclSuccess;
+  }
+
+  // A codec spec in one value ("qsgd:levels=15"), held to CodecChoice::make_fallback.
+  ncclResult_t parse_fallback(const YAML::Node& node, CodecChoice* choice) {
+    std::string spec, name;
+    CodecParams params;
+    TERSE_CHECK(scalar(node, "fallback", &spec));
+    if (parse_codec_spec(spec, &name, &params) != ncclSuccess ||
+        CodecChoice::make_fallback(name, params, choice) != ncclSuccess) {
+      return refuse_with_last_error(node);
+    }
     return ncclSuccess;
   }
 

@@ -43,6 +43,7 @@ class QsgdCodec final : public Codec {
       : block_(block), levels_(levels), norm_(norm) {}
 
   CodecId id() const override { return CodecId::kQsgd; }
+  bool unbiased() const override { return true; }
   CodecFamily family() const override { return CodecFamily::kDense; }
   std::string spec() const override {
     return "qsgd:block=" + std::to_string(block_) + ",levels=" + std::to_string(levels_) +

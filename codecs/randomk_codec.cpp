@@ -44,6 +44,7 @@ class RandomKCodec final : public Codec {
   CodecId id() const override { return CodecId::kRandomK; }
   CodecFamily family() const override { return CodecFamily::kSparse; }
   bool stable_under_error_feedback() const override { return !unbiased_; }
+  bool unbiased() const override { return unbiased_; }
   std::string spec() const override {
     return std::string(kName) + ":ratio=" + spec_number(ratio_) +
            ",shared_seed=" + (shared_seed_ ? "true" : "false") +

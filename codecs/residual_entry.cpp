@@ -35,16 +35,17 @@ TERSE_CPU_DISPATCH void update_residual_cpu(const float* __restrict__ compensate
 
 ResidualEntry::ResidualEntry(TensorKey key, MemoryKind kind, std::string codec_spec,
                              const MatrixShape& shape, ResidualBuffer residual,
-                             std::unique_ptr<CodecState> state)
+                             std::unique_ptr<CodecState> state, ResidualBuffer stage_residual)
     : key_(std::move(key)),
       kind_(kind),
       codec_spec_(std::move(codec_spec)),
       shape_(shape),
       residual_(std::move(residual)),
-      state_(std::move(state)) {}
+      state_(std::move(state)),
+      stage_residual_(std::move(stage_residual)) {}
 
 size_t ResidualEntry::bytes() const {
-  return residual_.bytes() + (state_ ? state_->bytes() : 0);
+  return residual_.bytes() + (state_ ? state_->bytes() : 0) + stage_residual_.bytes();
 }
 
 ncclResult_t ResidualEntry::check_call(const char* what, size_t count, bool buffers_given) const {

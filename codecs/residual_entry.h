@@ -31,9 +31,11 @@ namespace terse {
 
 class ResidualEntry {
  public:
-  // Takes ownership of `residual` (empty unless kind is kResidual) and `state` (may be null).
+  // Takes ownership of `residual` (empty unless kind is kResidual), `state` (may be null) and
+  // `stage_residual` (empty unless the algorithm keeps a second residual, see below).
   ResidualEntry(TensorKey key, MemoryKind kind, std::string codec_spec, const MatrixShape& shape,
-                ResidualBuffer residual, std::unique_ptr<CodecState> state);
+                ResidualBuffer residual, std::unique_ptr<CodecState> state,
+                ResidualBuffer stage_residual = ResidualBuffer());
 
   // The key the entry was created for (for named tensors, the address of that first call).
   const TensorKey& key() const { return key_; }
@@ -48,7 +50,15 @@ class ResidualEntry {
   float* residual() const { return residual_.data(); }
   // The codec's state (momentum, warm-started Q), or null when the codec keeps none.
   CodecState* state() const { return state_.get(); }
-  // Residual bytes plus the state's bytes now (the state may grow after creation).
+  // The residual of a later lossy stage of the algorithm that reduces this tensor: what
+  // scatter-reduce-allgather's owner dropped when it re-encoded its chunk's sum (its first
+  // chunk-size elements). stage_count() fp32 zeros at creation, in host memory (the compressed
+  // algorithms run on the host); null when the entry keeps none. It lives in the tensor's entry
+  // so that residual memory admits (and evicts) both residuals of a tensor together.
+  float* stage_residual() const { return stage_residual_.data(); }
+  size_t stage_count() const { return stage_residual_.count(); }
+  // Residual bytes plus the state's bytes now (the state may grow after creation) plus the
+  // stage residual's.
   size_t bytes() const;
 
   // compensated[i] = input[i] (as fp32) + residual[i]. `count` and `dtype` must be the entry's;
@@ -80,6 +90,7 @@ class ResidualEntry {
   MatrixShape shape_;
   ResidualBuffer residual_;
   std::unique_ptr<CodecState> state_;
+  ResidualBuffer stage_residual_;
 };
 
 }  // namespace terse

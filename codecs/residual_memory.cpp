@@ -1,5 +1,9 @@
 #include "codecs/residual_memory.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <iterator>
 #include <utility>
 
 #include "common/env.h"
@@ -18,17 +22,52 @@ bool fits(const ResidualEntry& entry, const TensorKey& key, const std::string& c
           MemoryKind kind, const EntryOptions& options) {
   return entry.key().count == key.count && entry.key().dtype == key.dtype && entry.kind() == kind &&
          entry.memory() == options.memory && entry.codec_spec() == codec_spec &&
-         same_shape(entry.shape(), options.shape);
+         same_shape(entry.shape(), options.shape) &&
+         entry.stage_count() == (kind == MemoryKind::kResidual ? options.stage_count : 0);
+}
+
+// Bytes of an entry with `state` for this request.
+uint64_t bytes_with_state(const TensorKey& key, MemoryKind kind, const EntryOptions& options,
+                          const CodecState* state) {
+  const uint64_t residuals =
+      kind == MemoryKind::kResidual ? uint64_t{key.count} + options.stage_count : 0;
+  return residuals * sizeof(float) + (state ? static_cast<uint64_t>(state->bytes()) : 0);
 }
 
 }  // namespace
 
-ResidualMemory::ResidualMemory(uint64_t max_bytes) : max_bytes_(max_bytes) {
+ResidualMemory::ResidualMemory(uint64_t max_bytes, uint64_t idle_steps)
+    : max_bytes_(max_bytes), idle_steps_(idle_steps) {
   counters_.max_bytes = max_bytes;
+  counters_.idle_steps = idle_steps;
 }
 
 ncclResult_t ResidualMemory::max_bytes_from_env(uint64_t* max_bytes) {
   return env_bytes("TERSE_MEMORY_MAX_BYTES", kDefaultMaxBytes, max_bytes);
+}
+
+ncclResult_t ResidualMemory::idle_steps_from_env(uint64_t* idle_steps) {
+  const std::string text = env_string("TERSE_MEMORY_IDLE_STEPS", "");
+  if (text.empty()) {
+    *idle_steps = kDefaultIdleSteps;
+    return ncclSuccess;
+  }
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long steps = strtoull(text.c_str(), &end, 10);
+  if (text[0] < '0' || text[0] > '9' || errno != 0 || *end != '\0') {
+    return fail(ncclInvalidArgument,
+                "TERSE_MEMORY_IDLE_STEPS=%s is not a whole number of steps (0 or more; default "
+                "%llu)",
+                text.c_str(), static_cast<unsigned long long>(kDefaultIdleSteps));
+  }
+  *idle_steps = steps;
+  return ncclSuccess;
+}
+
+void ResidualMemory::set_step(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_ = std::max(step_, step);
 }
 
 void ResidualMemory::drop(LruList::iterator position) {
@@ -37,24 +76,57 @@ void ResidualMemory::drop(LruList::iterator position) {
   lru_.erase(position);
 }
 
-void ResidualMemory::evict_for(uint64_t incoming, const ResidualEntry* keep) {
-  // Walks from the least recently used end. drop(candidate++) leaves `candidate` on the element
-  // after the dropped one (already visited), so the next --candidate reaches the one before it.
-  auto candidate = lru_.end();
-  while (bytes_ + incoming > max_bytes_ && candidate != lru_.begin()) {
-    --candidate;
-    if (candidate->entry.get() == keep) continue;
-    TERSE_TRACE("residual memory: evicting %s (%llu bytes)",
-                candidate->entry->key().describe().c_str(),
-                static_cast<unsigned long long>(candidate->charged));
-    drop(candidate++);
+uint64_t ResidualMemory::idle_bytes(uint64_t step) const {
+  uint64_t idle_total = 0;
+  for (auto slot = lru_.rbegin(); slot != lru_.rend() && idle(*slot, step); ++slot) {
+    idle_total += slot->charged;
+  }
+  return idle_total;
+}
+
+bool ResidualMemory::fits_after_idle_evictions(uint64_t bytes, uint64_t step) const {
+  if (bytes == 0) return true;  // holds nothing: never a reason to refuse
+  if (bytes > max_bytes_) return false;
+  const uint64_t kept = bytes_ - idle_bytes(step);
+  return kept <= max_bytes_ - bytes;
+}
+
+void ResidualMemory::remeasure() {
+  for (Slot& slot : lru_) {
+    const uint64_t now = slot.entry->bytes();
+    bytes_ = bytes_ - slot.charged + now;
+    slot.charged = now;
+  }
+}
+
+void ResidualMemory::evict_idle_for(uint64_t incoming) {
+  while (!lru_.empty() && bytes_ + incoming > max_bytes_ && idle(lru_.back(), step_)) {
+    auto oldest = std::prev(lru_.end());
+    TERSE_TRACE(
+        "residual memory: evicting %s (%llu bytes, unused since step %llu, now %llu)",
+        oldest->entry->key().describe().c_str(), static_cast<unsigned long long>(oldest->charged),
+        static_cast<unsigned long long>(oldest->last_step), static_cast<unsigned long long>(step_));
+    drop(oldest);
     ++counters_.evictions;
   }
 }
 
+uint64_t ResidualMemory::entry_bytes(const TensorKey& key, const Codec& codec, MemoryKind kind,
+                                     const EntryOptions& options) {
+  const std::unique_ptr<CodecState> state = codec.make_state(key.count, key.dtype, options.shape);
+  return bytes_with_state(key, kind, options, state.get());
+}
+
+bool ResidualMemory::would_admit(uint64_t bytes, uint64_t step) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fits_after_idle_evictions(bytes, std::max(step, step_));
+}
+
 ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, MemoryKind kind,
                                      const EntryOptions& options,
-                                     std::shared_ptr<ResidualEntry>* entry) {
+                                     std::shared_ptr<ResidualEntry>* entry, Admission* admission) {
+  entry->reset();
+  Admission decided;
   std::string codec_spec = codec.spec();
   std::lock_guard<std::mutex> lock(mutex_);
 
@@ -64,11 +136,15 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
     if (fits(*position->entry, key, codec_spec, kind, options)) {
       ++counters_.hits;
       lru_.splice(lru_.begin(), lru_, position);
+      position->last_step = step_;
       // A state may grow after creation (lazily allocated factors): charge what it holds now.
-      uint64_t now = position->entry->bytes();
+      const uint64_t now = position->entry->bytes();
       bytes_ = bytes_ - position->charged + now;
       position->charged = now;
-      evict_for(0, position->entry.get());
+      evict_idle_for(0);
+      decided.needed = now;
+      decided.held = bytes_;
+      if (admission != nullptr) *admission = decided;
       *entry = position->entry;
       return ncclSuccess;
     }
@@ -80,7 +156,7 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
     ++counters_.recreations;
   }
 
-  // The state first: its size is only known once made, and the cap check needs it.
+  // The state first: its size is only known once made, and admission needs it.
   std::unique_ptr<CodecState> state = codec.make_state(key.count, key.dtype, options.shape);
   if (kind == MemoryKind::kMomentum && state == nullptr) {
     return fail(ncclInvalidArgument,
@@ -88,29 +164,33 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
                 "'%s' keeps none",
                 key.describe().c_str(), codec_spec.c_str());
   }
-  size_t residual_count = kind == MemoryKind::kResidual ? key.count : 0;
-  uint64_t needed = static_cast<uint64_t>(residual_count) * sizeof(float) +
-                    (state ? static_cast<uint64_t>(state->bytes()) : 0);
-  if (needed > max_bytes_) {
+  remeasure();  // the decision below weighs what every entry holds now
+  decided.needed = bytes_with_state(key, kind, options, state.get());
+  decided.held = bytes_;
+  decided.in_use = bytes_ - idle_bytes(step_);
+  if (!fits_after_idle_evictions(decided.needed, step_)) {
     ++counters_.refusals;
-    return fail(ncclInvalidArgument,
-                "residual memory for %s needs %llu bytes, more than the whole cap of %llu bytes "
-                "(raise TERSE_MEMORY_MAX_BYTES or choose memory 'none' for this tensor)",
-                key.describe().c_str(), static_cast<unsigned long long>(needed),
-                static_cast<unsigned long long>(max_bytes_));
+    decided.admitted = false;
+    if (admission != nullptr) *admission = decided;
+    return ncclSuccess;
   }
-  evict_for(needed, nullptr);
+  evict_idle_for(decided.needed);
 
-  ResidualBuffer residual;
-  std::string what = key.describe();
-  TERSE_CHECK(ResidualBuffer::allocate(residual_count, options.memory, options.stream, what.c_str(),
-                                       &residual));
+  const bool keeps_residual = kind == MemoryKind::kResidual;
+  ResidualBuffer residual, stage_residual;
+  const std::string what = key.describe();
+  TERSE_CHECK(ResidualBuffer::allocate(keeps_residual ? key.count : 0, options.memory,
+                                       options.stream, what.c_str(), &residual));
+  TERSE_CHECK(ResidualBuffer::allocate(keeps_residual ? options.stage_count : 0, Memory::kHost,
+                                       nullptr, what.c_str(), &stage_residual));
   auto created = std::make_shared<ResidualEntry>(key, kind, std::move(codec_spec), options.shape,
-                                                 std::move(residual), std::move(state));
-  lru_.push_front(Slot{created, needed});
+                                                 std::move(residual), std::move(state),
+                                                 std::move(stage_residual));
+  lru_.push_front(Slot{created, decided.needed, step_});
   index_.emplace(key, lru_.begin());
-  bytes_ += needed;
+  bytes_ += decided.needed;
   ++counters_.misses;
+  if (admission != nullptr) *admission = decided;
   *entry = std::move(created);
   return ncclSuccess;
 }
@@ -152,11 +232,18 @@ bool ResidualMemory::contains(const TensorKey& key) const {
   return index_.count(key) != 0;
 }
 
+std::shared_ptr<ResidualEntry> ResidualMemory::find(const TensorKey& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = index_.find(key);
+  return found == index_.end() ? nullptr : found->second->entry;
+}
+
 ResidualStats ResidualMemory::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   ResidualStats stats = counters_;
   stats.entries = lru_.size();
   stats.bytes = bytes_;
+  stats.step = step_;
   return stats;
 }
 

@@ -5,7 +5,7 @@
 // are carried along but are *attributes*, not identity: when the same buffer comes back with a
 // different size (an allocator reusing an address, a resized bucket), that is the same slot
 // whose old residual no longer fits, so the memory recreates the entry instead of keeping a
-// stale one around until LRU finds it.
+// stale one around until it is evicted.
 #pragma once
 
 #include <cstddef>

@@ -40,6 +40,7 @@ class TernGradCodec final : public Codec {
   CodecId id() const override { return CodecId::kTernGrad; }
   CodecFamily family() const override { return CodecFamily::kDense; }
   bool stable_under_error_feedback() const override { return false; }
+  bool unbiased() const override { return clip_ == 0.0f; }  // clipping trades bias for variance
   std::string spec() const override {
     // %.9g round-trips an fp32 value, so the spec rebuilds the same codec.
     char clip[32];

@@ -61,7 +61,9 @@ ncclResult_t codec_setting(AgreedSetting* setting) {
       const std::string why = last_error();
       return fail(ncclInvalidArgument, "TERSE_CODEC=%s: %s", text.c_str(), why.c_str());
     }
-    value = policy.rules()[0].codec.spec;
+    const PolicyRule& rule = policy.rules()[0];
+    value = rule.codec.spec;
+    if (rule.fallback.spec != "none") value += ";fallback=" + rule.fallback.spec;
   }
   *setting = make_agreed_setting("TERSE_CODEC", text, value);
   return ncclSuccess;
@@ -127,15 +129,17 @@ ncclResult_t bytes_setting(const char* name, uint64_t fallback, AgreedSetting* s
   return ncclSuccess;
 }
 
-// As process_residual_memory() reads it: a value that does not parse leaves the default cap
-// (with a warning there), so that is what this rank runs with.
-AgreedSetting memory_max_bytes_setting() {
-  uint64_t bytes = ResidualMemory::kDefaultMaxBytes;
-  if (ResidualMemory::max_bytes_from_env(&bytes) != ncclSuccess) {
-    bytes = ResidualMemory::kDefaultMaxBytes;
-  }
-  return make_agreed_setting("TERSE_MEMORY_MAX_BYTES", written("TERSE_MEMORY_MAX_BYTES"),
-                             bytes_value(bytes));
+// As the compression engine reads them at creation (a value that does not parse is refused
+// there too, naming the variable).
+ncclResult_t memory_settings(AgreedSetting* max_bytes, AgreedSetting* idle_steps) {
+  uint64_t bytes = 0, steps = 0;
+  TERSE_CHECK(ResidualMemory::max_bytes_from_env(&bytes));
+  TERSE_CHECK(ResidualMemory::idle_steps_from_env(&steps));
+  *max_bytes = make_agreed_setting("TERSE_MEMORY_MAX_BYTES", written("TERSE_MEMORY_MAX_BYTES"),
+                                   bytes_value(bytes));
+  *idle_steps = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", written("TERSE_MEMORY_IDLE_STEPS"),
+                                    std::to_string(steps));
+  return ncclSuccess;
 }
 
 // What the selection forces, collective by collective: "ring" and
@@ -189,9 +193,7 @@ ncclResult_t collect_agreed_settings(std::vector<AgreedSetting>* settings) {
   TERSE_CHECK(hierarchical_setting(&read[3]));
   TERSE_CHECK(
       bytes_setting("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &read[4]));
-  read[5] = memory_max_bytes_setting();
-  read[6] = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", written("TERSE_MEMORY_IDLE_STEPS"),
-                                written("TERSE_MEMORY_IDLE_STEPS"));
+  TERSE_CHECK(memory_settings(&read[5], &read[6]));
   TERSE_CHECK(algorithm_setting(&read[7]));
   TERSE_CHECK(bytes_setting("TERSE_PIECE_BYTES", kDefaultPieceBytes, &read[8]));
   TERSE_CHECK(error_mode_setting(&read[9]));

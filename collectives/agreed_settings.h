@@ -3,13 +3,14 @@
 // another path and its peers would wait for messages that never come, until TERSE_TIMEOUT_S;
 // the communicator compares them at creation instead (settings_agreement.h).
 //
-//   TERSE_CODEC                   the codec's canonical spec (every parameter spelled out)
+//   TERSE_CODEC                   the codec's canonical spec (every parameter spelled out), and
+//                                 its fallback's
 //   TERSE_POLICY                  a hash of the file's contents (its path only for messages)
 //   TERSE_COMPRESSED_ALGO         the algorithm's name
 //   TERSE_HIERARCHICAL            auto, on or off (1 and 0 are on and off)
 //   TERSE_COMPRESSED_PIECE_BYTES  bytes (1M and 1048576 agree)
 //   TERSE_MEMORY_MAX_BYTES        bytes, as the residual memory reads it
-//   TERSE_MEMORY_IDLE_STEPS       the text as written
+//   TERSE_MEMORY_IDLE_STEPS       steps, as the residual memory reads it (08 and 8 agree)
 //   TERSE_ALGO                    collective:name for every collective it forces
 //   TERSE_PIECE_BYTES             bytes
 //   TERSE_UCX_ERROR_MODE          auto, peer or none
@@ -33,8 +34,7 @@ struct AgreedSetting {
 
 // Reads every setting listed above from the environment, in that order, each with the parser
 // the code that uses it uses (so the communicator refuses a value that does not parse with the
-// same message, naming the variable). TERSE_MEMORY_MAX_BYTES is the exception, as the residual
-// memory is: a bad value there counts as its default.
+// same message, naming the variable).
 ncclResult_t collect_agreed_settings(std::vector<AgreedSetting>* settings);
 
 // The setting `name` as a rank holds it: `written` as the environment has it ("" when unset),

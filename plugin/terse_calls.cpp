@@ -80,6 +80,11 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) {
   stats->last_seed = now.last_seed;
   stats->last_step = now.last_step;
   stats->last_piece_bytes = now.last_piece_bytes;
+  stats->residual_admitted = residuals.misses;
+  stats->residual_refused = now.residual_refused;
+  stats->fallback_calls = now.fallback_calls;
+  stats->residual_idle_steps = residuals.idle_steps;
+  stats->residual_step = residuals.step;
   return ncclSuccess;
 }
 

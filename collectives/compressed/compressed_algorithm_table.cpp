@@ -79,7 +79,7 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
       {1, "sra",
        "scatter-reduce-allgather: encode once, all-to-all, owners decode+sum and re-encode, "
        "allgather; 2 lossy steps at any rank count (dense codecs, large tensors)",
-       accepts_reencoding, sra_steps, compressed_sra_allreduce},
+       accepts_reencoding, sra_steps, compressed_sra_allreduce, sra_stage_residual_elements},
       {2, "ring",
        "compressed ring: decode-add-re-encode per hop, pipelined; error grows with ranks",
        accepts_reencoding, ring_steps, compressed_ring_allreduce},
@@ -99,7 +99,8 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
        accepts_powersgd, one_or_none, powersgd_allreduce},
       {8, "hierarchical",
        "uncompressed inside each node, the default compressed algorithm between node leaders",
-       accepts_any, hierarchical_steps, hierarchical_allreduce},
+       accepts_any, hierarchical_steps, hierarchical_allreduce,
+       hierarchical_stage_residual_elements},
   };
   return table;
 }

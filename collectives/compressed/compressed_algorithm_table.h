@@ -34,6 +34,17 @@ struct CompressedAlgorithmInfo {
   // the k in the error bound S ((1 + c)^k - 1) of compressed_error_bound.h. 0 for one rank.
   int (*lossy_steps)(int ranks);
   CompressedAlgorithmFunction run;
+  // With memory `residual`: the fp32 elements of the second residual a rank keeps for a later
+  // lossy stage (ResidualEntry::stage_residual; scatter-reduce-allgather's owner residual), for
+  // `count` elements of `dtype` on `group`. The largest any rank of the group keeps, so that
+  // every rank asks residual memory for the same bytes (EntryOptions::stage_count). Null: none.
+  size_t (*stage_residual_elements)(const Codec& codec, size_t count, DType dtype,
+                                    const PeerGroup& group) = nullptr;
+
+  size_t stage_elements(const Codec& codec, size_t count, DType dtype,
+                        const PeerGroup& group) const {
+    return stage_residual_elements ? stage_residual_elements(codec, count, dtype, group) : 0;
+  }
 };
 
 // Every compressed algorithm, in a stable order.

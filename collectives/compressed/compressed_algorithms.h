@@ -12,6 +12,9 @@ namespace terse {
 // decode and sum, re-encode with their own residual, allgather of the encoded chunks, decode.
 // Two lossy steps whatever the rank count. The default for quantizers on large tensors.
 ncclResult_t compressed_sra_allreduce(const CompressedArgs& args, const CompressedContext& context);
+// Its owner residual: the largest chunk of `count` elements over `group`'s ranks.
+size_t sra_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+                                   const PeerGroup& group);
 
 // Compressed ring (compressed_ring.cpp): reduce-scatter with decode-add-re-encode at every
 // hop, then an allgather that forwards the owners' encoded chunks unchanged; pipelined in
@@ -48,5 +51,9 @@ ncclResult_t powersgd_allreduce(const CompressedArgs& args, const CompressedCont
 // by host identity, TERSE_HOSTID), the default compressed algorithm among one leader per
 // node, an uncompressed broadcast inside each node.
 ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const CompressedContext& context);
+// The stage residual of the algorithm the leaders run (on the leaders' group), or of the flat
+// algorithm it runs instead when the nodes do not make it worth it.
+size_t hierarchical_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+                                            const PeerGroup& group);
 
 }  // namespace terse

@@ -21,7 +21,6 @@
 #include "codecs/dtype.h"
 #include "codecs/memory_kind.h"
 #include "codecs/residual_entry.h"
-#include "codecs/residual_memory.h"
 #include "codecs/tensor_key.h"
 #include "collectives/compressed/compression_scratch.h"
 #include "transport/deadline.h"
@@ -66,19 +65,14 @@ struct CompressedArgs {
   // The codec of this call, never null. Its family decides which algorithms may run it
   // (compressed_algorithm_table.h).
   Codec* codec = nullptr;
-  // The tensor's residual memory entry (error feedback and codec state), or null when the
-  // policy asked for memory none and the codec keeps no state.
+  // The tensor's residual memory entry (error feedback, codec state, and the stage residual of
+  // algorithms that keep a second one: scatter-reduce-allgather's owner residual), or null when
+  // the policy asked for memory none and the codec keeps no state, or when the tensor runs
+  // without memory because residual memory did not admit it.
   ResidualEntry* entry = nullptr;
   // Seed, step, warm-up progress and matrix shape for the encodes of this call; error, state
   // and memory are filled per encode (contribution.h). The seed is the same on every rank.
   EncodeContext encode;
-
-  // For algorithms that keep a second residual (scatter-reduce-allgather's owner residual):
-  // the memory and the tensor's key, so that they can acquire an entry of their own (see
-  // stage_key() in contribution.h). Null memory: no second residual.
-  ResidualMemory* residuals = nullptr;
-  TensorKey key;
-  MemoryKind memory = MemoryKind::kNone;  // the policy's memory kind for this tensor
 };
 
 struct CompressedContext {

@@ -7,9 +7,10 @@
 //      encoded, so encoding the next ones overlaps the sends of the first;
 //   2. the owner of a chunk decodes the n encoded versions of it, its own included (decoded
 //      like everyone else's), and sums them in position order in fp32;
-//   3. the owner adds a residual of its own (acquire_stage_entry "sra-owner": what its last
-//      re-encode of the chunk dropped) to the sum, re-encodes it, keeping the new error as that
-//      residual (error feedback for the second lossy step too), and sends it to every rank;
+//   3. the owner adds a residual of its own (the entry's stage residual, stage_residual(): what
+//      its last re-encode of the chunk dropped) to the sum, re-encodes it, keeping the new error
+//      as that residual (error feedback for the second lossy step too), and sends it to every
+//      rank;
 //   4. every rank, the owner included, decodes every owner's message into the result, so all
 //      ranks hold the same bits (and, summing in position order, the same bits on every run).
 // Each element passes through exactly two encodes whatever the rank count (lossy_steps 2): its
@@ -35,7 +36,6 @@
 // step field, tag_layout.h); the source rank tells senders apart.
 #include <algorithm>
 #include <array>
-#include <memory>
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
@@ -70,7 +70,7 @@ class ScatterReduceAllgather {
 
   ncclResult_t run() {
     lay_out();
-    TERSE_CHECK(acquire_stage_entry(args_, "sra-owner", chunk(me_).count, &owner_entry_));
+    TERSE_CHECK(stage_residual(args_, chunk(me_).count, &owner_residual_));
     TERSE_CHECK(post_receives());
     for (size_t k = 0; k < pieces_; ++k) {
       TERSE_CHECK(scatter_piece(k));
@@ -231,8 +231,8 @@ class ScatterReduceAllgather {
   ncclResult_t send_sum(size_t k) {
     const ElementRange range = piece(me_, k);
     float* error = nullptr;
-    if (owner_entry_ != nullptr && owner_entry_->residual() != nullptr) {
-      error = owner_entry_->residual() + (range.offset - chunk(me_).offset);
+    if (owner_residual_ != nullptr) {
+      error = owner_residual_ + (range.offset - chunk(me_).offset);
       for (size_t i = 0; i < range.count; ++i) sum_[i] += error[i];
     }
     size_t bytes = 0;
@@ -277,11 +277,11 @@ class ScatterReduceAllgather {
   const CompressedContext& context_;
   const int n_;
   const int me_;
-  const size_t largest_chunk_;  // chunk 0's elements
-  const size_t piece_;          // elements per piece
-  const size_t pieces_;         // per chunk, the same for every chunk (the last may be empty)
-  const size_t capacity_;       // bytes of one piece's message at most
-  std::shared_ptr<ResidualEntry> owner_entry_;  // the "sra-owner" residual of this rank's chunk
+  const size_t largest_chunk_;       // chunk 0's elements
+  const size_t piece_;               // elements per piece
+  const size_t pieces_;              // per chunk, the same for every chunk (the last may be empty)
+  const size_t capacity_;            // bytes of one piece's message at most
+  float* owner_residual_ = nullptr;  // of this rank's chunk (the entry's stage residual)
   std::array<size_t, kMaxPiecesPerChunk> own_version_bytes_{};
   size_t scattered_pieces_ = 0;
   size_t reduced_pieces_ = 0;
@@ -299,6 +299,11 @@ class ScatterReduceAllgather {
 };
 
 }  // namespace
+
+size_t sra_stage_residual_elements(const Codec&, size_t count, DType, const PeerGroup& group) {
+  if (group.size() <= 1) return 0;
+  return near_equal_block(count, group.size(), 0).count;  // chunk 0 is a largest one
+}
 
 ncclResult_t compressed_sra_allreduce(const CompressedArgs& args,
                                       const CompressedContext& context) {

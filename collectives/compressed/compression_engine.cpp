@@ -60,18 +60,6 @@ MatrixShape shape_of(const TensorRequest* tensor, size_t count) {
 
 }  // namespace
 
-ResidualMemory& process_residual_memory() {
-  static ResidualMemory* memory = [] {
-    uint64_t cap = ResidualMemory::kDefaultMaxBytes;
-    if (ResidualMemory::max_bytes_from_env(&cap) != ncclSuccess) {
-      TERSE_WARN("%s; residual memory keeps its default cap", last_error());
-      cap = ResidualMemory::kDefaultMaxBytes;
-    }
-    return new ResidualMemory(cap);  // lives as long as the process: communicators share it
-  }();
-  return *memory;
-}
-
 uint64_t CompressionEngine::dense_wire_bytes(uint64_t bytes, int nranks) {
   if (nranks <= 1) return 0;
   return 2 * bytes * static_cast<uint64_t>(nranks - 1) / static_cast<uint64_t>(nranks);
@@ -101,6 +89,10 @@ ncclResult_t CompressionEngine::create(Transport* transport,
                 "TERSE_COMPRESSED_PIECE_BYTES is 0; a pipeline piece needs a byte");
   }
   engine->piece_bytes_ = static_cast<size_t>(piece_bytes);
+  uint64_t max_bytes = 0, idle_steps = 0;
+  TERSE_CHECK(ResidualMemory::max_bytes_from_env(&max_bytes));
+  TERSE_CHECK(ResidualMemory::idle_steps_from_env(&idle_steps));
+  engine->residuals_ = std::make_unique<ResidualMemory>(max_bytes, idle_steps);
   const int n = transport->nranks();
   std::map<std::string, int> ranks_per_host;
   for (int r = 0; r < n; ++r) {
@@ -116,9 +108,7 @@ ncclResult_t CompressionEngine::create(Transport* transport,
   return ncclSuccess;
 }
 
-CompressionEngine::~CompressionEngine() {
-  process_residual_memory().reset_comm(comm_id_);
-}
+CompressionEngine::~CompressionEngine() = default;
 
 PeerGroup CompressionEngine::whole_group() const {
   PeerGroup group = PeerGroup::whole(transport_->rank(), transport_->nranks());
@@ -126,13 +116,14 @@ PeerGroup CompressionEngine::whole_group() const {
   return group;
 }
 
-ncclResult_t CompressionEngine::codec_for(const Decision& decision, Codec** codec) {
-  auto found = codecs_.find(decision.spec);
+ncclResult_t CompressionEngine::codec_for(const std::string& spec, const std::string& name,
+                                          const CodecParams& params, Codec** codec) {
+  auto found = codecs_.find(spec);
   if (found == codecs_.end()) {
-    CodecParams params = decision.params;
+    CodecParams consumed = params;
     std::unique_ptr<Codec> made;
-    TERSE_CHECK(create_codec(decision.codec, params, &made));
-    found = codecs_.emplace(decision.spec, std::move(made)).first;
+    TERSE_CHECK(create_codec(name, consumed, &made));
+    found = codecs_.emplace(spec, std::move(made)).first;
   }
   *codec = found->second.get();
   return ncclSuccess;
@@ -194,7 +185,8 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
     plan->why = args.count == 0 ? "empty" : "one rank";
     return ncclSuccess;
   }
-  TERSE_CHECK(codec_for(plan->decision, &plan->codec));
+  TERSE_CHECK(
+      codec_for(plan->decision.spec, plan->decision.codec, plan->decision.params, &plan->codec));
   plan->shape = shape_of(tensor, args.count);
   plan->algorithm = algorithm_for(*plan->codec, args.count, dtype_size(dtype));
   if (!plan->algorithm->accepts(*plan->codec, args.count)) {
@@ -234,6 +226,100 @@ void CompressionEngine::log_first_decision(const Plan& plan, const CollectiveArg
   }
 }
 
+void CompressionEngine::advance_clock(const Plan& plan) {
+  comm_step_ = std::max(comm_step_, step_base_ + plan.step);
+  if (steps_.size() >= kMaxTrackedTensors) {
+    steps_.clear();
+    step_base_ = comm_step_ + 1;  // steps restart at 0; the clock goes on from here
+  }
+  ++steps_[plan.key];
+  residuals_->set_step(comm_step_);
+}
+
+bool CompressionEngine::needs_entry(const Plan& plan) const {
+  return plan.decision.memory != MemoryKind::kNone ||
+         plan.codec->make_state(plan.key.count, plan.dtype, plan.shape) != nullptr;
+}
+
+EntryOptions CompressionEngine::entry_options(const Plan& plan) const {
+  EntryOptions options;
+  options.shape = plan.shape;
+  if (plan.decision.memory == MemoryKind::kResidual) {
+    options.stage_count =
+        plan.algorithm->stage_elements(*plan.codec, plan.key.count, plan.dtype, whole_group());
+  }
+  return options;
+}
+
+ncclResult_t CompressionEngine::switch_to_fallback(Plan* plan, std::string* path) {
+  const CodecChoice fallback = plan->decision.fallback;
+  plan->compressed = false;
+  *path = "uncompressed (the exact dense allreduce)";
+  if (fallback.spec != "none") {
+    Codec* codec = nullptr;
+    TERSE_CHECK(codec_for(fallback.spec, fallback.name, fallback.params, &codec));
+    const CompressedAlgorithmInfo* algorithm =
+        algorithm_for(*codec, plan->key.count, dtype_size(plan->dtype));
+    if (algorithm->accepts(*codec, plan->key.count)) {
+      plan->compressed = true;
+      plan->codec = codec;
+      plan->algorithm = algorithm;
+      *path = "with its rule's fallback codec " + fallback.spec + " (memory none) through " +
+              algorithm->name;
+    } else {
+      *path += " (TERSE_COMPRESSED_ALGO=" + std::string(algorithm->name) +
+               " cannot run its fallback codec " + fallback.spec + ")";
+    }
+  }
+  plan->decision.spec = fallback.spec;
+  plan->decision.codec = fallback.name;
+  plan->decision.params = fallback.params;
+  plan->decision.memory = MemoryKind::kNone;
+  return ncclSuccess;
+}
+
+ncclResult_t CompressionEngine::fall_back(const Admission& admission, Plan* plan) {
+  const TensorKey key = plan->key;
+  const uint64_t cap = residuals_->max_bytes();
+  std::string path;
+  TERSE_CHECK(switch_to_fallback(plan, &path));
+  ++stats_.fallback_calls;
+  if (refused_.size() >= kMaxTrackedTensors) refused_.clear();
+  auto [known, first] = refused_.emplace(key, true);
+  if (!first) {
+    if (!known->second) {
+      known->second = true;
+      TERSE_INFO("rank %d: residual memory does not admit %s again; reduced %s", transport_->rank(),
+                 key.describe().c_str(), path.c_str());
+    }
+    return ncclSuccess;
+  }
+  ++stats_.residual_refused;
+  if (admission.needed > cap) {
+    TERSE_WARN("rank %d: residual memory does not admit %s: it needs %" PRIu64
+               " bytes, more than the whole cap of %" PRIu64
+               " bytes (TERSE_MEMORY_MAX_BYTES); it is reduced %s, without error feedback",
+               transport_->rank(), key.describe().c_str(), admission.needed, cap, path.c_str());
+  } else {
+    TERSE_WARN("rank %d: residual memory does not admit %s: it needs %" PRIu64
+               " bytes, and %" PRIu64 " of the cap of %" PRIu64
+               " bytes (TERSE_MEMORY_MAX_BYTES) are held by tensors used in the last %" PRIu64
+               " steps (TERSE_MEMORY_IDLE_STEPS); until it fits it is reduced %s, without error "
+               "feedback",
+               transport_->rank(), key.describe().c_str(), admission.needed, admission.in_use, cap,
+               residuals_->idle_steps(), path.c_str());
+  }
+  return ncclSuccess;
+}
+
+void CompressionEngine::note_admitted(const TensorKey& key) {
+  auto known = refused_.find(key);
+  if (known == refused_.end() || !known->second) return;
+  known->second = false;
+  TERSE_INFO("rank %d: residual memory admits %s now: error feedback from here on",
+             transport_->rank(), key.describe().c_str());
+}
+
 ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
                                           const AlgorithmContext& context, bool* handled) {
   *handled = false;
@@ -242,23 +328,20 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   Plan plan;
   TERSE_CHECK(this->plan(args, &plan));
-  if (steps_.size() >= kMaxTrackedTensors) steps_.clear();
-  ++steps_[plan.key];
+  advance_clock(plan);
   log_first_decision(plan, args);
   if (!plan.compressed) return ncclSuccess;
 
-  ResidualMemory& residuals = process_residual_memory();
   std::shared_ptr<ResidualEntry> entry;
-  const MemoryKind memory = plan.decision.memory;
-  const bool needs_entry = memory != MemoryKind::kNone ||
-                           plan.codec->make_state(args.count, plan.dtype, plan.shape) != nullptr;
-  if (needs_entry) {
-    EntryOptions options;
-    options.shape = plan.shape;
-    if (residuals.acquire(plan.key, *plan.codec, memory, options, &entry) != ncclSuccess) {
-      // Every rank holds the same tensors under the same cap, so every rank falls back alike.
-      TERSE_WARN("rank %d: %s; reducing it uncompressed", transport_->rank(), last_error());
-      return ncclSuccess;
+  if (needs_entry(plan)) {
+    Admission admission;
+    TERSE_CHECK(residuals_->acquire(plan.key, *plan.codec, plan.decision.memory,
+                                    entry_options(plan), &entry, &admission));
+    if (entry == nullptr) {
+      TERSE_CHECK(fall_back(admission, &plan));
+      if (!plan.compressed) return ncclSuccess;  // the caller runs the dense allreduce
+    } else {
+      note_admitted(plan.key);
     }
   }
 
@@ -275,9 +358,6 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed.encode.step = plan.step;
   compressed.encode.warmup_progress = plan.decision.warmup_progress;
   compressed.encode.shape = plan.shape;
-  compressed.residuals = &residuals;
-  compressed.key = plan.key;
-  compressed.memory = memory;
 
   CompressedContext compressed_context;
   compressed_context.transport = transport_;
@@ -354,12 +434,11 @@ void CompressionEngine::set_policy(Policy policy) {
 }
 
 size_t CompressionEngine::reset_residuals(const std::string& name) {
-  ResidualMemory& residuals = process_residual_memory();
-  if (name.empty()) return residuals.reset_comm(comm_id_);
+  if (name.empty()) return residuals_->reset_comm(comm_id_);
   TensorKey key;
   key.comm = comm_id_;
   key.name = name;
-  return residuals.reset(key) ? 1 : 0;
+  return residuals_->reset(key) ? 1 : 0;
 }
 
 ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* codec,
@@ -367,13 +446,23 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
   std::lock_guard<std::mutex> lock(mutex_);
   Plan plan;
   TERSE_CHECK(this->plan(args, &plan));
+  // As allreduce() would find residual memory at that step (an entry of the tensor that exists
+  // counts as admitted).
+  if (plan.compressed && needs_entry(plan) && !residuals_->contains(plan.key)) {
+    const uint64_t bytes = ResidualMemory::entry_bytes(plan.key, *plan.codec, plan.decision.memory,
+                                                       entry_options(plan));
+    if (!residuals_->would_admit(bytes, std::max(comm_step_, step_base_ + plan.step))) {
+      std::string path;
+      TERSE_CHECK(switch_to_fallback(&plan, &path));
+    }
+  }
   *codec = plan.compressed ? plan.codec->spec() : "none";
   *algorithm = plan.compressed ? plan.algorithm->name : "";
   return ncclSuccess;
 }
 
 ResidualStats CompressionEngine::residual_stats() const {
-  return process_residual_memory().stats();
+  return residuals_->stats();
 }
 
 }  // namespace terse

@@ -14,8 +14,15 @@
 //   3. the algorithm: TERSE_COMPRESSED_ALGO when set (refused if it cannot run the codec), else
 //      hierarchical when the communicator spans several nodes and a node holds several ranks
 //      (TERSE_HIERARCHICAL=auto|on|off, default auto), else the table's default for the codec;
-//   4. the tensor's residual entry (process-wide residual memory, TERSE_MEMORY_MAX_BYTES); a
-//      tensor larger than the whole cap is reduced uncompressed, with a warning;
+//   4. the tensor's residual entry, from this communicator's residual memory (cap
+//      TERSE_MEMORY_MAX_BYTES, admission with idle eviction after TERSE_MEMORY_IDLE_STEPS,
+//      codecs/residual_memory.h), whose clock is the communicator's step: the largest step of
+//      any of its tensors (with every tensor reduced once per iteration, the training
+//      iteration). A tensor the memory does not admit runs a path that needs no memory: its
+//      rule's fallback codec (policy `fallback`, memory none) or else the dense allreduce,
+//      exactly; one WARN per tensor says so, naming it and the cap, and the statistics count
+//      it. Every rank makes the same calls under the same agreed cap, so every rank decides
+//      alike and takes the same path;
 //   5. the run, with a seed every rank derives alike (communicator, operation, step), and the
 //      statistics (terse.h: terseCommGetStats).
 // TERSE_DEBUG=INFO prints each tensor key's first decision.
@@ -71,6 +78,11 @@ struct CompressionStats {
   uint64_t last_seed = 0;
   uint64_t last_step = 0;
   uint64_t last_piece_bytes = 0;
+  // Calls whose tensor residual memory did not admit, run without memory (uncompressed, or
+  // with the rule's fallback codec): every such call counts.
+  uint64_t fallback_calls = 0;
+  // Tensors residual memory did not admit, each counted once (when its WARN was written).
+  uint64_t residual_refused = 0;
 };
 
 // Pipeline pieces of the compressed algorithms, in bytes of fp32 input
@@ -84,11 +96,10 @@ enum class HierarchyMode { kAuto, kOn, kOff };
 
 class CompressionEngine {
  public:
-  // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL and
-  // TERSE_COMPRESSED_PIECE_BYTES (refusing bad values, naming the variable), and learns the nodes
-  // from the transport's host identities.
+  // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL,
+  // TERSE_COMPRESSED_PIECE_BYTES, TERSE_MEMORY_MAX_BYTES and TERSE_MEMORY_IDLE_STEPS (refusing
+  // bad values, naming the variable), and learns the nodes from the transport's host identities.
   static ncclResult_t create(Transport* transport, std::unique_ptr<CompressionEngine>* out);
-  // Drops this communicator's residual entries.
   ~CompressionEngine();
   CompressionEngine(const CompressionEngine&) = delete;
   CompressionEngine& operator=(const CompressionEngine&) = delete;
@@ -110,8 +121,10 @@ class CompressionEngine {
   // communicator when `name` is empty; how many entries went.
   size_t reset_residuals(const std::string& name);
   // What allreduce() would do with `args` at the tensor's next step: codec spec ("none") and
-  // algorithm ("" when uncompressed).
+  // algorithm ("" when uncompressed); for a tensor without memory that residual memory would not
+  // admit now, its fallback.
   ncclResult_t decide(const CollectiveArgs& args, std::string* codec, std::string* algorithm);
+  // This communicator's residual memory.
   ResidualStats residual_stats() const;
 
   // Bytes an uncompressed ring allreduce of `bytes` sends from each of `nranks` ranks.
@@ -133,7 +146,22 @@ class CompressionEngine {
   CompressionEngine() = default;
   // The tensor key, its step, the decision, codec and algorithm for `args` (mutex_ held).
   ncclResult_t plan(const CollectiveArgs& args, Plan* plan);
-  ncclResult_t codec_for(const Decision& decision, Codec** codec);
+  // The codec of canonical spec `spec`, made once from `name` and `params`.
+  ncclResult_t codec_for(const std::string& spec, const std::string& name,
+                         const CodecParams& params, Codec** codec);
+  // Counts a call of `plan`'s tensor and moves the communicator's step (mutex_ held).
+  void advance_clock(const Plan& plan);
+  // Whether `plan` keeps a residual entry (memory other than none, or a codec with state), and
+  // the entry it asks residual memory for.
+  bool needs_entry(const Plan& plan) const;
+  EntryOptions entry_options(const Plan& plan) const;
+  // Turns `plan` into its rule's fallback: the fallback codec with memory none when the rule
+  // names one and the algorithm can run it, else uncompressed; `path` says which, for messages.
+  ncclResult_t switch_to_fallback(Plan* plan, std::string* path);
+  // switch_to_fallback for a call the memory refused, counted, with one WARN per tensor.
+  ncclResult_t fall_back(const Admission& admission, Plan* plan);
+  // After an admission: an INFO line when the tensor had been refused before.
+  void note_admitted(const TensorKey& key);
   // The decision of the one-rule policy naming `spec` (mutex_ held).
   ncclResult_t decide_with_spec(const std::string& spec, const TensorInfo& info,
                                 Decision* decision);
@@ -154,6 +182,8 @@ class CompressionEngine {
   const CompressedAlgorithmInfo* forced_ = nullptr;
   HierarchyMode hierarchy_ = HierarchyMode::kAuto;
   size_t piece_bytes_ = kDefaultCompressedPieceBytes;
+  // This communicator's error-feedback memory (thread-safe on its own).
+  std::unique_ptr<ResidualMemory> residuals_;
 
   mutable std::mutex mutex_;
   Policy policy_;
@@ -161,13 +191,16 @@ class CompressionEngine {
   // One-rule policies of per-call codecs and of `auto`'s choices, by spec as given.
   std::map<std::string, Policy> one_rule_policies_;
   std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> steps_;
+  // The communicator's step, residual memory's clock: the largest step of any tensor so far,
+  // counted on from step_base_ (its value + 1) since steps_ last started over.
+  uint64_t comm_step_ = 0;
+  uint64_t step_base_ = 0;
   std::unordered_set<TensorKey, TensorIdentityHash, TensorIdentityEqual> logged_;
+  // Tensors residual memory refused (warned about once each): whether they are without memory
+  // now.
+  std::unordered_map<TensorKey, bool, TensorIdentityHash, TensorIdentityEqual> refused_;
   CompressionStats stats_;
   CompressionScratch scratch_;
 };
-
-// The residual memory every communicator of this process shares (cap: TERSE_MEMORY_MAX_BYTES,
-// read at first use; a bad value is reported and the default kept).
-ResidualMemory& process_residual_memory();
 
 }  // namespace terse

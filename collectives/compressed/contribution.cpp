@@ -1,10 +1,7 @@
 #include "collectives/compressed/contribution.h"
 
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
-#include <string>
 
 #include "common/result.h"
 
@@ -161,21 +158,17 @@ ncclResult_t copy_single_rank(const CompressedArgs& args) {
   return ncclSuccess;
 }
 
-ncclResult_t acquire_stage_entry(const CompressedArgs& args, const char* stage, size_t count,
-                                 std::shared_ptr<ResidualEntry>* entry) {
-  entry->reset();
-  if (args.residuals == nullptr || args.memory != MemoryKind::kResidual) return ncclSuccess;
-  TensorKey key = args.key;
-  if (key.named()) {
-    key.name += std::string("#") + stage;
-  } else {
-    char name[64];
-    std::snprintf(name, sizeof(name), "@0x%" PRIx64 "#%s", key.address, stage);
-    key.name = name;
+ncclResult_t stage_residual(const CompressedArgs& args, size_t count, float** residual) {
+  *residual = nullptr;
+  if (args.entry == nullptr || args.entry->residual() == nullptr) return ncclSuccess;
+  if (args.entry->stage_count() < count) {
+    return fail(ncclInternalError,
+                "residual entry of %s holds a stage residual of %zu elements, the algorithm needs "
+                "%zu (its entry was made for another algorithm or group)",
+                args.entry->key().describe().c_str(), args.entry->stage_count(), count);
   }
-  key.count = count;
-  key.dtype = DType::kFloat32;
-  return args.residuals->acquire(key, *args.codec, MemoryKind::kResidual, EntryOptions{}, entry);
+  *residual = args.entry->stage_residual();
+  return ncclSuccess;
 }
 
 }  // namespace terse

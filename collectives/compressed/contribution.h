@@ -10,7 +10,7 @@
 //
 // Re-encodes of partial sums (a ring hop, a tree level, an SRA owner's chunk) are not a
 // rank's own gradient: the algorithm decides where their error goes. The SRA owner keeps a second
-// residual of its own (acquire_stage_entry()); the ring keeps each hop's error in the tensor's
+// residual of its own (stage_residual()); the ring keeps each hop's error in the tensor's
 // residual range it encoded (every element is encoded once per rank per call, so the errors
 // telescope, compressed_ring.cpp); recursive doubling and the tree drop it.
 #pragma once
@@ -83,12 +83,13 @@ void write_result(const CompressedArgs& args, const float* sum, const ElementRan
 // The whole call on a group of one: recv = send (scaled), exactly; no residual is touched.
 ncclResult_t copy_single_rank(const CompressedArgs& args);
 
-// A residual entry of its own for a later lossy stage of this tensor (an owner's re-encode in
-// scatter-reduce-allgather), of `count` fp32 values: null in *entry when the tensor keeps no
-// residual (memory kind not `residual`) or no residual memory was given. `stage` tells stages
-// apart ("sra-owner"); the entry is keyed by the tensor's key plus the stage.
-ncclResult_t acquire_stage_entry(const CompressedArgs& args, const char* stage, size_t count,
-                                 std::shared_ptr<ResidualEntry>* entry);
+// The residual of a later lossy stage of this tensor (an owner's re-encode in
+// scatter-reduce-allgather), `count` fp32 values: the entry's stage residual
+// (ResidualEntry::stage_residual), or null in *residual when the tensor keeps no residual. An
+// entry with a residual but a stage residual shorter than `count` was made for another layout
+// (EntryOptions::stage_count, CompressedAlgorithmInfo::stage_residual_elements): refused with
+// ncclInternalError rather than run without the second error feedback.
+ncclResult_t stage_residual(const CompressedArgs& args, size_t count, float** residual);
 
 // Counts a message this rank sends.
 inline void count_sent(const CompressedContext& context, size_t bytes) {

@@ -249,6 +249,20 @@ class HierarchicalAllreduce {
 
 }  // namespace
 
+size_t hierarchical_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+                                            const PeerGroup& group) {
+  const CompressedAlgorithmInfo* inner =
+      default_compressed_algorithm(codec, count, dtype_size(dtype));
+  if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) return 0;  // refused
+  const NodeLayout layout = layout_nodes(group);
+  if (!layout.worth_it) return inner->stage_elements(codec, count, dtype, group);
+  PeerGroup leaders;  // as run_inner() makes it; only its size matters to the chunks
+  for (const std::vector<int>& members : layout.members) {
+    leaders.ranks.push_back(group.rank_at(members.front()));
+  }
+  return inner->stage_elements(codec, count, DType::kFloat32, leaders);
+}
+
 ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const CompressedContext& context) {
   const PeerGroup& group = context.group;
   if (group.size() == 1) return copy_single_rank(args);

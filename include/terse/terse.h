@@ -81,7 +81,11 @@ typedef struct {
   /* The last allreduce: its codec spec (every parameter spelled out) and algorithm. */
   char last_codec[128];
   char last_algorithm[TERSE_NAME_BYTES];
-  /* Residual memory of this communicator's process (shared by its communicators). */
+  /* This communicator's residual (error-feedback) memory: one entry per compressed tensor that
+   * keeps a residual or codec state, under a cap of TERSE_MEMORY_MAX_BYTES per communicator.
+   * residual_bytes exceeds residual_max_bytes only when admitted codec states grew past it.
+   * residual_evictions counts entries evicted to make room; only entries whose tensors were not
+   * used for more than TERSE_MEMORY_IDLE_STEPS steps are ever evicted (admission, below). */
   uint64_t residual_entries;
   uint64_t residual_bytes;
   uint64_t residual_max_bytes;
@@ -92,16 +96,38 @@ typedef struct {
   uint64_t last_seed;
   uint64_t last_step;
   uint64_t last_piece_bytes;
+  /* Admission. A tensor's entry is made when it fits under the cap after evicting idle entries;
+   * one that does not fit is not admitted (nothing in use is evicted for it) and is tried again
+   * at its next call. Its calls meanwhile run without memory, alike on every rank: with its
+   * policy rule's fallback codec (`fallback:`, memory none) or else uncompressed, exactly; one
+   * WARN per tensor names it, the bytes it needs and the cap.
+   * residual_admitted: entries made (a tensor admitted; its entry recreated after its count,
+   *   dtype, codec or layout changed counts again); not zeroed by terseCommResetStats.
+   * residual_refused: tensors not admitted, each counted once (as its WARN).
+   * fallback_calls: calls that ran without memory because their tensor was not admitted, every
+   *   such call counted (their rows are those of the fallback codec, or "none").
+   * residual_idle_steps: TERSE_MEMORY_IDLE_STEPS; residual_step: the communicator's step, the
+   *   clock of idleness: the largest step of any of its tensors (the training iteration when
+   *   every tensor is reduced once per iteration). */
+  uint64_t residual_admitted;
+  uint64_t residual_refused;
+  uint64_t fallback_calls;
+  uint64_t residual_idle_steps;
+  uint64_t residual_step;
 } terseStats;
 
 /* Copies the communicator's statistics into *stats. */
 ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats);
-/* Zeroes them (the residual figures are not statistics and stay). */
+/* Zeroes them; the residual memory's own figures (residual_entries, residual_bytes,
+ * residual_max_bytes, residual_evictions, residual_admitted, residual_idle_steps,
+ * residual_step) are not statistics and stay, while residual_refused and fallback_calls go. */
 ncclResult_t terseCommResetStats(ncclComm_t comm);
 
 /* Forgets the error-feedback residual (and codec state, e.g. PowerSGD's warm start) of the tensor
- * named `name` on `comm`, or of every tensor of `comm` when `name` is NULL; the next allreduce
- * of it starts from zero. Call it on every rank, e.g. when the optimizer is reset. */
+ * named `name` on `comm`, or of every tensor of `comm` when `name` is NULL, freeing its room in
+ * the communicator's residual memory; the next allreduce of it starts from zero (and is admitted
+ * anew). Call it on every rank alike, e.g. when the optimizer is reset: admission decisions
+ * depend on what each rank's memory holds. */
 ncclResult_t terseResidualReset(ncclComm_t comm, const char* name);
 
 /* Replaces the communicator's policy with the rules of a YAML document (the format of
@@ -114,7 +140,8 @@ ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec);
 
 /* What the policy would decide for a tensor on this communicator at the tensor's next step:
  * the codec spec ("none" when it stays uncompressed) and the algorithm, written into the given
- * buffers (truncated to their sizes). */
+ * buffers (truncated to their sizes); for a tensor without residual memory that would not be
+ * admitted now, its fallback. */
 ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t count,
                              ncclDataType_t datatype, ncclRedOp_t op, char* codec,
                              size_t codec_bytes, char* algorithm, size_t algorithm_bytes);

@@ -1,6 +1,6 @@
 // The compression policy: every matcher, first match wins, schedules and warm-up, codec
-// validation and memory defaults, the TERSE_CODEC / TERSE_POLICY environment, and YAML files
-// (the example file, and bad files refused with their line and reason).
+// validation, memory defaults and fallbacks, the TERSE_CODEC / TERSE_POLICY environment, and YAML
+// files (the example file, and bad files refused with their line and reason).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -393,6 +393,60 @@ TEST(PolicyCodec, DgcDefaultsToMomentum) {
   EXPECT_EQ(choice.memory, MemoryKind::kMomentum);
 }
 
+TEST(PolicyCodec, AFallbackMustNeedNoMemory) {
+  // Unbiased or a cast: what they drop averages out without error feedback.
+  for (const char* spec : {"none", "fp16", "bf16", "qsgd", "qsgd:levels=15", "terngrad",
+                           "randomk:ratio=0.1", "int8:rounding=stochastic"}) {
+    std::string name;
+    CodecParams params;
+    ASSERT_EQ(parse_codec_spec(spec, &name, &params), ncclSuccess) << spec;
+    CodecChoice choice;
+    EXPECT_EQ(CodecChoice::make_fallback(name, params, &choice), ncclSuccess)
+        << spec << ": " << error_text();
+    EXPECT_EQ(choice.memory, MemoryKind::kNone) << spec;
+  }
+  // Biased without error feedback, or keeping state that needs memory.
+  for (const char* spec :
+       {"sign", "int8", "int4:rounding=nearest", "topk", "threshold", "terngrad:clip=2.5",
+        "randomk:unbiased=false", "dgc", "powersgd", "auto"}) {
+    std::string name;
+    CodecParams params;
+    ASSERT_EQ(parse_codec_spec(spec, &name, &params), ncclSuccess) << spec;
+    CodecChoice choice;
+    EXPECT_EQ(CodecChoice::make_fallback(name, params, &choice), ncclInvalidArgument) << spec;
+    EXPECT_NE(error_text().find("fallback"), std::string::npos) << error_text();
+  }
+}
+
+TEST(PolicyCodec, AHandBuiltRuleWithABiasedFallbackIsRefused) {
+  PolicyRule rule = rule_for("sign");
+  rule.fallback.name = "topk";
+  rule.fallback.spec = "topk";
+  Policy policy;
+  EXPECT_EQ(policy.add_rule(std::move(rule)), ncclInvalidArgument);
+  EXPECT_NE(error_text().find("is biased"), std::string::npos) << error_text();
+  EXPECT_TRUE(policy.rules().empty());
+}
+
+TEST(PolicyCodec, DecisionCarriesTheRulesFallback) {
+  Policy policy;
+  ASSERT_EQ(Policy::from_yaml("rules:\n"
+                              "  - match: {name: \"a.*\"}\n"
+                              "    codec: sign\n"
+                              "    fallback: \"qsgd:levels=15\"\n"
+                              "  - codec: sign\n",
+                              "test", &policy),
+            ncclSuccess)
+      << error_text();
+  Decision with = policy.decide(tensor("a.w"));
+  EXPECT_EQ(with.fallback.name, "qsgd");
+  EXPECT_EQ(with.fallback.spec, "qsgd:block=256,levels=15,norm=max");
+  EXPECT_EQ(with.fallback.memory, MemoryKind::kNone);
+  Decision without = policy.decide(tensor("b.w"));
+  EXPECT_EQ(without.codec, "sign");
+  EXPECT_EQ(without.fallback.spec, "none");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The environment
 
@@ -445,6 +499,24 @@ TEST_F(PolicyEnvironment, CodecShorthandAcceptsParametersAndAuto) {
   EXPECT_EQ(decision.codec, "int8");
   EXPECT_EQ(decision.memory, MemoryKind::kResidual);
   EXPECT_NE(decision.spec.find("block=64"), std::string::npos) << decision.spec;
+}
+
+TEST_F(PolicyEnvironment, CodecShorthandNamesAFallbackAfterASemicolon) {
+  setenv("TERSE_CODEC", "sign;fallback=qsgd:levels=15,block=128", 1);
+  Policy policy;
+  ASSERT_EQ(load_policy_from_env(&policy), ncclSuccess) << error_text();
+  Decision decision = policy.decide(tensor());
+  EXPECT_EQ(decision.codec, "sign");
+  EXPECT_EQ(decision.memory, MemoryKind::kResidual);
+  EXPECT_EQ(decision.fallback.spec, "qsgd:block=128,levels=15,norm=max");
+  setenv("TERSE_CODEC", "sign;fallback=topk", 1);
+  EXPECT_EQ(load_policy_from_env(&policy), ncclInvalidArgument);
+  EXPECT_NE(error_text().find("TERSE_CODEC=sign;fallback=topk: fallback 'topk"), std::string::npos)
+      << error_text();
+  setenv("TERSE_CODEC", "sign;backup=qsgd", 1);
+  EXPECT_EQ(load_policy_from_env(&policy), ncclInvalidArgument);
+  EXPECT_NE(error_text().find("after ';' expected fallback=<codec spec>"), std::string::npos)
+      << error_text();
 }
 
 TEST_F(PolicyEnvironment, BadCodecIsRefusedNamingTheVariable) {
@@ -641,7 +713,8 @@ const BadFile kBadFiles[] = {
     {"rules_not_list", "rules: fp16\n", "1: 'rules' must be a list"},
     {"rule_not_map", "rules:\n  - fp16\n", "2: rule 1: expected a map with 'codec'"},
     {"unknown_rule_key", "rules:\n  - codec: fp16\n    memroy: none\n",
-     "3: rule 1: unknown key 'memroy' in rule (known: match, codec, params, memory, schedule)"},
+     "3: rule 1: unknown key 'memroy' in rule (known: match, codec, params, memory, schedule, "
+     "fallback)"},
     {"missing_codec", "rules:\n  - match: {max_bytes: 1K}\n", "2: rule 1: no 'codec'"},
     {"unknown_codec", "rules:\n  - codec: fp16\n  - match: {link: inter}\n    codec: int9\n",
      "4: rule 2: unknown codec 'int9' (known: none, fp16, bf16"},
@@ -703,6 +776,16 @@ const BadFile kBadFiles[] = {
      "3: rule 1: unknown key 'stop' in schedule (known: start, end, every, warmup)"},
     {"third_rule", "rules:\n  - codec: fp16\n  - codec: bf16\n  - codec: none\n    memory: x\n",
      "5: rule 3: memory: 'x' is not one of"},
+    {"biased_fallback", "rules:\n  - codec: sign\n    fallback: topk\n",
+     "3: rule 1: fallback 'topk:ratio=0.01,method=sampled' is biased"},
+    {"stateful_fallback", "rules:\n  - codec: sign\n    fallback: powersgd\n",
+     "3: rule 1: fallback 'powersgd:rank=4,iterations=1,warm_start=true' keeps per-tensor state"},
+    {"auto_fallback", "rules:\n  - codec: sign\n    fallback: auto\n",
+     "3: rule 1: fallback 'auto': a fallback must be a fixed codec"},
+    {"bad_fallback_param", "rules:\n  - codec: sign\n    fallback: \"qsgd:levels=500\"\n",
+     "3: rule 1: codec qsgd: parameter levels=500 is outside [1, 127]"},
+    {"fallback_list", "rules:\n  - codec: sign\n    fallback: [qsgd]\n",
+     "3: rule 1: fallback: expected a single value"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Refusals, PolicyBadFile, ::testing::ValuesIn(kBadFiles),

@@ -1,8 +1,10 @@
-// Residual memory: keying, LRU eviction under the byte cap, statistics, resets, recreation, the
-// error-feedback math (host, and device where a GPU exists) and concurrent use.
+// Residual memory: keying, admission under the byte cap (refusal without evicting anything in
+// use, retry, eviction of idle entries least recently used first), statistics, resets,
+// recreation, the error-feedback math (host, and device where a GPU exists) and concurrent use.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -317,82 +319,146 @@ TEST(ResidualMemory, ChangedShapeRecreatesTheEntry) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The byte cap and LRU eviction
+// The byte cap: admission, idle eviction, refusal and retry
 
-TEST(ResidualMemory, EvictsTheLeastRecentlyUsedEntryFirst) {
-  // Room for exactly three entries of 100 floats.
-  ResidualMemory memory(3 * 400);
+// Acquires at step `step`; the entry, or null when the tensor was not admitted (*admission says
+// why when given).
+std::shared_ptr<ResidualEntry> acquire_at(ResidualMemory& memory, uint64_t step,
+                                          const TensorKey& key, const Codec& codec,
+                                          Admission* admission = nullptr,
+                                          const EntryOptions& options = {}) {
+  memory.set_step(step);
+  std::shared_ptr<ResidualEntry> entry;
+  EXPECT_EQ(memory.acquire(key, codec, MemoryKind::kResidual, options, &entry, admission),
+            ncclSuccess)
+      << last_error();
+  return entry;
+}
+
+TEST(ResidualMemory, ATensorThatDoesNotFitIsRefusedAndNothingInUseIsEvicted) {
+  // Room for exactly three entries of 100 floats, all in use.
+  ResidualMemory memory(3 * 400, /*idle_steps=*/8);
   RoundingCodec codec;
   const TensorKey a = anonymous(0xa, 100), b = anonymous(0xb, 100), c = anonymous(0xc, 100),
-                  d = anonymous(0xd, 100), e = anonymous(0xe, 100);
-  acquire_ok(memory, a, codec);
-  acquire_ok(memory, b, codec);
-  acquire_ok(memory, c, codec);
-  EXPECT_EQ(memory.stats().evictions, 0u);
-  acquire_ok(memory, a, codec);  // a becomes the most recent: b is now the oldest
-  acquire_ok(memory, d, codec);
-  EXPECT_TRUE(memory.contains(a));
-  EXPECT_FALSE(memory.contains(b));
-  EXPECT_TRUE(memory.contains(c));
-  EXPECT_TRUE(memory.contains(d));
-  acquire_ok(memory, e, codec);  // then c
-  EXPECT_FALSE(memory.contains(c));
-  EXPECT_TRUE(memory.contains(a));
+                  d = anonymous(0xd, 100);
+  for (const TensorKey& key : {a, b, c}) ASSERT_NE(acquire_at(memory, 0, key, codec), nullptr);
+  Admission admission;
+  EXPECT_EQ(acquire_at(memory, 1, d, codec, &admission), nullptr);
+  EXPECT_FALSE(admission.admitted);
+  EXPECT_EQ(admission.needed, 400u);
+  EXPECT_EQ(admission.held, 1200u);
+  EXPECT_EQ(admission.in_use, 1200u);
+  for (const TensorKey& key : {a, b, c}) EXPECT_TRUE(memory.contains(key));
+  EXPECT_FALSE(memory.contains(d));
   ResidualStats stats = memory.stats();
-  EXPECT_EQ(stats.evictions, 2u);
-  EXPECT_EQ(stats.entries, 3u);
+  EXPECT_EQ(stats.refusals, 1u);
+  EXPECT_EQ(stats.evictions, 0u);
+  EXPECT_EQ(stats.misses, 3u);
   EXPECT_EQ(stats.bytes, 1200u);
 }
 
-TEST(ResidualMemory, EvictsAsManyEntriesAsABigNewOneNeeds) {
-  ResidualMemory memory(1000);
+// The defect this replaced: under LRU eviction, three tensors used in turn under a cap for two
+// evicted each other before every use, so none ever kept its residual.
+TEST(ResidualMemory, TensorsUsedInTurnKeepTheirResidualsInsteadOfThrashing) {
+  ResidualMemory memory(2 * 400);
   RoundingCodec codec;
-  for (uint64_t i = 0; i < 4; ++i) acquire_ok(memory, anonymous(0x100 + i, 50), codec);  // 800 B
-  acquire_ok(memory, anonymous(0x999, 200), codec);  // 800 B: only one 200 B entry may stay
-  ResidualStats stats = memory.stats();
-  EXPECT_EQ(stats.evictions, 3u);
-  EXPECT_EQ(stats.bytes, 1000u);
-  EXPECT_TRUE(memory.contains(anonymous(0x103, 50)));  // the most recent survives
-}
-
-TEST(ResidualMemory, NeverHoldsMoreThanTheCap) {
-  const uint64_t cap = 64 * 1024;
-  ResidualMemory memory(cap);
-  RoundingCodec codec("stateful", 100);
-  uint64_t seed = 12345;
-  for (int i = 0; i < 2000; ++i) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    size_t count = 1 + (seed >> 33) % 4000;
-    uint64_t address = (seed >> 20) % 64;
-    acquire_ok(memory, anonymous(address, count), codec);
-    ASSERT_LE(memory.stats().bytes, cap) << "after acquire " << i;
+  const TensorKey keys[] = {anonymous(0xa, 100), anonymous(0xb, 100), anonymous(0xc, 100)};
+  for (uint64_t step = 0; step < 20; ++step) {
+    for (const TensorKey& key : keys) {
+      std::shared_ptr<ResidualEntry> entry = acquire_at(memory, step, key, codec);
+      if (entry == nullptr) continue;
+      EXPECT_EQ(entry->residual()[0], static_cast<float>(step)) << "kept since step 0";
+      entry->residual()[0] += 1.0f;
+    }
   }
   ResidualStats stats = memory.stats();
-  EXPECT_EQ(stats.hits + stats.misses, 2000u);
-  EXPECT_GT(stats.evictions, 0u);
-  EXPECT_GT(stats.recreations, 0u);
+  EXPECT_EQ(stats.misses, 2u);  // the first two, once
+  EXPECT_EQ(stats.hits, 38u);
+  EXPECT_EQ(stats.refusals, 20u);  // the third, at every step
+  EXPECT_EQ(stats.evictions, 0u);
+  EXPECT_FALSE(memory.contains(keys[2]));
+}
+
+TEST(ResidualMemory, ARefusedTensorIsAdmittedOnceAnotherHasBeenIdleForMoreThanTheIdleSteps) {
+  ResidualMemory memory(3 * 400, /*idle_steps=*/2);
+  RoundingCodec codec;
+  const TensorKey a = anonymous(0xa, 100), b = anonymous(0xb, 100), c = anonymous(0xc, 100),
+                  d = anonymous(0xd, 100);
+  for (const TensorKey& key : {a, b, c}) acquire_at(memory, 0, key, codec);
+  // c is not used after step 0; a and b are used every step; d asks every step.
+  std::vector<uint64_t> refused_at;
+  for (uint64_t step = 1; step <= 4; ++step) {
+    acquire_at(memory, step, a, codec);
+    acquire_at(memory, step, b, codec);
+    if (acquire_at(memory, step, d, codec) == nullptr) refused_at.push_back(step);
+  }
+  // At step 2, c has been unused for 2 steps: not more than idle_steps yet. At step 3 it has.
+  EXPECT_EQ(refused_at, (std::vector<uint64_t>{1, 2}));
+  EXPECT_FALSE(memory.contains(c));
+  EXPECT_TRUE(memory.contains(d));
+  ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.evictions, 1u);
+  EXPECT_EQ(stats.refusals, 2u);
+  EXPECT_EQ(stats.step, 4u);
+  EXPECT_EQ(stats.idle_steps, 2u);
+  // c comes back: a, b and d are in use, so c waits in turn.
+  EXPECT_EQ(acquire_at(memory, 5, c, codec), nullptr);
+}
+
+TEST(ResidualMemory, IdleEntriesGoLeastRecentlyUsedFirstAndOnlyAsManyAsNeeded) {
+  ResidualMemory memory(3 * 400, /*idle_steps=*/1);
+  RoundingCodec codec;
+  const TensorKey x = anonymous(0x1, 100), y = anonymous(0x2, 100), z = anonymous(0x3, 100);
+  acquire_at(memory, 0, x, codec);
+  acquire_at(memory, 1, y, codec);
+  acquire_at(memory, 2, z, codec);
+  acquire_at(memory, 3, x, codec);  // x is now the most recently used
+  // At step 10 all three are idle; one new entry evicts only the least recently used, y.
+  ASSERT_NE(acquire_at(memory, 10, anonymous(0x4, 100), codec), nullptr);
+  EXPECT_FALSE(memory.contains(y));
+  EXPECT_TRUE(memory.contains(x));
+  EXPECT_TRUE(memory.contains(z));
+  // A new entry of two entries' size evicts the next two, z then x.
+  ASSERT_NE(acquire_at(memory, 10, anonymous(0x5, 200), codec), nullptr);
+  EXPECT_FALSE(memory.contains(z));
+  EXPECT_FALSE(memory.contains(x));
+  ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.evictions, 3u);
+  EXPECT_EQ(stats.bytes, 1200u);
+}
+
+TEST(ResidualMemory, NoIdleEntryIsEvictedForATensorThatWouldNotFitAnyway) {
+  ResidualMemory memory(1000, /*idle_steps=*/1);
+  RoundingCodec codec;
+  const TensorKey idle = anonymous(0x1, 100), busy = anonymous(0x2, 100);
+  acquire_at(memory, 0, idle, codec);
+  acquire_at(memory, 5, busy, codec);
+  Admission admission;
+  // 800 bytes: the idle entry's 400 would not make enough room beside the busy one's 400.
+  EXPECT_EQ(acquire_at(memory, 5, anonymous(0x3, 200), codec, &admission), nullptr);
+  EXPECT_EQ(admission.held, 800u);
+  EXPECT_EQ(admission.in_use, 400u);
+  EXPECT_TRUE(memory.contains(idle));
+  EXPECT_EQ(memory.stats().evictions, 0u);
 }
 
 TEST(ResidualMemory, AnEntryLargerThanTheWholeCapIsRefusedAndEvictsNothing) {
-  ResidualMemory memory(1000);
+  ResidualMemory memory(1000, /*idle_steps=*/0);
   RoundingCodec codec;
-  acquire_ok(memory, anonymous(0x1, 100), codec);
-  std::shared_ptr<ResidualEntry> entry;
-  EXPECT_EQ(memory.acquire(named("huge.embedding", 1000), codec, MemoryKind::kResidual, {}, &entry),
-            ncclInvalidArgument);
-  EXPECT_EQ(entry, nullptr);
-  std::string error = last_error();
-  EXPECT_NE(error.find("'huge.embedding'"), std::string::npos) << error;
-  EXPECT_NE(error.find("4000 bytes"), std::string::npos) << error;
-  EXPECT_NE(error.find("1000 bytes"), std::string::npos) << error;
-  EXPECT_NE(error.find("TERSE_MEMORY_MAX_BYTES"), std::string::npos) << error;
+  acquire_at(memory, 0, anonymous(0x1, 100), codec);
+  Admission admission;
+  EXPECT_EQ(acquire_at(memory, 9, named("huge.embedding", 1000), codec, &admission), nullptr);
+  EXPECT_FALSE(admission.admitted);
+  EXPECT_EQ(admission.needed, 4000u);
   ResidualStats stats = memory.stats();
   EXPECT_EQ(stats.refusals, 1u);
   EXPECT_EQ(stats.evictions, 0u);
   EXPECT_TRUE(memory.contains(anonymous(0x1, 100)));
   // Without a residual the same tensor fits (memory none keeps nothing here).
+  std::shared_ptr<ResidualEntry> entry;
   EXPECT_EQ(memory.acquire(named("huge.embedding", 1000), codec, MemoryKind::kNone, {}, &entry),
             ncclSuccess);
+  EXPECT_NE(entry, nullptr);
 }
 
 TEST(ResidualMemory, AZeroCapRefusesResidualsButNotStatelessEntries) {
@@ -400,24 +466,150 @@ TEST(ResidualMemory, AZeroCapRefusesResidualsButNotStatelessEntries) {
   RoundingCodec codec;
   std::shared_ptr<ResidualEntry> entry;
   EXPECT_EQ(memory.acquire(anonymous(0x1, 1), codec, MemoryKind::kResidual, {}, &entry),
-            ncclInvalidArgument);
+            ncclSuccess);
+  EXPECT_EQ(entry, nullptr);
   EXPECT_EQ(memory.acquire(anonymous(0x1, 1), codec, MemoryKind::kNone, {}, &entry), ncclSuccess);
+  EXPECT_NE(entry, nullptr);
+}
+
+TEST(ResidualMemory, GrownStatesAreChargedBeforeTheNextAdmission) {
+  ResidualMemory memory(1000);
+  RoundingCodec stateful("stateful", 16);
+  RoundingCodec codec;
+  auto grown = acquire_at(memory, 0, anonymous(0x1, 10), stateful);  // 40 + 16 bytes
+  static_cast<SizedState*>(grown->state())->grow_to(900);
+  // 400 more would fit beside what was charged (56) but not beside what it holds now (940).
+  Admission admission;
+  EXPECT_EQ(acquire_at(memory, 0, anonymous(0x2, 100), codec, &admission), nullptr);
+  EXPECT_EQ(admission.held, 940u);
+  EXPECT_EQ(memory.stats().bytes, 940u);
+}
+
+TEST(ResidualMemory, GrowthPastTheCapEvictsIdleEntriesButNeverTheGrowingOne) {
+  ResidualMemory memory(1000, /*idle_steps=*/1);
+  RoundingCodec stateful("stateful", 16);
+  RoundingCodec codec;
+  auto grown = acquire_at(memory, 0, anonymous(0x1, 10), stateful);
+  acquire_at(memory, 0, anonymous(0x2, 100), codec);  // 400 bytes, then idle
+  acquire_at(memory, 5, anonymous(0x3, 100), codec);  // 400 bytes, in use
+  static_cast<SizedState*>(grown->state())->grow_to(900);
+  ASSERT_EQ(acquire_at(memory, 5, anonymous(0x1, 10), stateful), grown);
+  EXPECT_FALSE(memory.contains(anonymous(0x2, 100)));  // idle: evicted for the growth
+  EXPECT_TRUE(memory.contains(anonymous(0x3, 100)));   // in use: kept
+  ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.evictions, 1u);
+  EXPECT_EQ(stats.bytes, 940u + 400u);  // above the cap: admitted entries keep their memory
+  EXPECT_GT(stats.bytes, stats.max_bytes);
+  EXPECT_EQ(acquire_at(memory, 5, anonymous(0x4, 1), codec), nullptr);  // nothing new meanwhile
+}
+
+TEST(ResidualMemory, TheStageResidualIsPartOfTheEntryAndOfItsAdmission) {
+  ResidualMemory memory(1000);
+  RoundingCodec codec;
+  EntryOptions options;
+  options.stage_count = 25;
+  auto entry = acquire_at(memory, 0, named("w", 100), codec, nullptr, options);
+  ASSERT_NE(entry, nullptr);
+  ASSERT_NE(entry->stage_residual(), nullptr);
+  EXPECT_EQ(entry->stage_count(), 25u);
+  EXPECT_TRUE(all_zero(entry->stage_residual(), 25));
+  EXPECT_EQ(entry->bytes(), 500u);
+  EXPECT_EQ(memory.stats().bytes, 500u);
+  // 100 floats and a stage of 26 (504 bytes) no longer fit beside it.
+  EntryOptions larger;
+  larger.stage_count = 26;
+  Admission admission;
+  EXPECT_EQ(acquire_at(memory, 0, named("v", 100), codec, &admission, larger), nullptr);
+  EXPECT_EQ(admission.needed, 504u);
+  // Another stage size is another layout: the entry is recreated.
+  auto recreated = acquire_at(memory, 0, named("w", 100), codec, nullptr, larger);
+  EXPECT_NE(recreated, entry);
+  EXPECT_EQ(memory.stats().recreations, 1u);
+  // Memory none keeps no stage residual, whatever is asked.
+  std::shared_ptr<ResidualEntry> none;
+  ASSERT_EQ(memory.acquire(named("u", 100), codec, MemoryKind::kNone, options, &none), ncclSuccess);
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->stage_residual(), nullptr);
+  EXPECT_EQ(none->bytes(), 0u);
+}
+
+TEST(ResidualMemory, WouldAdmitAndEntryBytesChangeNothing) {
+  ResidualMemory memory(1000, /*idle_steps=*/2);
+  RoundingCodec codec;
+  acquire_at(memory, 0, anonymous(0x1, 200), codec);  // 800 bytes
+  EXPECT_TRUE(memory.would_admit(200, 0));
+  EXPECT_FALSE(memory.would_admit(400, 0));
+  EXPECT_FALSE(memory.would_admit(400, 2));
+  EXPECT_TRUE(memory.would_admit(400, 3));  // the entry would be idle then
+  EXPECT_FALSE(memory.would_admit(1001, 3));
+  EXPECT_TRUE(memory.would_admit(0, 0));
+  EntryOptions options;
+  options.stage_count = 7;
+  EXPECT_EQ(ResidualMemory::entry_bytes(anonymous(0x2, 10), codec, MemoryKind::kResidual, options),
+            68u);
+  RoundingCodec stateful("stateful", 12);
+  EXPECT_EQ(ResidualMemory::entry_bytes(anonymous(0x2, 10), stateful, MemoryKind::kNone, options),
+            12u);
+  ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.entries, 1u);
+  EXPECT_EQ(stats.step, 0u);
+  EXPECT_EQ(stats.evictions, 0u);
+  EXPECT_EQ(stats.refusals, 0u);
+}
+
+TEST(ResidualMemory, NeverHoldsMoreThanTheCap) {
+  const uint64_t cap = 64 * 1024;
+  ResidualMemory memory(cap, /*idle_steps=*/3);
+  RoundingCodec codec("stateful", 100);
+  uint64_t seed = 12345;
+  uint64_t admitted = 0, refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    size_t count = 1 + (seed >> 33) % 4000;
+    uint64_t address = (seed >> 20) % 64;
+    const auto entry =
+        acquire_at(memory, static_cast<uint64_t>(i / 16), anonymous(address, count), codec);
+    (entry != nullptr ? admitted : refused) += 1;
+    ASSERT_LE(memory.stats().bytes, cap) << "after acquire " << i;
+  }
+  ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.hits + stats.misses, admitted);
+  EXPECT_EQ(stats.refusals, refused);
+  EXPECT_GT(stats.evictions, 0u);
+  EXPECT_GT(stats.refusals, 0u);
+  EXPECT_GT(stats.recreations, 0u);
 }
 
 TEST(ResidualMemory, AnEvictedEntryStaysValidForItsHolder) {
-  ResidualMemory memory(400);
+  ResidualMemory memory(400, /*idle_steps=*/0);
   RoundingCodec codec;
-  auto held = acquire_ok(memory, anonymous(0x1, 100), codec);
-  acquire_ok(memory, anonymous(0x2, 100), codec);  // evicts the held one
+  auto held = acquire_at(memory, 0, anonymous(0x1, 100), codec);
+  acquire_at(memory, 1, anonymous(0x2, 100), codec);  // evicts the held one, idle since step 0
   EXPECT_FALSE(memory.contains(anonymous(0x1, 100)));
   for (size_t i = 0; i < 100; ++i) held->residual()[i] = 1.0f;  // still ours to write
   EXPECT_EQ(memory.stats().bytes, 400u);                        // no longer charged
-  auto fresh = acquire_ok(memory, anonymous(0x1, 100), codec);
+  auto fresh = acquire_at(memory, 2, anonymous(0x1, 100), codec);
+  ASSERT_NE(fresh, nullptr);
   EXPECT_NE(fresh, held);
   EXPECT_TRUE(all_zero(fresh->residual(), 100));
 }
 
-TEST(ResidualMemory, CapComesFromTheEnvironment) {
+TEST(ResidualMemory, FindReadsAnEntryWithoutTouchingIt) {
+  ResidualMemory memory(1000, /*idle_steps=*/0);
+  RoundingCodec codec;
+  auto a = acquire_at(memory, 0, anonymous(0x1, 100), codec);
+  EXPECT_EQ(memory.find(anonymous(0x1, 7)), a);  // identity, not count
+  EXPECT_EQ(memory.find(anonymous(0x9, 100)), nullptr);
+  acquire_at(memory, 1, anonymous(0x2, 100), codec);
+  memory.find(anonymous(0x1, 100));  // not a use: a stays idle
+  ASSERT_NE(acquire_at(memory, 2, anonymous(0x3, 100), codec), nullptr);
+  EXPECT_FALSE(memory.contains(anonymous(0x1, 100)));
+  ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.hits, 0u);
+  EXPECT_EQ(stats.misses, 3u);
+}
+
+TEST(ResidualMemory, CapAndIdleStepsComeFromTheEnvironment) {
   uint64_t cap = 0;
   unsetenv("TERSE_MEMORY_MAX_BYTES");
   ASSERT_EQ(ResidualMemory::max_bytes_from_env(&cap), ncclSuccess);
@@ -430,6 +622,26 @@ TEST(ResidualMemory, CapComesFromTheEnvironment) {
   EXPECT_EQ(ResidualMemory::max_bytes_from_env(&cap), ncclInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_MEMORY_MAX_BYTES=lots"), std::string::npos);
   unsetenv("TERSE_MEMORY_MAX_BYTES");
+
+  uint64_t steps = 0;
+  unsetenv("TERSE_MEMORY_IDLE_STEPS");
+  ASSERT_EQ(ResidualMemory::idle_steps_from_env(&steps), ncclSuccess);
+  EXPECT_EQ(steps, ResidualMemory::kDefaultIdleSteps);
+  EXPECT_EQ(steps, 8u);
+  setenv("TERSE_MEMORY_IDLE_STEPS", "0", 1);
+  ASSERT_EQ(ResidualMemory::idle_steps_from_env(&steps), ncclSuccess);
+  EXPECT_EQ(steps, 0u);
+  setenv("TERSE_MEMORY_IDLE_STEPS", "100", 1);
+  ASSERT_EQ(ResidualMemory::idle_steps_from_env(&steps), ncclSuccess);
+  EXPECT_EQ(steps, 100u);
+  for (const char* bad : {"-1", "soon", "8 steps", "1e3"}) {
+    setenv("TERSE_MEMORY_IDLE_STEPS", bad, 1);
+    EXPECT_EQ(ResidualMemory::idle_steps_from_env(&steps), ncclInvalidArgument) << bad;
+    EXPECT_NE(std::string(last_error()).find(std::string("TERSE_MEMORY_IDLE_STEPS=") + bad),
+              std::string::npos)
+        << last_error();
+  }
+  unsetenv("TERSE_MEMORY_IDLE_STEPS");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -675,19 +887,25 @@ TEST(ResidualMemory, ManyThreadsAcquireAndEvictConcurrently) {
   const int threads = 8;
   const int rounds = 2000;
   const uint64_t cap = 40 * 1024;  // about half of what the threads would like to keep
-  ResidualMemory memory(cap);
+  ResidualMemory memory(cap, /*idle_steps=*/2);
   RoundingCodec codec("stateful", 32);
   std::vector<std::thread> workers;
+  std::atomic<uint64_t> refused{0};
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       for (int round = 0; round < rounds; ++round) {
         // Each thread owns its communicator, so no two threads use one entry at a time (as
-        // with NCCL), while all of them share the map, the LRU list and the cap.
+        // with NCCL), while all of them share the map, the LRU list, the clock and the cap.
+        if (t == 0) memory.set_step(static_cast<uint64_t>(round));
         TensorKey key = anonymous(round % 10, 64 + (round % 3) * 64, /*comm=*/t + 1);
         std::shared_ptr<ResidualEntry> entry;
         if (memory.acquire(key, codec, MemoryKind::kResidual, {}, &entry) != ncclSuccess) {
           ADD_FAILURE() << last_error();
           return;
+        }
+        if (entry == nullptr) {
+          refused.fetch_add(1);
+          continue;
         }
         for (size_t i = 0; i < key.count; ++i) entry->residual()[i] += 1.0f;
         if (round % 97 == 0) memory.reset(key);
@@ -697,7 +915,8 @@ TEST(ResidualMemory, ManyThreadsAcquireAndEvictConcurrently) {
   }
   for (std::thread& worker : workers) worker.join();
   ResidualStats stats = memory.stats();
-  EXPECT_EQ(stats.hits + stats.misses, uint64_t(threads) * rounds);
+  EXPECT_EQ(stats.hits + stats.misses + stats.refusals, uint64_t(threads) * rounds);
+  EXPECT_EQ(stats.refusals, refused.load());
   EXPECT_LE(stats.bytes, cap);
   EXPECT_GT(stats.evictions, 0u);
   EXPECT_GT(stats.resets, 0u);

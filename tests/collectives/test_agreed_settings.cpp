@@ -64,6 +64,12 @@ TEST(AgreedSettings, TwoSpellingsOfOneValueAgree) {
             value_with("TERSE_UCX_ERROR_MODE", nullptr));
   EXPECT_EQ(value_with("TERSE_MEMORY_IDLE_STEPS", ""),
             value_with("TERSE_MEMORY_IDLE_STEPS", nullptr));
+  EXPECT_EQ(value_with("TERSE_MEMORY_IDLE_STEPS", "8"),
+            value_with("TERSE_MEMORY_IDLE_STEPS", nullptr));  // the default
+  EXPECT_EQ(value_with("TERSE_MEMORY_IDLE_STEPS", "010"),
+            value_with("TERSE_MEMORY_IDLE_STEPS", "10"));
+  EXPECT_EQ(value_with("TERSE_CODEC", "sign;fallback=qsgd"),
+            value_with("TERSE_CODEC", "sign:block=256;fallback=qsgd:levels=7"));
 }
 
 TEST(AgreedSettings, DifferentValuesDiffer) {
@@ -75,6 +81,7 @@ TEST(AgreedSettings, DifferentValuesDiffer) {
   EXPECT_NE(value_with("TERSE_HIERARCHICAL", "on"), value_with("TERSE_HIERARCHICAL", "off"));
   EXPECT_NE(value_with("TERSE_UCX_ERROR_MODE", "peer"), value_with("TERSE_UCX_ERROR_MODE", "none"));
   EXPECT_NE(value_with("TERSE_MEMORY_IDLE_STEPS", "10"), value_with("TERSE_MEMORY_IDLE_STEPS", ""));
+  EXPECT_NE(value_with("TERSE_CODEC", "sign;fallback=qsgd"), value_with("TERSE_CODEC", "sign"));
   EXPECT_NE(value_with("TERSE_COMPRESSED_ALGO", "ring"),
             value_with("TERSE_COMPRESSED_ALGO", "tree"));
 }
@@ -106,19 +113,15 @@ TEST(AgreedSettings, AValueThatDoesNotParseIsRefusedNamingTheVariable) {
       {"TERSE_HIERARCHICAL", "sideways"},    {"TERSE_COMPRESSED_PIECE_BYTES", "lots"},
       {"TERSE_PIECE_BYTES", "-1"},           {"TERSE_CODEC", "int9"},
       {"TERSE_COMPRESSED_ALGO", "teleport"}, {"TERSE_ALGO", "allreduce:teleport"},
-      {"TERSE_UCX_ERROR_MODE", "maybe"},     {"TERSE_POLICY", "/nonexistent/policy.yaml"}};
+      {"TERSE_UCX_ERROR_MODE", "maybe"},     {"TERSE_POLICY", "/nonexistent/policy.yaml"},
+      {"TERSE_MEMORY_MAX_BYTES", "plenty"},  {"TERSE_MEMORY_IDLE_STEPS", "soon"},
+      {"TERSE_MEMORY_IDLE_STEPS", "-1"},     {"TERSE_CODEC", "sign;fallback=topk"}};
   for (const auto& [name, text] : bad) {
     ScopedEnv env(name, text);
     std::vector<AgreedSetting> settings;
     EXPECT_EQ(collect_agreed_settings(&settings), ncclInvalidArgument) << name << "=" << text;
     EXPECT_NE(std::string(last_error()).find(name), std::string::npos) << last_error();
   }
-}
-
-// As the residual memory itself: a cap that does not parse leaves the default.
-TEST(AgreedSettings, AMemoryCapThatDoesNotParseCountsAsTheDefault) {
-  EXPECT_EQ(value_with("TERSE_MEMORY_MAX_BYTES", "plenty"),
-            value_with("TERSE_MEMORY_MAX_BYTES", nullptr));
 }
 
 TEST(AgreedSettings, ShowsWhatWasWrittenAndWhatItMeans) {

@@ -20,6 +20,16 @@ namespace {
 
 constexpr uint64_t kTestComm = 0x7e57;
 
+// The one tensor every call of the harness reduces.
+TensorKey test_key(size_t count, DType dtype) {
+  TensorKey key;
+  key.comm = kTestComm;
+  key.name = "test.tensor";
+  key.count = count;
+  key.dtype = dtype;
+  return key;
+}
+
 }  // namespace
 
 std::vector<float> make_rank_input(int rank, size_t count, uint64_t salt) {
@@ -105,20 +115,6 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     args.codec = rank.codec.get();
     args.encode.seed = 0x5eed0000u + step;
     args.encode.step = step;
-    args.residuals = rank.residuals.get();
-    args.memory = memory_;
-    args.key.comm = kTestComm;
-    args.key.name = "test.tensor";
-    args.key.count = count;
-    args.key.dtype = dtype;
-    std::shared_ptr<ResidualEntry> entry;
-    ncclResult_t result = ncclSuccess;
-    const bool needs_entry = memory_ != MemoryKind::kNone ||
-                             rank.codec->make_state(count, dtype, MatrixShape{}) != nullptr;
-    if (needs_entry) {
-      result = rank.residuals->acquire(args.key, *rank.codec, memory_, EntryOptions{}, &entry);
-      args.entry = entry.get();
-    }
 
     CompressedContext context;
     context.transport = comm.transport();
@@ -126,6 +122,24 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     context.deadline = comm.transport()->default_deadline();
     context.group = PeerGroup::whole(r, n);
     context.group.hosts = hosts_;
+
+    // The entry as the compression engine asks for it: with the algorithm's stage residual.
+    std::shared_ptr<ResidualEntry> entry;
+    ncclResult_t result = ncclSuccess;
+    const bool needs_entry = memory_ != MemoryKind::kNone ||
+                             rank.codec->make_state(count, dtype, MatrixShape{}) != nullptr;
+    if (needs_entry) {
+      EntryOptions options;
+      if (memory_ == MemoryKind::kResidual) {
+        options.stage_count = algorithm.stage_elements(*rank.codec, count, dtype, context.group);
+      }
+      result =
+          rank.residuals->acquire(test_key(count, dtype), *rank.codec, memory_, options, &entry);
+      if (result == ncclSuccess && entry == nullptr) {
+        result = fail(ncclInternalError, "the harness's residual memory did not admit the tensor");
+      }
+      args.entry = entry.get();
+    }
     context.piece_bytes = piece_bytes_;
     context.scratch = &rank.scratch;
     context.counters = &rank.counters;
@@ -151,20 +165,12 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
 }
 
 std::vector<float> CompressedRanks::owner_residual(int rank, size_t chunk) {
-  Rank& slot = ranks_[static_cast<size_t>(rank)];
-  TensorKey key;
-  key.comm = kTestComm;
-  key.name = "test.tensor#sra-owner";
-  key.count = chunk;
-  key.dtype = DType::kFloat32;
-  if (!slot.residuals->contains(key)) return {};
-  std::shared_ptr<ResidualEntry> entry;
-  if (slot.residuals->acquire(key, *slot.codec, MemoryKind::kResidual, EntryOptions{}, &entry) !=
-          ncclSuccess ||
-      entry->residual() == nullptr) {
+  const std::shared_ptr<ResidualEntry> entry =
+      ranks_[static_cast<size_t>(rank)].residuals->find(test_key(last_count_, last_dtype_));
+  if (entry == nullptr || entry->stage_residual() == nullptr || entry->stage_count() < chunk) {
     return {};
   }
-  return std::vector<float>(entry->residual(), entry->residual() + chunk);
+  return std::vector<float>(entry->stage_residual(), entry->stage_residual() + chunk);
 }
 
 ModelCheck CompressedRanks::check_against_model(const std::vector<std::vector<uint8_t>>& outputs) {
@@ -199,18 +205,9 @@ ModelCheck CompressedRanks::check_against_model(const std::vector<std::vector<ui
 }
 
 std::vector<float> CompressedRanks::residual(int rank, size_t count, DType dtype) {
-  Rank& slot = ranks_[static_cast<size_t>(rank)];
-  TensorKey key;
-  key.comm = kTestComm;
-  key.name = "test.tensor";
-  key.count = count;
-  key.dtype = dtype;
-  if (!slot.residuals->contains(key)) return {};
-  std::shared_ptr<ResidualEntry> entry;
-  if (slot.residuals->acquire(key, *slot.codec, memory_, EntryOptions{}, &entry) != ncclSuccess ||
-      entry->residual() == nullptr) {
-    return {};
-  }
+  const std::shared_ptr<ResidualEntry> entry =
+      ranks_[static_cast<size_t>(rank)].residuals->find(test_key(count, dtype));
+  if (entry == nullptr || entry->residual() == nullptr || entry->key().count != count) return {};
   return std::vector<float>(entry->residual(), entry->residual() + count);
 }
 

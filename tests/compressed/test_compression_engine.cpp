@@ -141,7 +141,9 @@ TEST(CompressionEngine, UnknownSettingsAreRefusedAtCreation) {
   for (const auto& setting :
        std::vector<std::pair<std::string, std::string>>{{"TERSE_COMPRESSED_ALGO", "nosuch"},
                                                         {"TERSE_HIERARCHICAL", "sometimes"},
-                                                        {"TERSE_CODEC", "int8:block=3"}}) {
+                                                        {"TERSE_CODEC", "int8:block=3"},
+                                                        {"TERSE_MEMORY_MAX_BYTES", "plenty"},
+                                                        {"TERSE_MEMORY_IDLE_STEPS", "-3"}}) {
     CommunicatorWorld world(1, {setting});
     EXPECT_FALSE(world.ok()) << setting.first;
     EXPECT_NE(world.error().find(setting.first), std::string::npos) << world.error();

@@ -192,8 +192,9 @@ TEST_F(CompressionApi, ResidualResetForgetsTheTensorsOfTheCommunicator) {
     arrive_and_wait(&after_call, 2);
     terseStats stats;
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
-    EXPECT_GE(stats.residual_entries, 2u);  // one per communicator (the process shares memory)
-    EXPECT_GT(stats.residual_bytes, 0u);
+    EXPECT_EQ(stats.residual_entries, 1u);  // this communicator's own memory: its one tensor
+    EXPECT_EQ(stats.residual_bytes, 4096u * 4);
+    EXPECT_EQ(stats.residual_admitted, 1u);
     arrive_and_wait(&after_look, 2);
     EXPECT_EQ(terseResidualReset(comm, "w"), ncclSuccess);
     arrive_and_wait(&after_reset, 2);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rank_process/plugin_rank_protocol.h"
+#include "rank_process/residual_admission_scenario.h"
 #include "rank_processes.h"
 #include "transport_test_support.h"
 
@@ -165,6 +166,49 @@ TEST_P(PluginCompressedProcesses, WithinTheStatedBound) {
   ScopedEnv hierarchy("TERSE_HIERARCHICAL", nullptr);
   expect_all_ok(run(plugin_test::kScenarioCompressed, run_case.nranks, new_id()),
                 static_cast<size_t>(run_case.nranks));
+}
+
+// The residual-admission scenario with ranks as processes (residual_admission_scenario.h): three
+// 4 MiB sign tensors under a TERSE_MEMORY_MAX_BYTES for two. Every rank holds the admitted two
+// within a few percent of the inputs and the third exact, reports the same counters, and warns
+// once, naming the tensor and the cap.
+TEST_F(PluginProcesses, ResidualMemoryAdmitsWhatFitsAndWarnsOncePerRankAboutTheRest) {
+  ScopedEnv codec("TERSE_CODEC", "sign");
+  ScopedEnv cap("TERSE_MEMORY_MAX_BYTES", plugin_test::kAdmissionCap);
+  ScopedEnv idle("TERSE_MEMORY_IDLE_STEPS", nullptr);
+  ScopedEnv debug("TERSE_DEBUG", "WARN");
+  ScopedEnv debug_file("TERSE_DEBUG_FILE", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  ScopedEnv algo("TERSE_COMPRESSED_ALGO", nullptr);
+  ScopedEnv hostid("TERSE_HOSTID", nullptr);
+  const int nranks = plugin_test::kAdmissionRanks;
+  const std::vector<RankProcessResult> results =
+      run(plugin_test::kScenarioResidualAdmission, nranks, new_id());
+  expect_all_ok(results, static_cast<size_t>(nranks));
+  // What a line holds, from `prefix` to its end, in `output` ("" when absent).
+  auto line_after = [](const std::string& output, const std::string& prefix) {
+    const size_t at = output.find(prefix);
+    if (at == std::string::npos) return std::string();
+    return output.substr(at, output.find('\n', at) - at);
+  };
+  const std::string counters = line_after(results[0].output, "admission counters: ");
+  EXPECT_NE(counters, "") << describe(results[0]);
+  for (const RankProcessResult& result : results) {
+    EXPECT_EQ(line_after(result.output, "admission counters: "), counters) << describe(result);
+    size_t warnings = 0;
+    for (size_t at = result.output.find("TERSE WARN"); at != std::string::npos;
+         at = result.output.find("TERSE WARN", at + 1)) {
+      const std::string line = result.output.substr(at, result.output.find('\n', at) - at);
+      ++warnings;
+      EXPECT_NE(line.find("residual memory does not admit tensor 'layer2.weight'"),
+                std::string::npos)
+          << line;
+      EXPECT_NE(line.find("cap of 10485760 bytes (TERSE_MEMORY_MAX_BYTES)"), std::string::npos)
+          << line;
+      EXPECT_NE(line.find("reduced uncompressed"), std::string::npos) << line;
+    }
+    EXPECT_EQ(warnings, 1u) << describe(result);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, PluginCompressedProcesses,

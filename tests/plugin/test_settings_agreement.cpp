@@ -201,6 +201,14 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name).substr(6);
     });
 
+// A fallback is part of TERSE_CODEC's value; an idle-step count is compared as a number.
+INSTANTIATE_TEST_SUITE_P(Fallback, DifferingSetting,
+                         ::testing::Values(SettingValues{"TERSE_CODEC", "sign;fallback=qsgd",
+                                                         "sign", "\"sign\""}));
+INSTANTIATE_TEST_SUITE_P(DefaultSpelledOut, AgreeingSetting,
+                         ::testing::Values(SettingValues{"TERSE_MEMORY_IDLE_STEPS", "8", nullptr,
+                                                         ""}));
+
 TEST_F(SettingsAgreement, AllEqualSettingsAreAccepted) {
   ScopedEnv codec("TERSE_CODEC", "int8");
   ScopedEnv compressed_algo("TERSE_COMPRESSED_ALGO", "ring");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plugin_rank_protocol.h"
+#include "residual_admission_scenario.h"
 
 namespace plugin_test {
 namespace {
@@ -320,6 +321,8 @@ int run(int argc, char** argv) {
     code = run_collectives(comm, rank, nranks);
   } else if (scenario == kScenarioCompressed) {
     code = run_compressed(comm, rank, nranks);
+  } else if (scenario == kScenarioResidualAdmission) {
+    code = run_residual_admission(comm, rank, nranks);
   } else if (scenario == kScenarioKilled) {
     return run_killed(comm, rank, nranks);  // the communicator is aborted there
   } else if (scenario == kScenarioAbort) {

@@ -34,6 +34,11 @@ constexpr const char* kScenarioStranger = "stranger";
 // name, size and link class (compressed_scenario.cpp).
 constexpr const char* kScenarioCompressed = "compressed";
 int run_compressed(ncclComm_t comm, int rank, int nranks);
+// Three 4 MiB sign tensors under a TERSE_MEMORY_MAX_BYTES for two (from the test): the first
+// two within a few percent of the inputs over the steps, the third exact at every step, the
+// counters as admission says; prints "admission counters: ..." for the test to compare across
+// ranks (run_residual_admission in residual_admission_scenario.h).
+constexpr const char* kScenarioResidualAdmission = "residual-admission";
 // Communicator creation reported rather than checked, since the test may give ranks different
 // environments on purpose (settings_scenario.cpp): prints "init result: <code>" and "init message:
 // <ncclGetLastError>"; after a successful init an exact int32 allreduce, then ncclCommSplit of
