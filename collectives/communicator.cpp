@@ -109,6 +109,9 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
   }
   comm->sends_issued_.assign(static_cast<size_t>(nranks), 0);
   comm->receives_issued_.assign(static_cast<size_t>(nranks), 0);
+  // Between calls a thread progresses the transport (a peer's rendezvous send to this rank needs
+  // it); every call holds call_mutex_, which keeps that thread out meanwhile.
+  comm->transport_->enable_idle_progress(&comm->call_mutex_);
   *out = std::move(comm);
   return ncclSuccess;
 }

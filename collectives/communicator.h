@@ -103,6 +103,11 @@ class Communicator {
 
   // The transport, for tests and for the layers above that exchange setup data.
   Transport* transport() { return transport_.get(); }
+  // The call lock, for code that drives the transport itself instead of through run() (the
+  // compressed algorithms' tests): held, it keeps the idle progress thread off the workers.
+  std::unique_lock<std::mutex> hold_transport() {
+    return std::unique_lock<std::mutex>(call_mutex_);
+  }
   // The compression policy, statistics and residuals of this communicator's allreduces (the
   // C API of include/terse/terse.h reaches them here). Never null once created.
   CompressionEngine* compression() { return compression_.get(); }
@@ -126,7 +131,8 @@ class Communicator {
   // Declared after the transport: destroyed first, while the transport still exists.
   std::unique_ptr<CompressionEngine> compression_;
 
-  std::mutex call_mutex_;  // one call at a time (the transport is single-threaded)
+  // One call at a time; the transport's idle progress thread takes it between calls.
+  std::mutex call_mutex_;
   uint64_t collectives_issued_ = 0;
   std::vector<uint64_t> sends_issued_;     // by peer
   std::vector<uint64_t> receives_issued_;  // by peer

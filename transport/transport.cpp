@@ -174,6 +174,7 @@ unsigned Transport::progress_workers() {
 }
 
 Transport::~Transport() {
+  idle_progress_.reset();
   if (!closed_) close();
 }
 
@@ -338,7 +339,13 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
   }
 }
 
+void Transport::enable_idle_progress(std::mutex* owner_lock) {
+  if (closed_ || active_workers_.empty()) return;
+  idle_progress_ = std::make_unique<IdleProgress>(active_workers_, owner_lock);
+}
+
 void Transport::close() {
+  idle_progress_.reset();
   if (closed_) return;
   close_endpoints(/*force=*/false, default_deadline());
   closed_ = true;
@@ -346,6 +353,7 @@ void Transport::close() {
 
 void Transport::abort() {
   interrupted_.store(true);
+  idle_progress_.reset();
   if (closed_) return;
   close_endpoints(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
   closed_ = true;

@@ -2,8 +2,9 @@
 // rank (itself included), tagged nonblocking send/receive of host buffers, waits with deadlines,
 // and the small control collectives (barrier, allgather) the layers above need for setup.
 //
-// Threading: every call except interrupt() must come from one thread at a time (the worker runs
-// in UCS_THREAD_MODE_SINGLE); different ranks' transports are independent and may run on
+// Threading: every call except interrupt() must come from one thread at a time, holding the
+// owner's lock once enable_idle_progress() was called (the workers run in
+// UCS_THREAD_MODE_SERIALIZED); different ranks' transports are independent and may run on
 // different threads of one process.
 //
 // Failure model: a wait that cannot finish (peer died, request failed, TERSE_TIMEOUT_S passed,
@@ -24,10 +25,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "transport/deadline.h"
+#include "transport/idle_progress.h"
 #include "transport/process_identity.h"
 #include "transport/transfer_request.h"
 #include "transport/ucx_context.h"
@@ -95,6 +98,12 @@ class Transport {
   // passes a different size fails with ncclInvalidUsage.
   ncclResult_t allgather(const void* mine, size_t bytes, void* all);
 
+  // From now on a thread progresses the workers whenever `owner_lock` is free (idle_progress.h:
+  // a peer's rendezvous send to this rank must finish even when this rank makes no more calls
+  // for a while). Every later call on this transport must hold `owner_lock`; close() and abort()
+  // stop the thread first.
+  void enable_idle_progress(std::mutex* owner_lock);
+
   // Thread-safe: makes the current and every later wait() fail at once with ncclRemoteError
   // (how an abort from another thread unblocks the rank's thread).
   void interrupt() { interrupted_.store(true); }
@@ -153,6 +162,8 @@ class Transport {
   uint32_t control_sequence_ = 0;
   std::atomic<bool> interrupted_{false};
   bool closed_ = false;
+  // Last: stopped (joined) before anything above goes away.
+  std::unique_ptr<IdleProgress> idle_progress_;
 };
 
 }  // namespace terse

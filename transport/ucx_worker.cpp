@@ -14,7 +14,7 @@ ncclResult_t UcxWorker::create(std::shared_ptr<UcxContext> context,
                                std::shared_ptr<UcxWorker>* out) {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   ucp_worker_h worker = nullptr;
   ucs_status_t status = ucp_worker_create(context->handle(), &params, &worker);
   if (status != UCS_OK) {
@@ -69,6 +69,21 @@ void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int ma
     }
     entries.push_back(pollfd{worker->event_fd_, POLLIN, 0});
   }
+  if (!entries.empty()) poll(entries.data(), entries.size(), max_ms);
+}
+
+bool UcxWorker::arm(const std::vector<UcxWorker*>& workers) {
+  for (UcxWorker* worker : workers) {
+    if (worker->event_fd_ < 0) return false;
+    if (ucp_worker_arm(worker->worker_) != UCS_OK) return false;
+  }
+  return true;
+}
+
+void UcxWorker::wait_for_event(const std::vector<UcxWorker*>& workers, int max_ms) {
+  std::vector<pollfd> entries;
+  entries.reserve(workers.size());
+  for (UcxWorker* worker : workers) entries.push_back(pollfd{worker->event_fd_, POLLIN, 0});
   if (!entries.empty()) poll(entries.data(), entries.size(), max_ms);
 }
 

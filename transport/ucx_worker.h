@@ -1,7 +1,7 @@
 // The UCX worker of one communicator rank: the progress engine all of that rank's endpoints and
-// requests live on. Created with UCS_THREAD_MODE_SINGLE, so only one thread at a time may use
-// it: the thread that drives this rank (the collectives layer guarantees this; ranks run as
-// threads in tests each own their worker).
+// requests live on. Created with UCS_THREAD_MODE_SERIALIZED: one thread at a time uses it, under
+// its owner's lock (the communicator's call lock), which the idle progress thread
+// (idle_progress.h) also takes to progress it between calls.
 #pragma once
 
 #include <nccl.h>
@@ -36,6 +36,11 @@ class UcxWorker {
   void sleep_until_event(int max_ms) { sleep_until_event({this}, max_ms); }
   // The same over several workers: sleeps until any of them has an event.
   static void sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms);
+  // The two halves of that: arms every worker (false when one has events pending, or cannot
+  // signal them: progress instead), then sleeps on their descriptors for at most `max_ms`. The
+  // sleep needs no lock; arming does.
+  static bool arm(const std::vector<UcxWorker*>& workers);
+  static void wait_for_event(const std::vector<UcxWorker*>& workers, int max_ms);
 
   // Keeps `object` alive until the worker is destroyed: state that a UCX callback registered on
   // this worker may still reach after its owner is gone (an endpoint's error-handler argument).

@@ -116,6 +116,7 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     args.encode.seed = 0x5eed0000u + step;
     args.encode.step = step;
 
+    const std::unique_lock<std::mutex> held = comm.hold_transport();
     CompressedContext context;
     context.transport = comm.transport();
     context.sequence = sequence;
