@@ -32,8 +32,8 @@ ncclResult_t Codec::encode(const void* input, size_t count, DType dtype,
                            const EncodeContext& context, void* message, size_t capacity,
                            size_t* message_bytes) {
   // The codec validates its own arguments (null pointers, capacity) when nothing is escaped.
-  if (context.memory == Memory::kDevice || count == 0 || input == nullptr || message == nullptr ||
-      all_finite(input, count, dtype)) {
+  if (context.memory == Memory::kDevice || context.input_finite || count == 0 || input == nullptr ||
+      message == nullptr || all_finite(input, count, dtype)) {
     return encode_finite(input, count, dtype, context, message, capacity, message_bytes);
   }
   const Escapes escapes = find_escapes(input, count, dtype);

@@ -73,6 +73,10 @@ struct EncodeContext {
   // When set, receives input - decode(message) per element in fp32 (same memory kind as the
   // input): error feedback without a second decode pass.
   float* error = nullptr;
+  // The caller has already checked that every input element is finite (for example while it
+  // produced them): Codec::encode then skips its own scan, a pass over the input that costs as
+  // much as a fast codec's encode when the input is not in cache. Set it only when true.
+  bool input_finite = false;
   // Required by codecs whose make_state() returns non-null; null otherwise.
   CodecState* state = nullptr;
   MatrixShape shape;

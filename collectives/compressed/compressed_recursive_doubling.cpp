@@ -65,7 +65,7 @@ class CompressedRecursiveDoubling {
     if (residual_ != nullptr && kept_stage() > 0) {
       error_ = scratch.floats(ScratchSlot::kSecondary, args_.count);
     }
-    TERSE_CHECK(make_contribution(args_, context_, values_));
+    TERSE_CHECK(make_contribution(args_, context_, values_, &finite_));
     if (me_ >= p_) return run_folded(me_ - p_);
     if (me_ < extra_) TERSE_CHECK(fold_in());
     for (int round = 0; round < rounds_; ++round) TERSE_CHECK(exchange_round(round));
@@ -115,8 +115,8 @@ class CompressedRecursiveDoubling {
     size_t own_bytes = 0;
     bool keep = false;
     if (round == 0 && me_ >= extra_) {
-      TERSE_CHECK(
-          encode_contribution(args_, context_, values_, whole(), outgoing_, capacity_, &own_bytes));
+      TERSE_CHECK(encode_contribution(args_, context_, values_, whole(), finite_, outgoing_,
+                                      capacity_, &own_bytes));
     } else if (round == 0) {
       // A fold host: its contribution went into values_ exactly, so the residual now holds this
       // encode's error alone.
@@ -175,8 +175,8 @@ class CompressedRecursiveDoubling {
   // Position p + i: its encoded contribution goes to position i, the encoded result comes back.
   ncclResult_t run_folded(int i) {
     size_t bytes = 0;
-    TERSE_CHECK(
-        encode_contribution(args_, context_, values_, whole(), outgoing_, capacity_, &bytes));
+    TERSE_CHECK(encode_contribution(args_, context_, values_, whole(), finite_, outgoing_,
+                                    capacity_, &bytes));
     InFlightTransfers transfers(context_.transport, 2, context_.deadline);
     const int peer = context_.group.rank_at(i);
     TERSE_CHECK(transfers.recv_up_to(1, peer, operation(unfold_step()), incoming_, capacity_));
@@ -198,6 +198,7 @@ class CompressedRecursiveDoubling {
   int extra_ = 0;
   size_t capacity_ = 0;
   float* residual_ = nullptr;  // this rank's residual, or null without memory `residual`
+  bool finite_ = false;        // every value of the contribution is finite
   float* values_ = nullptr;    // contribution (a fold host: plus the folded rank's)
   float* running_ = nullptr;   // running value of rounds >= 1, then the result
   float* error_ = nullptr;     // the error of the encode kept beyond round 0

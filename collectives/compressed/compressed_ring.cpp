@@ -71,13 +71,15 @@ class CompressedRing {
 
   ncclResult_t run() {
     lay_out();
-    TERSE_CHECK(make_contribution(args_, context_, values_));
+    bool finite = false;
+    TERSE_CHECK(make_contribution(args_, context_, values_, &finite));
     TERSE_CHECK(post_receives(0));
     // Step 0 of the reduce-scatter: this rank's own block, with its residual.
     for (size_t k = 0; k < pieces_; ++k) {
       const ElementRange range = piece(ring_.reduce_scatter_send_block(0), k);
       size_t bytes = 0;
-      TERSE_CHECK(encode_contribution(args_, context_, values_, range, sent(k), capacity_, &bytes));
+      TERSE_CHECK(
+          encode_contribution(args_, context_, values_, range, finite, sent(k), capacity_, &bytes));
       TERSE_CHECK(send(k, sent(k), bytes));
       context_.transport->progress();
     }

@@ -166,8 +166,9 @@ class ScatterReduceAllgather {
       const int j = (me_ + t) % n_;
       size_t bytes = 0;
       // Compensated here, piece by piece, so the first piece leaves at once.
-      TERSE_CHECK(make_contribution_range(args_, context_, values_, piece(j, k)));
-      TERSE_CHECK(encode_contribution(args_, context_, values_, piece(j, k), outgoing(j, k),
+      bool finite = false;
+      TERSE_CHECK(make_contribution_range(args_, context_, values_, piece(j, k), &finite));
+      TERSE_CHECK(encode_contribution(args_, context_, values_, piece(j, k), finite, outgoing(j, k),
                                       capacity_, &bytes));
       if (j == me_) {
         own_version_bytes_[k] = bytes;

@@ -75,7 +75,8 @@ ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
   uint8_t* from_children = scratch.bytes(ScratchSlot::kIncoming, 2 * capacity);
   uint8_t* down = scratch.bytes(ScratchSlot::kSecondary, capacity);
   float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
-  TERSE_CHECK(make_contribution(args, context, values));
+  bool finite = false;
+  TERSE_CHECK(make_contribution(args, context, values, &finite));
 
   InFlightTransfers transfers(context.transport, kSlots, context.deadline);
   for (int c = 0; c < tree.child_count; ++c) {
@@ -91,7 +92,7 @@ ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
   // root's total, which goes straight into the down message).
   size_t bytes = 0;
   if (tree.child_count == 0) {
-    TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, up,
+    TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, finite, up,
                                     capacity, &bytes));
   } else {
     for (int c = 0; c < tree.child_count; ++c) {

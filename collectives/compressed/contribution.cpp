@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "codecs/dtype.h"
+#include "common/host_device.h"
 #include "common/result.h"
 
 namespace terse {
@@ -18,6 +20,32 @@ void add_encode_time(const CompressedContext& context, Clock::time_point start) 
   if (context.counters != nullptr) context.counters->encode_seconds += seconds_since(start);
 }
 
+// values[i] = In(send[i]) + residual[i] for i in [first, first + count), and whether every value
+// is finite: the largest magnitude bit pattern, tracked in the same vectorised loop (a
+// max-reduction), is below infinity's.
+template <typename In, bool kResidual>
+TERSE_CPU_DISPATCH bool compensate_typed(const typename In::Storage* send, const float* residual,
+                                         size_t first, size_t count, float* values) {
+  uint32_t largest = 0;
+  for (size_t i = first; i < first + count; ++i) {
+    const float value = kResidual ? In::load(send[i]) + residual[i] : In::load(send[i]);
+    values[i] = value;
+    const uint32_t magnitude = float_bits(value) & 0x7fffffffu;
+    largest = magnitude > largest ? magnitude : largest;
+  }
+  return largest < 0x7f800000u;
+}
+
+bool compensate(const void* send, DType dtype, const float* residual, size_t first, size_t count,
+                float* values) {
+  return dispatch_dtype(dtype, [&](auto type) {
+    using In = decltype(type);
+    const auto* typed = static_cast<const typename In::Storage*>(send);
+    return residual != nullptr ? compensate_typed<In, true>(typed, residual, first, count, values)
+                               : compensate_typed<In, false>(typed, residual, first, count, values);
+  });
+}
+
 }  // namespace
 
 PeerGroup PeerGroup::whole(int rank, int nranks) {
@@ -29,39 +57,27 @@ PeerGroup PeerGroup::whole(int rank, int nranks) {
 }
 
 ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
-                               float* values) {
-  return make_contribution_range(args, context, values, ElementRange{0, args.count});
+                               float* values, bool* finite) {
+  return make_contribution_range(args, context, values, ElementRange{0, args.count}, finite);
 }
 
 ncclResult_t make_contribution_range(const CompressedArgs& args, const CompressedContext& context,
-                                     float* values, const ElementRange& range) {
+                                     float* values, const ElementRange& range, bool* finite) {
   const Clock::time_point start = Clock::now();
   const float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
-  const size_t first = range.offset, end = range.offset + range.count;
   // Not ResidualEntry::compensate: a hierarchical leader compensates an fp32 node sum with the
   // residual of a tensor whose own dtype may be 16-bit.
-  if (args.dtype == DType::kFloat32) {
-    const float* send = static_cast<const float*>(args.send);
-    if (residual != nullptr) {
-      for (size_t i = first; i < end; ++i) values[i] = send[i] + residual[i];
-    } else {
-      std::memcpy(values + first, send + first, range.count * sizeof(float));
-    }
-  } else {
-    for (size_t i = first; i < end; ++i) {
-      values[i] =
-          load_element(args.send, args.dtype, i) + (residual != nullptr ? residual[i] : 0.0f);
-    }
-  }
+  *finite = compensate(args.send, args.dtype, residual, range.offset, range.count, values);
   add_encode_time(context, start);
   return ncclSuccess;
 }
 
 ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
-                                 const float* values, const ElementRange& range, void* message,
-                                 size_t capacity, size_t* message_bytes) {
+                                 const float* values, const ElementRange& range, bool finite,
+                                 void* message, size_t capacity, size_t* message_bytes) {
   const Clock::time_point start = Clock::now();
   EncodeContext encode = args.encode;
+  encode.input_finite = finite;
   encode.seed = range_seed(args.encode.seed, range.offset);
   encode.memory = Memory::kHost;
   encode.error = nullptr;
@@ -80,11 +96,12 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
 ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
                                        uint8_t** message, size_t* message_bytes) {
   float* values = context.scratch->floats(ScratchSlot::kValues, args.count);
-  TERSE_CHECK(make_contribution(args, context, values));
+  bool finite = false;
+  TERSE_CHECK(make_contribution(args, context, values, &finite));
   const size_t capacity = message_capacity(args, args.count);
   *message = context.scratch->bytes(ScratchSlot::kOutgoing, capacity);
-  return encode_contribution(args, context, values, ElementRange{0, args.count}, *message, capacity,
-                             message_bytes);
+  return encode_contribution(args, context, values, ElementRange{0, args.count}, finite, *message,
+                             capacity, message_bytes);
 }
 
 uint64_t range_seed(uint64_t call_seed, size_t offset) {

@@ -27,21 +27,24 @@ namespace terse {
 
 // values[i] = send[i] (as fp32) + residual[i] (when the entry keeps a residual), for all
 // args.count elements. `values` must hold args.count floats and may not be the residual.
+// *finite says whether every value is finite (found in the same pass, so that the encodes of
+// the contribution can skip the codec's own scan for non-finite values).
 ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
-                               float* values);
+                               float* values, bool* finite);
 
 // The same for `range` only (values[range] written): lets a pipelined algorithm compensate each
 // piece just before encoding it, so the first piece goes on the wire at once instead of after a
 // pass over the whole tensor.
 ncclResult_t make_contribution_range(const CompressedArgs& args, const CompressedContext& context,
-                                     float* values, const ElementRange& range);
+                                     float* values, const ElementRange& range, bool* finite);
 
 // Encodes values[range] (this rank's contribution from make_contribution) into `message`
 // (capacity bytes): with the residual's range as the error output, and with the codec state
-// only when `range` is the whole tensor (states describe whole tensors). Counts encode time.
+// only when `range` is the whole tensor (states describe whole tensors). `finite`: what
+// make_contribution found (true skips the codec's scan). Counts encode time.
 ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
-                                 const float* values, const ElementRange& range, void* message,
-                                 size_t capacity, size_t* message_bytes);
+                                 const float* values, const ElementRange& range, bool finite,
+                                 void* message, size_t capacity, size_t* message_bytes);
 
 // make_contribution and encode_contribution of the whole tensor (scratch kValues and kOutgoing):
 // how the algorithms that send each rank's tensor as one message start (sparse allgather,

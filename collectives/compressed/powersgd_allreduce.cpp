@@ -77,7 +77,8 @@ class DistributedPowerSgd {
   ncclResult_t run() {
     CompressionScratch& scratch = *context_.scratch;
     m_ = scratch.floats(ScratchSlot::kValues, args_.count);
-    TERSE_CHECK(make_contribution(args_, context_, m_));
+    bool contribution_finite = false;  // the factors say it too (the non-finite fallback below)
+    TERSE_CHECK(make_contribution(args_, context_, m_, &contribution_finite));
     PowerSgdPlan plan;
     TERSE_CHECK(
         plan_powersgd(args_.count, DType::kFloat32, args_.encode.shape, parameters_.rank, &plan));
