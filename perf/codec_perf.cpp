@@ -1,11 +1,15 @@
 // codec_perf: single-thread throughput, wire ratio and error of every codec on one tensor,
 // next to a memcpy of the same bytes measured in the same run.
 //
-//   codec_perf [-n elements] [-d float|half|bfloat16] [-i iterations] [-c spec[;spec...]] [--csv]
+//   codec_perf [-n elements] [-d float|half|bfloat16] [-i iterations] [-c spec[;spec...]]
+//              [--known-finite] [--csv]
 //
 // encode_gbps and decode_gbps count input bytes (elements * dtype size) per second, as the
 // memcpy row does; ratio is message bytes / input bytes; rel_err is ||decode(encode(x)) - x|| /
-// ||x|| on x ~ N(0, 1). Each figure is the median of the timed iterations.
+// ||x|| on x ~ N(0, 1). Each figure is the median of the timed iterations. Encodes include the
+// scan for NaN/Inf that Codec::encode makes of its input; --known-finite says the input is finite
+// (EncodeContext::input_finite), as the collectives do after finding it in the pass that adds the
+// residual, and measures the codec alone.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +31,7 @@ struct Options {
   DType dtype = DType::kFloat32;
   int iterations = 5;
   bool csv = false;
+  bool known_finite = false;
   std::vector<std::string> specs;
 };
 
@@ -38,8 +43,10 @@ struct Row {
 void usage(const char* program) {
   fprintf(stderr,
           "usage: %s [-n elements] [-d float|half|bfloat16] [-i iterations] [-c spec;spec...] "
-          "[--csv]\n  elements accepts K/M/G (1024-based); default 16M float, 5 iterations,\n"
-          "  every registered codec at its defaults plus a few variants.\ncodecs:\n",
+          "[--known-finite] [--csv]\n  elements accepts K/M/G (1024-based); default 16M float, 5 "
+          "iterations,\n  every registered codec at its defaults plus a few variants. Encodes "
+          "scan their input\n  for NaN/Inf unless --known-finite (what collectives do).\n"
+          "codecs:\n",
           program);
   for (const CodecInfo& info : codec_table()) {
     fprintf(stderr, "  %-10s %s%s%s\n", info.name, info.description, *info.parameters ? "; " : "",
@@ -53,6 +60,8 @@ bool parse_options(int argc, char** argv, Options* options) {
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (arg == "--csv") {
       options->csv = true;
+    } else if (arg == "--known-finite") {
+      options->known_finite = true;
     } else if (arg == "-n" || arg == "--elements") {
       const char* text = value();
       uint64_t elements = 0;
@@ -141,6 +150,7 @@ bool measure(const std::string& spec, const Options& options, const std::vector<
     context.seed = 0x5eed + step;
     context.step = step++;
     context.state = state.get();
+    context.input_finite = options.known_finite;
     if (result == ncclSuccess) {
       result = codec->encode(input.data(), count, options.dtype, context, message.data(),
                              message.size(), &bytes);

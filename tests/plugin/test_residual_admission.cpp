@@ -4,6 +4,8 @@
 // by the communicator's step, and every rank deciding alike where scatter-reduce-allgather's
 // chunks differ by an element.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <nccl.h>
 #include <terse/terse.h>
 
@@ -83,6 +85,10 @@ TEST_F(ResidualAdmissionApi, ThreeSignTensorsUnderACapForTwo) {
   ScopedEnv codec("TERSE_CODEC", "sign");
   ScopedEnv cap("TERSE_MEMORY_MAX_BYTES", plugin_test::kAdmissionCap);
   const std::vector<AdmissionOutcome> outcomes = run_scenario();
+  // The figure perf/RESULTS.md quotes.
+  std::printf("running-sum drift after %d steps, cap %s: %.4f %.4f %.4f\n", kAdmissionSteps,
+              plugin_test::kAdmissionCap, outcomes[0].drift[0], outcomes[0].drift[1],
+              outcomes[0].drift[2]);
   for (int rank = 0; rank < kAdmissionRanks; ++rank) {
     const AdmissionOutcome& outcome = outcomes[rank];
     SCOPED_TRACE("rank " + std::to_string(rank));
