@@ -8,9 +8,8 @@
 #include <cstring>
 #include <memory>
 
-#include "codecs/codec_registry.h"
-#include "codecs/memory_kind.h"
-#include "model/compressed_model.h"
+#include "codecs/dtype.h"
+#include "model/last_call.h"
 #include "perf/nccl_tests/element_values.h"
 #include "perf/nccl_tests/run_abort.h"
 
@@ -31,22 +30,6 @@ std::string own_host() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
-}
-
-bool dtype_of(ncclDataType_t type, DType* dtype) {
-  switch (type) {
-    case ncclFloat32:
-      *dtype = DType::kFloat32;
-      return true;
-    case ncclFloat16:
-      *dtype = DType::kFloat16;
-      return true;
-    case ncclBfloat16:
-      *dtype = DType::kBFloat16;
-      return true;
-    default:
-      return false;
-  }
 }
 
 }  // namespace
@@ -71,9 +54,10 @@ ModelFigures check_compressed_row(const RankContext& context, const RowCase& row
   DType dtype;
   terseStats stats{};
   TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));
-  std::unique_ptr<Codec> codec;
-  if (!dtype_of(row.type.type, &dtype) || std::strcmp(stats.last_codec, "none") == 0 ||
-      create_codec(stats.last_codec, &codec) != ncclSuccess) {
+  std::unique_ptr<model::CompressedModel> reference =
+      model::model_of_last_call(stats, context.nranks);
+  if (!dtype_from_nccl(row.type.type, &dtype) || std::strcmp(stats.last_codec, "none") == 0 ||
+      reference == nullptr) {
     figures.wrong = static_cast<int64_t>(count);  // not compressed, or a codec no model knows
     return figures;
   }
@@ -85,17 +69,10 @@ ModelFigures check_compressed_row(const RankContext& context, const RowCase& row
                            static_cast<float>(row.pattern.input(rank, i)));
     }
   }
-  model::CompressedModel reference(stats.last_codec, context.nranks, default_memory_kind(*codec));
-  model::CallSpec spec;
-  spec.algorithm = stats.last_algorithm;
-  spec.dtype = dtype;
-  spec.count = count;
-  spec.seed = stats.last_seed;
-  spec.step = stats.last_step;
-  spec.piece_bytes = stats.last_piece_bytes;
-  spec.result_scale = row.op == Reduction::kAvg ? 1.0 / context.nranks : 1.0;
+  model::CallSpec spec = model::spec_of_last_call(
+      stats, dtype, count, row.op == Reduction::kAvg ? 1.0 / context.nranks : 1.0);
   spec.hosts = hosts;
-  const model::Expected expected = reference.call(spec, inputs);
+  const model::Expected expected = reference->call(spec, inputs);
   const model::Comparison comparison =
       model::compare(expected, dtype, reinterpret_cast<const uint8_t*>(output), count);
   figures.wrong = static_cast<int64_t>(comparison.mismatches);

@@ -13,6 +13,13 @@ float* at(std::vector<float>* values, size_t offset) {
   return values == nullptr ? nullptr : values->data() + offset;
 }
 
+// Elements per pipeline piece: piece_bytes of fp32, more when a range of `largest` elements would
+// need more than `most_pieces` pieces.
+size_t piece_elements(const GroupCall& call, size_t largest, size_t most_pieces) {
+  const size_t requested = std::max<size_t>(1, call.piece_bytes / sizeof(float));
+  return std::max(requested, (largest + most_pieces - 1) / most_pieces);
+}
+
 }  // namespace
 
 // Chunk j (near-equal over n) belongs to position j. Chunks are cut into pieces of
@@ -25,8 +32,7 @@ GroupResult model_sra(GroupCall& call) {
   GroupResult result;
   result.sum.assign(call.count, 0.0f);
   const size_t largest = near_equal(call.count, n, 0).count;
-  const size_t requested = std::max<size_t>(1, call.piece_bytes / sizeof(float));
-  const size_t piece = std::max(requested, (largest + 63) / 64);
+  const size_t piece = piece_elements(call, largest, 64);
   const size_t pieces = piece_count(largest, piece);
   for (int owner = 0; owner < n; ++owner) {
     const Range chunk = near_equal(call.count, n, owner);
@@ -62,9 +68,8 @@ GroupResult model_ring(GroupCall& call) {
   GroupResult result;
   result.sum.assign(call.count, 0.0f);
   const size_t largest = near_equal(call.count, n, 0).count;
-  const size_t requested = std::max<size_t>(1, call.piece_bytes / sizeof(float));
   const size_t most_pieces = std::max<size_t>(1, 4000 / (2 * static_cast<size_t>(n - 1)));
-  const size_t piece = std::max(requested, (largest + most_pieces - 1) / most_pieces);
+  const size_t piece = piece_elements(call, largest, most_pieces);
   const size_t pieces = piece_count(largest, piece);
   for (int b = 0; b < n; ++b) {
     const Range block = near_equal(call.count, n, b);

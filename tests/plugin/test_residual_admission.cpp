@@ -5,9 +5,9 @@
 // chunks differ by an element.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <nccl.h>
 #include <terse/terse.h>
+#include <cstdio>
 
 #include <atomic>
 #include <cmath>

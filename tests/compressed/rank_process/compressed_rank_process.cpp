@@ -27,9 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/codec_registry.h"
-#include "codecs/memory_kind.h"
-#include "model/compressed_model.h"
+#include "model/last_call.h"
 
 namespace {
 
@@ -153,21 +151,13 @@ int run(int argc, char** argv) {
                   stats.last_codec + ")");
     }
     if (model == nullptr) {
-      std::unique_ptr<terse::Codec> codec;
-      if (terse::create_codec(stats.last_codec, &codec) != ncclSuccess) {
+      model = terse::model::model_of_last_call(stats, nranks);
+      if (model == nullptr) {
         return fail(std::string("the model cannot make codec ") + stats.last_codec);
       }
-      model = std::make_unique<terse::model::CompressedModel>(stats.last_codec, nranks,
-                                                              terse::default_memory_kind(*codec));
     }
-    terse::model::CallSpec spec;
-    spec.algorithm = stats.last_algorithm;
-    spec.dtype = dtype;
-    spec.count = count;
-    spec.seed = stats.last_seed;
-    spec.step = stats.last_step;
-    spec.piece_bytes = stats.last_piece_bytes;
-    spec.result_scale = average ? 1.0 / nranks : 1.0;
+    terse::model::CallSpec spec =
+        terse::model::spec_of_last_call(stats, dtype, count, average ? 1.0 / nranks : 1.0);
     if (tensor.ndims == 2) spec.shape = terse::MatrixShape{rows, count / rows};
     spec.hosts = hosts;
     const terse::model::Expected expected = model->call(spec, inputs);
