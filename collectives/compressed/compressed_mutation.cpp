@@ -52,16 +52,6 @@ const char* compressed_mutation_name(CompressedMutation mutation) {
   return "unknown";
 }
 
-bool parse_compressed_mutation(const std::string& name, CompressedMutation* mutation) {
-  for (const Named& named : kNames) {
-    if (name == named.name) {
-      *mutation = named.mutation;
-      return true;
-    }
-  }
-  return false;
-}
-
 ncclResult_t run_compressed_algorithm(const CompressedAlgorithmInfo& algorithm,
                                       const CompressedArgs& args,
                                       const CompressedContext& context) {

@@ -8,8 +8,6 @@
 
 #include <nccl.h>
 
-#include <string>
-
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
 
@@ -26,9 +24,8 @@ enum class CompressedMutation : int {
 
 void set_compressed_mutation(CompressedMutation mutation);
 CompressedMutation compressed_mutation();
+// "zero_result", "drop_contribution", ... (test names).
 const char* compressed_mutation_name(CompressedMutation mutation);
-// "zero_result", "drop_contribution", ...; false for anything else.
-bool parse_compressed_mutation(const std::string& name, CompressedMutation* mutation);
 
 // algorithm.run(args, context), with this process's mutation applied.
 ncclResult_t run_compressed_algorithm(const CompressedAlgorithmInfo& algorithm,
