@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "codecs/policy.h"
@@ -131,14 +132,19 @@ ncclResult_t bytes_setting(const char* name, uint64_t fallback, AgreedSetting* s
 
 // As the compression engine reads them at creation (a value that does not parse is refused
 // there too, naming the variable).
-ncclResult_t memory_settings(AgreedSetting* max_bytes, AgreedSetting* idle_steps) {
-  uint64_t bytes = 0, steps = 0;
+ncclResult_t memory_max_bytes_setting(AgreedSetting* setting) {
+  uint64_t bytes = 0;
   TERSE_CHECK(ResidualMemory::max_bytes_from_env(&bytes));
+  *setting = make_agreed_setting("TERSE_MEMORY_MAX_BYTES", written("TERSE_MEMORY_MAX_BYTES"),
+                                 bytes_value(bytes));
+  return ncclSuccess;
+}
+
+ncclResult_t memory_idle_steps_setting(AgreedSetting* setting) {
+  uint64_t steps = 0;
   TERSE_CHECK(ResidualMemory::idle_steps_from_env(&steps));
-  *max_bytes = make_agreed_setting("TERSE_MEMORY_MAX_BYTES", written("TERSE_MEMORY_MAX_BYTES"),
-                                   bytes_value(bytes));
-  *idle_steps = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", written("TERSE_MEMORY_IDLE_STEPS"),
-                                    std::to_string(steps));
+  *setting = make_agreed_setting("TERSE_MEMORY_IDLE_STEPS", written("TERSE_MEMORY_IDLE_STEPS"),
+                                 std::to_string(steps));
   return ncclSuccess;
 }
 
@@ -185,20 +191,43 @@ AgreedSetting make_agreed_setting(const std::string& name, const std::string& wr
   return setting;
 }
 
-ncclResult_t collect_agreed_settings(std::vector<AgreedSetting>* settings) {
-  std::vector<AgreedSetting> read(10);
-  TERSE_CHECK(codec_setting(&read[0]));
-  TERSE_CHECK(policy_setting(&read[1]));
-  TERSE_CHECK(compressed_algorithm_setting(&read[2]));
-  TERSE_CHECK(hierarchical_setting(&read[3]));
-  TERSE_CHECK(
-      bytes_setting("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &read[4]));
-  TERSE_CHECK(memory_settings(&read[5], &read[6]));
-  TERSE_CHECK(algorithm_setting(&read[7]));
-  TERSE_CHECK(bytes_setting("TERSE_PIECE_BYTES", kDefaultPieceBytes, &read[8]));
-  TERSE_CHECK(error_mode_setting(&read[9]));
-  *settings = std::move(read);
-  return ncclSuccess;
+std::vector<AgreedSetting> collect_agreed_settings() {
+  struct Reader {
+    const char* name;
+    std::function<ncclResult_t(AgreedSetting*)> read;
+  };
+  const auto bytes = [](const char* name, uint64_t fallback) {
+    return
+        [name, fallback](AgreedSetting* setting) { return bytes_setting(name, fallback, setting); };
+  };
+  const Reader readers[] = {
+      {"TERSE_CODEC", codec_setting},
+      {"TERSE_POLICY", policy_setting},
+      {"TERSE_COMPRESSED_ALGO", compressed_algorithm_setting},
+      {"TERSE_HIERARCHICAL", hierarchical_setting},
+      {"TERSE_COMPRESSED_PIECE_BYTES",
+       bytes("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes)},
+      {"TERSE_MEMORY_MAX_BYTES", memory_max_bytes_setting},
+      {"TERSE_MEMORY_IDLE_STEPS", memory_idle_steps_setting},
+      {"TERSE_ALGO", algorithm_setting},
+      {"TERSE_PIECE_BYTES", bytes("TERSE_PIECE_BYTES", kDefaultPieceBytes)},
+      {"TERSE_UCX_ERROR_MODE", error_mode_setting},
+  };
+  std::vector<AgreedSetting> settings;
+  for (const Reader& reader : readers) {
+    AgreedSetting setting;
+    if (reader.read(&setting) != ncclSuccess) {
+      // Compared as its refusal: the rank's peers see a value that differs from theirs and refuse
+      // too, instead of waiting at the exchange for a rank that gave up before it.
+      const std::string why = last_error();
+      setting.name = reader.name;
+      setting.value = "refused: " + shortened(why);
+      setting.shown = "\"" + shortened(written(reader.name)) + "\", which does not parse (" +
+                      shortened(why) + ")";
+    }
+    settings.push_back(std::move(setting));
+  }
+  return settings;
 }
 
 }  // namespace terse

@@ -33,9 +33,12 @@ struct AgreedSetting {
 };
 
 // Reads every setting listed above from the environment, in that order, each with the parser
-// the code that uses it uses (so the communicator refuses a value that does not parse with the
-// same message, naming the variable).
-ncclResult_t collect_agreed_settings(std::vector<AgreedSetting>* settings);
+// the code that uses it uses. A value that does not parse is kept as its refusal ("refused:
+// <the parser's message>", shown as the text and why it does not parse), so that a rank with a
+// typo is compared like any other: its peers see a value that differs and refuse with it, rather
+// than wait for a rank that gave up. Ranks that all hold the same bad value agree, and then each
+// refuses it where the code reads it, with the parser's message.
+std::vector<AgreedSetting> collect_agreed_settings();
 
 // The setting `name` as a rank holds it: `written` as the environment has it ("" when unset),
 // `value` its canonical form. Texts longer than a message can show are shortened, the value

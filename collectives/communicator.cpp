@@ -83,6 +83,23 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
                                   std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return fail(ncclInvalidArgument, "communicator output pointer is NULL");
   std::unique_ptr<Communicator> comm(new Communicator());
+  TERSE_CHECK(Transport::create(id, rank, nranks, &comm->transport_));
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  comm->cuda_device_ = cuda_device;
+  // First, before any setting is read for use and before any collective: a rank whose settings
+  // differ would run another algorithm and its peers would wait for it until the deadline, and
+  // a rank that refused a typo of its own before the exchange would leave them waiting there.
+  // Every rank reaches the same verdict from the same data, so a refused communicator is refused
+  // everywhere; its transport then closes normally (flushing the exchange's last messages to
+  // peers still reading them), unless the exchange itself failed and a peer may be gone.
+  const ncclResult_t agreed =
+      check_settings_agree(comm->transport_.get(), collect_agreed_settings());
+  if (agreed != ncclSuccess) {
+    if (agreed != ncclInvalidUsage) comm->break_with(agreed);
+    return agreed;
+  }
+  // Every rank holds the same values now: a value refused below is refused on every rank alike.
   TERSE_CHECK(AlgorithmSelection::from_environment(&comm->selection_));
   uint64_t piece_bytes = 0;
   TERSE_CHECK(env_bytes("TERSE_PIECE_BYTES", kDefaultPieceBytes, &piece_bytes));
@@ -90,23 +107,7 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
     return fail(ncclInvalidArgument, "TERSE_PIECE_BYTES is 0; a pipeline piece needs a byte");
   }
   comm->piece_bytes_ = static_cast<size_t>(piece_bytes);
-  TERSE_CHECK(Transport::create(id, rank, nranks, &comm->transport_));
-  comm->rank_ = rank;
-  comm->nranks_ = nranks;
-  comm->cuda_device_ = cuda_device;
   TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), &comm->compression_));
-  // Last, once every setting above has parsed here, and before any collective: a rank whose
-  // settings differ would run another algorithm and its peers would wait for it until the
-  // deadline. Every rank reaches the same verdict, so a refused communicator is refused
-  // everywhere; its transport then closes normally (flushing the exchange's last messages to
-  // peers still reading them), unless the exchange itself failed and a peer may be gone.
-  std::vector<AgreedSetting> settings;
-  TERSE_CHECK(collect_agreed_settings(&settings));
-  const ncclResult_t agreed = check_settings_agree(comm->transport_.get(), settings);
-  if (agreed != ncclSuccess) {
-    if (agreed != ncclInvalidUsage) comm->break_with(agreed);
-    return agreed;
-  }
   comm->sends_issued_.assign(static_cast<size_t>(nranks), 0);
   comm->receives_issued_.assign(static_cast<size_t>(nranks), 0);
   // Between calls a thread progresses the transport (a peer's rendezvous send to this rank needs

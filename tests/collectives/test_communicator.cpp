@@ -171,18 +171,21 @@ TEST(CommunicatorLifecycle, FinalizeThenCallsAreRefused) {
 }
 
 // Settings are read when the communicator is created, so a bad one fails ncclCommInitRank.
+// Refused once the ranks have met and compared their settings (every rank then refuses alike), so
+// each attempt needs a rendezvous of its own.
 TEST(CommunicatorSettings, BadValuesAreRefusedAtCreation) {
   test::EnvironmentSettings loopback(test::loopback_settings());
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
   std::unique_ptr<Communicator> comm;
   {
+    ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
     test::EnvironmentSettings bad({{std::string("TERSE_ALGO"), "broadcast:warp"}});
     EXPECT_EQ(Communicator::create(id, 0, 1, -1, &comm), ncclInvalidArgument);
     EXPECT_TRUE(mentions("warp")) << last_error();
     EXPECT_TRUE(mentions("broadcast:chain")) << last_error();
   }
   {
+    ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
     test::EnvironmentSettings bad({{std::string("TERSE_PIECE_BYTES"), "0"}});
     EXPECT_EQ(Communicator::create(id, 0, 1, -1, &comm), ncclInvalidArgument);
     EXPECT_TRUE(mentions("TERSE_PIECE_BYTES")) << last_error();

@@ -205,6 +205,37 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(Fallback, DifferingSetting,
                          ::testing::Values(SettingValues{"TERSE_CODEC", "sign;fallback=qsgd",
                                                          "sign", "\"sign\""}));
+// A typo on one rank: it is compared as its refusal, so every rank refuses at once, naming the
+// variable (before, that rank gave up before the exchange and its peers waited for it until
+// TERSE_TIMEOUT_S).
+INSTANTIATE_TEST_SUITE_P(TypoOnOneRank, DifferingSetting,
+                         ::testing::Values(SettingValues{"TERSE_CODEC", "int8", "int9",
+                                                         "\"int9\", which does not parse"},
+                                           SettingValues{"TERSE_COMPRESSED_PIECE_BYTES", "1M",
+                                                         "lots", "\"lots\", which does not parse"},
+                                           SettingValues{
+                                               "TERSE_ALGO", "allreduce:ring", "allreduce:teleport",
+                                               "\"allreduce:teleport\", which does not parse"},
+                                           SettingValues{"TERSE_MEMORY_IDLE_STEPS", "8", "soon",
+                                                         "\"soon\", which does not parse"}),
+                         [](const ::testing::TestParamInfo<SettingValues>& info) {
+                           return std::string(info.param.name).substr(6);
+                         });
+
+// The same typo on every rank: they agree, and each refuses it where it is read, at once, with
+// the parser's message.
+TEST_F(SettingsAgreement, ATypoOnEveryRankIsRefusedOnEveryRankByItsParser) {
+  const std::vector<RankProcessResult> results = run_ranks("TERSE_CODEC", "int9", "int9");
+  ASSERT_EQ(results.size(), static_cast<size_t>(kRanks));
+  for (const RankProcessResult& result : results) {
+    EXPECT_LT(result.seconds, kRefusalSeconds) << describe(result);
+    EXPECT_EQ(result_code(result, "init"), static_cast<int>(ncclInvalidArgument))
+        << describe(result);
+    EXPECT_NE(message(result, "init").find("unknown codec 'int9'"), std::string::npos)
+        << describe(result);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DefaultSpelledOut, AgreeingSetting,
                          ::testing::Values(SettingValues{"TERSE_MEMORY_IDLE_STEPS", "8", nullptr,
                                                          ""}));
