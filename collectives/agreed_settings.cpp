@@ -15,6 +15,7 @@
 #include "collectives/compressed/compression_engine.h"
 #include "common/env.h"
 #include "common/result.h"
+#include "common/text_hash.h"
 #include "transport/transport_settings.h"
 
 namespace terse {
@@ -23,16 +24,6 @@ namespace {
 // Longest text a message shows of one rank's value; longer values keep their start and a hash
 // of the whole. Bounds what ranks exchange and keeps the sentence within what fail() records.
 constexpr size_t kShownChars = 96;
-
-// FNV-1a: equal texts give equal hashes on every rank; nothing more is asked of it.
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
 
 std::string hex(uint64_t value) {
   char text[17];

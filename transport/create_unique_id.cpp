@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "common/text_hash.h"
 #include "transport/bootstrap_root.h"
 #include "transport/interface_address.h"
 #include "transport/root_registry.h"
@@ -32,16 +33,6 @@ ncclResult_t random_secret(uint64_t* secret) {
   return ncclSuccess;
 }
 
-// FNV-1a: every rank must derive the same value from the same text, nothing more.
-uint64_t hash_text(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
 }  // namespace
 
 ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present) {
@@ -54,7 +45,7 @@ ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present) {
   *present = !text.empty();
   if (!*present) return ncclSuccess;
   TERSE_CHECK(SocketAddress::parse(text, variable, &fields->root));
-  fields->secret = hash_text("terse comm id " + text);
+  fields->secret = fnv1a("terse comm id " + text);
   fields->root_started_by_rank_zero = true;
   return ncclSuccess;
 }

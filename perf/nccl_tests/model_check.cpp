@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "codecs/dtype.h"
+#include "common/text_hash.h"
 #include "model/last_call.h"
 #include "perf/nccl_tests/element_values.h"
 #include "perf/nccl_tests/run_abort.h"
@@ -19,9 +20,7 @@ namespace {
 
 // What this rank says its node is, as a number the sync can sum exactly (52 bits).
 int64_t host_number(const std::string& host) {
-  uint64_t hash = 1469598103934665603ull;
-  for (char c : host) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return static_cast<int64_t>(hash >> 12);
+  return static_cast<int64_t>(fnv1a(host) >> 12);
 }
 
 std::string own_host() {
