@@ -9,6 +9,7 @@ packages=(
   libhwloc-dev hwloc              # topology
   libibverbs-dev rdma-core        # RDMA NIC discovery
   libyaml-cpp-dev                 # policy files
+  libssl-dev                      # HMAC for the bootstrap handshake
   libgtest-dev                    # tests
   libopenblas-dev                 # PowerSGD on the CPU
   openmpi-bin libopenmpi-dev      # mpirun launch and the MPI baseline

@@ -1,8 +1,12 @@
 #include "transport/bootstrap_client.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/log.h"
 #include "common/result.h"
@@ -15,7 +19,6 @@ namespace terse {
 namespace {
 
 constexpr double kReplyGraceSeconds = 5.0;
-constexpr uint64_t kMaxErrorBytes = 4096;
 
 ncclResult_t check_arguments(int rank, int nranks, const std::vector<uint8_t>& payload) {
   if (nranks < 1 || nranks > kMaxBootstrapRanks) {
@@ -33,46 +36,106 @@ ncclResult_t check_arguments(int rank, int nranks, const std::vector<uint8_t>& p
   return ncclSuccess;
 }
 
-ncclResult_t read_reply(const Socket& socket, int rank, int nranks, const Deadline& deadline,
+// One attempt: what came of it, and whether to connect again.
+enum class Attempt { kDone, kClosedEarly };
+
+// Waits for `size` bytes; kClosedEarly (no error recorded) when the root closes the connection
+// first, which it does only to connections it dropped before answering.
+ncclResult_t receive(const Socket& socket, void* data, size_t size, const Deadline& deadline,
+                     const char* what, Attempt* attempt) {
+  uint8_t* bytes = static_cast<uint8_t*>(data);
+  size_t have = 0;
+  while (have < size) {
+    ssize_t got = socket.recv_available(bytes + have, size - have);
+    if (got < 0) {
+      *attempt = Attempt::kClosedEarly;
+      return ncclSuccess;
+    }
+    have += static_cast<size_t>(got);
+    if (have < size && got == 0) {
+      pollfd entry{socket.fd(), POLLIN, 0};
+      if (deadline.expired()) {
+        return fail(ncclRemoteError, "%s did not arrive from the bootstrap root at %s in time",
+                    what, socket.peer_address().to_string().c_str());
+      }
+      (void)poll(&entry, 1, deadline.poll_timeout_ms(1000));
+    }
+  }
+  *attempt = Attempt::kDone;
+  return ncclSuccess;
+}
+
+ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uint8_t* nonce,
+                        int rank, int nranks, const Deadline& deadline, Attempt* attempt,
                         std::vector<std::vector<uint8_t>>* table) {
   const std::string root = socket.peer_address().to_string();
   uint8_t head[kBootstrapReplyHeaderBytes];
-  if (socket.recv_all(head, sizeof(head), deadline, "the bootstrap reply") != ncclSuccess) {
-    return fail(ncclRemoteError,
-                "rank %d got no reply from the bootstrap root at %s (%s); the root drops ranks "
-                "that present a wrong secret, so the unique id may be stale or another job's",
-                rank, root.c_str(), last_error());
-  }
+  TERSE_CHECK(receive(socket, head, sizeof(head), deadline, "the bootstrap reply", attempt));
+  if (*attempt == Attempt::kClosedEarly) return ncclSuccess;
   BootstrapReplyHeader header = decode_reply_header(head);
-  if (header.magic != kBootstrapReplyMagic) {
-    return fail(ncclRemoteError,
-                "the bootstrap root at %s answered with magic 0x%08x, not a "
-                "terse reply",
-                root.c_str(), header.magic);
-  }
-  if (header.status != ncclSuccess) {
-    std::string message(std::min(header.body_bytes, kMaxErrorBytes), '\0');
-    TERSE_CHECK(socket.recv_all(message.data(), message.size(), deadline, "the bootstrap error"));
-    // Only codes the root can send are passed on; anything else means a garbled reply.
-    ncclResult_t code = header.status > ncclSuccess && header.status <= ncclInProgress
-                            ? header.status
-                            : ncclRemoteError;
-    return fail(code, "bootstrap root refused rank %d: %s", rank, message.c_str());
-  }
-  uint64_t limit = static_cast<uint64_t>(nranks) * (4 + kMaxBootstrapPayloadBytes);
-  if (header.body_bytes > limit) {
-    return fail(ncclRemoteError,
-                "the bootstrap root at %s announced a %llu-byte rank table, more than %d ranks "
-                "can fill",
-                root.c_str(), static_cast<unsigned long long>(header.body_bytes), nranks);
+  std::string wrong = check_reply_header(header, nranks);
+  if (!wrong.empty()) {
+    return fail(ncclRemoteError, "rank %d: the bootstrap root at %s sent %s", rank, root.c_str(),
+                wrong.c_str());
   }
   std::vector<uint8_t> body(header.body_bytes);
-  TERSE_CHECK(socket.recv_all(body.data(), body.size(), deadline, "the rank table"));
-  if (!decode_payload_table(body, nranks, table)) {
+  TERSE_CHECK(
+      receive(socket, body.data(), body.size(), deadline, "the bootstrap reply's body", attempt));
+  if (*attempt == Attempt::kClosedEarly) {
+    return fail(ncclRemoteError,
+                "rank %d: the bootstrap root at %s closed the connection inside "
+                "its reply",
+                rank, root.c_str());
+  }
+  uint8_t digest[kBootstrapDigestBytes];
+  bootstrap_digest(body.data(), body.size(), digest);
+  uint8_t expected[kBootstrapMacBytes];
+  reply_mac(key, nonce, header, digest, expected);
+  if (!bootstrap_mac_equal(expected, header.mac)) {
+    return fail(ncclRemoteError,
+                "rank %d: the reply from the bootstrap root at %s does not authenticate: that "
+                "root does not hold this rank's bootstrap key (TERSE_COMM_SECRET differs between "
+                "ranks, or the address belongs to another job's root)",
+                rank, root.c_str());
+  }
+  if (header.status != ncclSuccess) {
+    std::string message(body.begin(), body.end());
+    return fail(header.status, "bootstrap root refused rank %d: %s", rank, message.c_str());
+  }
+  if (!decode_payload_table(body.data(), body.size(), nranks, table)) {
     return fail(ncclRemoteError, "the rank table from the bootstrap root at %s is malformed",
                 root.c_str());
   }
   return ncclSuccess;
+}
+
+// Connects, answers the challenge and reads the reply.
+ncclResult_t attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey& key, int rank,
+                                int nranks, const std::vector<uint8_t>& payload,
+                                const Deadline& connect_deadline, const Deadline& reply_deadline,
+                                Attempt* attempt, std::vector<std::vector<uint8_t>>* table) {
+  Socket socket;
+  TERSE_CHECK(Socket::connect(fields.root, connect_deadline, &socket));
+  uint8_t challenge_bytes[kBootstrapChallengeBytes];
+  TERSE_CHECK(receive(socket, challenge_bytes, sizeof(challenge_bytes), connect_deadline,
+                      "the bootstrap challenge", attempt));
+  if (*attempt == Attempt::kClosedEarly) return ncclSuccess;
+  BootstrapChallenge challenge = decode_challenge(challenge_bytes);
+  if (challenge.magic != kBootstrapChallengeMagic || challenge.version != kBootstrapVersion) {
+    return fail(ncclRemoteError,
+                "rank %d: %s is not a terse bootstrap root of this version (it sent magic "
+                "0x%08x, version %u); do all ranks run the same terse build?",
+                rank, fields.root.to_string().c_str(), challenge.magic, challenge.version);
+  }
+  BootstrapHello hello;
+  hello.rank = static_cast<uint32_t>(rank);
+  hello.nranks = static_cast<uint32_t>(nranks);
+  hello.payload_bytes = static_cast<uint32_t>(payload.size());
+  hello_mac(key, challenge.nonce, hello, payload.data(), hello.mac);
+  std::vector<uint8_t> message = encode_hello(hello);
+  message.insert(message.end(), payload.begin(), payload.end());
+  TERSE_CHECK(socket.send_all(message.data(), message.size(), connect_deadline, "the hello"));
+  return read_reply(socket, key, challenge.nonce, rank, nranks, reply_deadline, attempt, table);
 }
 
 }  // namespace
@@ -83,6 +146,8 @@ ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
   TERSE_CHECK(check_arguments(rank, nranks, payload));
   UniqueIdFields fields;
   TERSE_CHECK(decode_unique_id(id, &fields));
+  BootstrapKey key;
+  TERSE_CHECK(derive_bootstrap_key(fields.secret, &key));
   Deadline connect_deadline = Deadline::after_seconds(timeout_seconds);
   Deadline reply_deadline = Deadline::after_seconds(timeout_seconds + kReplyGraceSeconds);
 
@@ -99,20 +164,26 @@ ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
     }
   }
 
-  Socket socket;
-  if (ncclResult_t connected = Socket::connect(fields.root, connect_deadline, &socket)) {
-    return connected;
+  ncclResult_t result = ncclSuccess;
+  for (int attempts = 1;; ++attempts) {
+    Attempt attempt = Attempt::kDone;
+    result = attempt_rendezvous(fields, key, rank, nranks, payload, connect_deadline,
+                                reply_deadline, &attempt, table);
+    if (result != ncclSuccess || attempt == Attempt::kDone) break;
+    // Dropped before an answer: the root was flooded, or is gone. Again, while time is left.
+    if (connect_deadline.expired()) {
+      result = fail(ncclRemoteError,
+                    "rank %d: the bootstrap root at %s closed the connection without an answer "
+                    "%d times until the deadline (TERSE_TIMEOUT_S)",
+                    rank, fields.root.to_string().c_str(), attempts);
+      break;
+    }
+    TERSE_INFO(
+        "rank %d: the bootstrap root closed the connection before answering; connecting "
+        "again",
+        rank);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // let the flood pass a little
   }
-  BootstrapHello hello;
-  hello.secret = fields.secret;
-  hello.rank = static_cast<uint32_t>(rank);
-  hello.nranks = static_cast<uint32_t>(nranks);
-  hello.payload_bytes = static_cast<uint32_t>(payload.size());
-  std::vector<uint8_t> message = encode_hello(hello);
-  message.insert(message.end(), payload.begin(), payload.end());
-  ncclResult_t result =
-      socket.send_all(message.data(), message.size(), connect_deadline, "the hello");
-  if (result == ncclSuccess) result = read_reply(socket, rank, nranks, reply_deadline, table);
   if (result == ncclSuccess && (*table)[rank] != payload) {
     result = fail(ncclInternalError,
                   "the rank table from the bootstrap root does not hold rank %d's own payload at "

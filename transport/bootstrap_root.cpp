@@ -15,6 +15,8 @@ namespace terse {
 
 ncclResult_t BootstrapRoot::start(const SocketAddress& bind_address, uint64_t secret,
                                   double timeout_seconds, std::unique_ptr<BootstrapRoot>* out) {
+  BootstrapKey key;
+  TERSE_CHECK(derive_bootstrap_key(secret, &key));
   Socket listener;
   TERSE_CHECK(Socket::listen(bind_address, &listener));
   int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -23,7 +25,7 @@ ncclResult_t BootstrapRoot::start(const SocketAddress& bind_address, uint64_t se
                 strerror(errno));
   }
   std::unique_ptr<BootstrapRoot> root(
-      new BootstrapRoot(std::move(listener), stop_fd, secret, timeout_seconds));
+      new BootstrapRoot(std::move(listener), stop_fd, key, timeout_seconds));
   try {
     root->thread_ = std::thread([raw = root.get()] { raw->run(); });
   } catch (const std::system_error& error) {
@@ -34,11 +36,12 @@ ncclResult_t BootstrapRoot::start(const SocketAddress& bind_address, uint64_t se
   return ncclSuccess;
 }
 
-BootstrapRoot::BootstrapRoot(Socket listener, int stop_fd, uint64_t secret, double timeout_seconds)
+BootstrapRoot::BootstrapRoot(Socket listener, int stop_fd, const BootstrapKey& key,
+                             double timeout_seconds)
     : listener_(std::move(listener)),
       stop_fd_(stop_fd),
       address_(listener_.local_address()),
-      secret_(secret),
+      key_(key),
       timeout_seconds_(timeout_seconds) {}
 
 BootstrapRoot::~BootstrapRoot() {
@@ -52,8 +55,15 @@ BootstrapRoot::~BootstrapRoot() {
 }
 
 void BootstrapRoot::run() {
-  BootstrapRendezvous rendezvous(secret_, timeout_seconds_);
-  rendezvous.serve(listener_, stop_fd_);
+  // Nothing may end this thread but the rendezvous itself: an allocation that fails (a flood of
+  // strangers on a machine out of memory) gives up the rendezvous, and the ranks get their
+  // deadline's error, instead of terminating the process.
+  try {
+    BootstrapRendezvous rendezvous(key_, timeout_seconds_);
+    rendezvous.serve(listener_, stop_fd_);
+  } catch (const std::exception& error) {
+    TERSE_WARN("bootstrap root: giving up the rendezvous: %s", error.what());
+  }
   // Late strangers now get "connection refused" instead of a silent wait.
   listener_.close();
   std::lock_guard<std::mutex> lock(mutex_);

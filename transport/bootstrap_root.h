@@ -2,13 +2,14 @@
 // (bootstrap_messages.h), and when all `nranks` have arrived answers each with the table of all
 // payloads. It serves one rendezvous and exits.
 //
-// Connections that do not present the secret (wrong magic, version or secret, or no complete
-// hello within 10 s) are dropped with a WARN line and change nothing, so a port scanner or a
-// rank of another job cannot disturb the rendezvous. Inconsistent ranks (two processes with the
-// same rank, different nranks) fail the whole rendezvous: every rank that arrived, or arrives
-// later, gets the reason with ncclInvalidUsage instead of waiting for its deadline. If not every
-// rank arrived within the timeout (counted from the first arrival, or from the start when none
-// came) the waiting ranks get ncclRemoteError naming the missing ranks.
+// Connections that do not authenticate (wrong magic or version, a field out of bounds, a hello
+// whose code the job's key does not reproduce, or no complete hello within kHelloSeconds) are
+// dropped and change nothing, so a port scanner or a rank of another job cannot disturb the
+// rendezvous; drops are logged at most once a second (bootstrap_drop_log.h). Inconsistent ranks
+// (two processes with the same rank, different nranks) fail the whole rendezvous: every rank that
+// arrived, or arrives later, gets the reason with ncclInvalidUsage instead of waiting for its
+// deadline. If not every rank arrived within the timeout (counted from the first arrival, or from
+// the start when none came) the waiting ranks get ncclRemoteError naming the missing ranks.
 #pragma once
 
 #include <nccl.h>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "transport/bootstrap_key.h"
 #include "transport/deadline.h"
 #include "transport/socket.h"
 #include "transport/socket_address.h"
@@ -27,7 +29,8 @@ namespace terse {
 
 class BootstrapRoot {
  public:
-  // Listens on `bind_address` (port 0 picks a free one) and starts the serving thread.
+  // Listens on `bind_address` (port 0 picks a free one) and starts the serving thread. The
+  // handshake key comes from `secret` (the unique id's) and TERSE_COMM_SECRET (bootstrap_key.h).
   static ncclResult_t start(const SocketAddress& bind_address, uint64_t secret,
                             double timeout_seconds, std::unique_ptr<BootstrapRoot>* out);
 
@@ -45,13 +48,13 @@ class BootstrapRoot {
   bool wait_finished(const Deadline& deadline);
 
  private:
-  BootstrapRoot(Socket listener, int stop_fd, uint64_t secret, double timeout_seconds);
+  BootstrapRoot(Socket listener, int stop_fd, const BootstrapKey& key, double timeout_seconds);
   void run();
 
   Socket listener_;
   int stop_fd_;  // an eventfd; written once to ask the thread to stop
   SocketAddress address_;
-  uint64_t secret_;
+  BootstrapKey key_;
   double timeout_seconds_;
   std::mutex mutex_;
   std::condition_variable finished_changed_;

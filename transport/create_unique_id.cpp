@@ -1,14 +1,11 @@
 // create_unique_id and the NCCL_COMM_ID path (declared in unique_id.h).
-#include <sys/random.h>
-
-#include <cerrno>
-#include <cstring>
 #include <string>
 
 #include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "common/text_hash.h"
+#include "transport/bootstrap_key.h"
 #include "transport/bootstrap_root.h"
 #include "transport/interface_address.h"
 #include "transport/root_registry.h"
@@ -19,16 +16,8 @@ namespace terse {
 namespace {
 
 ncclResult_t random_secret(uint64_t* secret) {
-  uint8_t* bytes = reinterpret_cast<uint8_t*>(secret);
-  size_t filled = 0;
-  while (filled < sizeof(*secret)) {
-    ssize_t got = getrandom(bytes + filled, sizeof(*secret) - filled, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return fail(ncclSystemError, "getrandom failed while drawing the bootstrap secret: %s",
-                  strerror(errno));
-    }
-    filled += static_cast<size_t>(got);
+  if (random_bytes(secret, sizeof(*secret)) != ncclSuccess) {
+    return fail(ncclSystemError, "cannot draw the bootstrap secret: %s", last_error());
   }
   return ncclSuccess;
 }

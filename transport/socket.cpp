@@ -122,7 +122,7 @@ ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadl
   }
 }
 
-ncclResult_t Socket::accept(Socket* out, SocketAddress* peer) const {
+int Socket::accept(Socket* out, SocketAddress* peer) const {
   sockaddr_storage address{};
   socklen_t length = sizeof(address);
   int fd =
@@ -131,15 +131,14 @@ ncclResult_t Socket::accept(Socket* out, SocketAddress* peer) const {
     out->close();
     // Nothing waiting, or a connection that died before we got to it: neither is our error.
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
-      return ncclSuccess;
+      return 0;
     }
-    return fail(ncclSystemError, "accept on %s failed: %s", local_address().to_string().c_str(),
-                strerror(errno));
+    return errno;
   }
   disable_nagle(fd);
   *peer = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&address), length);
   *out = Socket(fd, *peer);
-  return ncclSuccess;
+  return 0;
 }
 
 ncclResult_t Socket::send_all(const void* data, size_t size, const Deadline& deadline,
@@ -199,6 +198,15 @@ ssize_t Socket::recv_available(void* data, size_t size) const {
     ssize_t received = recv(fd_, data, size, 0);
     if (received > 0) return received;
     if (received == 0) return -1;
+    if (errno == EINTR) continue;
+    return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+  }
+}
+
+ssize_t Socket::send_available(const void* data, size_t size) const {
+  for (;;) {
+    ssize_t sent = send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) return sent;
     if (errno == EINTR) continue;
     return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
   }

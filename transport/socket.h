@@ -28,8 +28,10 @@ class Socket {
   // until `deadline`, because the peer (the bootstrap root) may not have started yet.
   static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
 
-  // Accepts one waiting connection; leaves `*out` closed when none is waiting.
-  ncclResult_t accept(Socket* out, SocketAddress* peer) const;
+  // Accepts one waiting connection; leaves `*out` closed when none is waiting. Returns 0, or the
+  // errno of a failure that is the listener's (out of descriptors, say). Logs nothing: the
+  // bootstrap root decides what a stranger's traffic is worth a line.
+  int accept(Socket* out, SocketAddress* peer) const;
 
   // Sends or receives exactly `size` bytes or fails (peer gone, deadline passed). `what` names
   // the data in the error message ("the bootstrap reply").
@@ -40,6 +42,9 @@ class Socket {
   // Reads whatever is available without waiting: the byte count (0 when nothing is there yet),
   // or -1 when the peer closed the connection or it failed.
   ssize_t recv_available(void* data, size_t size) const;
+  // Sends what fits without waiting: the byte count, or -1 when the connection failed. Logs
+  // nothing (the root's best-effort answers to connections it is about to drop).
+  ssize_t send_available(const void* data, size_t size) const;
 
   SocketAddress local_address() const;
   // The address connected to or accepted from (kept, so it can still be named after a reset).

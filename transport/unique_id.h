@@ -1,6 +1,6 @@
 // The 128-byte unique id that names one communicator's rendezvous (the plugin copies it into
 // ncclUniqueId::internal). It carries where the bootstrap root listens and the secret every
-// rank must present to it:
+// rank proves it holds (bootstrap_key.h) without sending it:
 //
 //   offset  size  field
 //        0     4  magic "trse"
@@ -32,8 +32,8 @@ struct UniqueId {
 static_assert(sizeof(UniqueId) == sizeof(ncclUniqueId), "must fit ncclUniqueId exactly");
 
 struct UniqueIdFields {
-  SocketAddress root;   // where the bootstrap root listens
-  uint64_t secret = 0;  // ranks present it; the root drops connections without it
+  SocketAddress root;                      // where the bootstrap root listens
+  uint64_t secret = 0;                     // the bootstrap key is derived from it (bootstrap_key.h)
   bool root_started_by_rank_zero = false;  // set for NCCL_COMM_ID: rank 0 starts the root
 };
 

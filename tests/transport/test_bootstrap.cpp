@@ -83,53 +83,6 @@ TEST_P(BootstrapRanks, EveryRankGetsTheSameTable) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanks, ::testing::Values(1, 2, 3, 4, 8));
 
-TEST_F(Bootstrap, StrangersAreDroppedWhileTheRanksComplete) {
-  UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
-  UniqueIdFields fields;
-  ASSERT_EQ(decode_unique_id(id, &fields), ncclSuccess);
-  Deadline deadline = Deadline::after_seconds(5);
-
-  // One connects and says nothing; it must not hold anyone up.
-  Socket silent;
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &silent), ncclSuccess);
-  // One presents a wrong secret, one sends garbage: both are disconnected without a reply.
-  Socket wrong_secret, garbage;
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &wrong_secret), ncclSuccess);
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &garbage), ncclSuccess);
-  BootstrapHello hello;
-  hello.secret = fields.secret + 1;
-  hello.rank = 0;
-  hello.nranks = 3;
-  std::vector<uint8_t> bytes = encode_hello(hello);
-  ASSERT_EQ(wrong_secret.send_all(bytes.data(), bytes.size(), deadline, "hello"), ncclSuccess);
-  std::vector<uint8_t> junk(64, 'x');
-  ASSERT_EQ(garbage.send_all(junk.data(), junk.size(), deadline, "junk"), ncclSuccess);
-  uint8_t byte = 0;
-  EXPECT_EQ(wrong_secret.recv_all(&byte, 1, deadline, "anything"), ncclRemoteError);
-  EXPECT_EQ(garbage.recv_all(&byte, 1, deadline, "anything"), ncclRemoteError);
-
-  // A rank holding a stale id (right address, wrong secret) is told so quickly.
-  UniqueIdFields stale = fields;
-  stale.secret ^= 1;
-  UniqueId stale_id;
-  encode_unique_id(stale, &stale_id);
-  Table ignored;
-  Clock::time_point start = Clock::now();
-  EXPECT_EQ(bootstrap_allgather(stale_id, 1, 3, payload_of(1), timeout_seconds_, &ignored),
-            ncclRemoteError);
-  EXPECT_NE(std::string(last_error()).find("wrong secret"), std::string::npos) << last_error();
-  EXPECT_LT(seconds_since(start), 5.0);
-
-  std::vector<Table> tables;
-  std::vector<std::string> errors;
-  std::vector<ncclResult_t> results = run(id, {{0, 3}, {1, 3}, {2, 3}}, &tables, &errors);
-  for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_EQ(results[rank], ncclSuccess) << errors[rank];
-    EXPECT_EQ(tables[rank], expected_table(3));
-  }
-}
-
 TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
   for (const char* host : {"127.0.0.1", "::1"}) {
     int port = test::free_tcp_port(host);

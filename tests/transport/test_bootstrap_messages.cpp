@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -11,24 +12,62 @@
 namespace terse {
 namespace {
 
+TEST(BootstrapMessages, ChallengeRoundTrips) {
+  BootstrapChallenge in;
+  for (size_t i = 0; i < kBootstrapNonceBytes; ++i) in.nonce[i] = static_cast<uint8_t>(i * 7 + 1);
+  std::vector<uint8_t> bytes = encode_challenge(in);
+  ASSERT_EQ(bytes.size(), kBootstrapChallengeBytes);
+  BootstrapChallenge out = decode_challenge(bytes.data());
+  EXPECT_EQ(out.magic, kBootstrapChallengeMagic);
+  EXPECT_EQ(out.version, kBootstrapVersion);
+  EXPECT_EQ(memcmp(out.nonce, in.nonce, kBootstrapNonceBytes), 0);
+}
+
 TEST(BootstrapMessages, HelloRoundTrips) {
   BootstrapHello in;
-  in.secret = 0xfedcba9876543210ull;
   in.rank = 7;
   in.nranks = 9;
   in.payload_bytes = 1234;
+  for (size_t i = 0; i < kBootstrapMacBytes; ++i) in.mac[i] = static_cast<uint8_t>(255 - i);
   std::vector<uint8_t> bytes = encode_hello(in);
   ASSERT_EQ(bytes.size(), kBootstrapHelloBytes);
   BootstrapHello out = decode_hello(bytes.data());
   EXPECT_EQ(out.magic, kBootstrapHelloMagic);
   EXPECT_EQ(out.version, kBootstrapVersion);
-  EXPECT_EQ(out.secret, in.secret);
   EXPECT_EQ(out.rank, 7u);
   EXPECT_EQ(out.nranks, 9u);
   EXPECT_EQ(out.payload_bytes, 1234u);
+  EXPECT_EQ(memcmp(out.mac, in.mac, kBootstrapMacBytes), 0);
+  EXPECT_EQ(check_hello_header(out), "");
 }
 
-TEST(BootstrapMessages, ReplyHeaderRoundTrips) {
+TEST(BootstrapMessages, HelloHeaderBoundsAreCheckedBeforeThePayload) {
+  BootstrapHello hello;
+  hello.rank = 0;
+  hello.nranks = 65536;
+  hello.payload_bytes = 64 * 1024;
+  EXPECT_EQ(check_hello_header(hello), "");  // both limits are inclusive
+  BootstrapHello too_many = hello;
+  too_many.nranks = 65537;
+  EXPECT_NE(check_hello_header(too_many).find("nranks 65537"), std::string::npos);
+  BootstrapHello none = hello;
+  none.nranks = 0;
+  EXPECT_NE(check_hello_header(none), "");
+  BootstrapHello outside = hello;
+  outside.rank = 65536;
+  EXPECT_NE(check_hello_header(outside).find("rank 65536"), std::string::npos);
+  BootstrapHello big = hello;
+  big.payload_bytes = 64 * 1024 + 1;
+  EXPECT_NE(check_hello_header(big).find("65537-byte payload"), std::string::npos);
+  BootstrapHello magic = hello;
+  magic.magic ^= 1;
+  EXPECT_NE(check_hello_header(magic), "");
+  BootstrapHello version = hello;
+  version.version = 1;  // the unauthenticated hello of the first bootstrap
+  EXPECT_NE(check_hello_header(version).find("version 1"), std::string::npos);
+}
+
+TEST(BootstrapMessages, ReplyHeaderRoundTripsAndIsBounded) {
   BootstrapReplyHeader in;
   in.status = ncclInvalidUsage;
   in.body_bytes = 1ull << 33;
@@ -38,23 +77,35 @@ TEST(BootstrapMessages, ReplyHeaderRoundTrips) {
   EXPECT_EQ(out.magic, kBootstrapReplyMagic);
   EXPECT_EQ(out.status, ncclInvalidUsage);
   EXPECT_EQ(out.body_bytes, 1ull << 33);
+  // An error sentence is at most 4 KiB; a table at most nranks full payloads with lengths.
+  EXPECT_NE(check_reply_header(out, 4), "");
+  out.body_bytes = kMaxBootstrapErrorBytes;
+  EXPECT_EQ(check_reply_header(out, 4), "");
+  out.status = ncclSuccess;
+  out.body_bytes = 2ull * (4 + kMaxBootstrapPayloadBytes);
+  EXPECT_EQ(check_reply_header(out, 2), "");
+  out.body_bytes += 1;
+  EXPECT_NE(check_reply_header(out, 2), "");
+  out.status = static_cast<ncclResult_t>(1000);
+  out.body_bytes = 0;
+  EXPECT_NE(check_reply_header(out, 2).find("unknown status 1000"), std::string::npos);
 }
 
 TEST(BootstrapMessages, PayloadTableRoundTripsAndRefusesMalformedBodies) {
   std::vector<std::vector<uint8_t>> in = {{}, {1}, std::vector<uint8_t>(1000, 7), {4, 5, 6}};
   std::vector<uint8_t> body = encode_payload_table(in);
   std::vector<std::vector<uint8_t>> out;
-  ASSERT_TRUE(decode_payload_table(body, 4, &out));
+  ASSERT_TRUE(decode_payload_table(body.data(), body.size(), 4, &out));
   EXPECT_EQ(out, in);
-  EXPECT_FALSE(decode_payload_table(body, 5, &out));  // too few entries
-  EXPECT_FALSE(decode_payload_table(body, 3, &out));  // bytes left over
+  EXPECT_FALSE(decode_payload_table(body.data(), body.size(), 5, &out));  // too few entries
+  EXPECT_FALSE(decode_payload_table(body.data(), body.size(), 3, &out));  // bytes left over
   for (size_t cut = 0; cut < body.size(); cut += 97) {
-    std::vector<uint8_t> truncated(body.begin(), body.begin() + cut);
-    EXPECT_FALSE(decode_payload_table(truncated, 4, &out)) << cut;
+    EXPECT_FALSE(decode_payload_table(body.data(), cut, 4, &out)) << cut;
   }
   std::vector<uint8_t> huge;
   ByteWriter(&huge).u32(0xffffffffu);
-  EXPECT_FALSE(decode_payload_table(huge, 1, &out));
+  EXPECT_FALSE(decode_payload_table(huge.data(), huge.size(), 1, &out));
+  EXPECT_FALSE(decode_payload_table(body.data(), body.size(), kMaxBootstrapRanks + 1, &out));
 }
 
 TEST(PeerInfo, RoundTripsAndRefusesMalformedBytes) {
