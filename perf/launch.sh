@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs N copies of a command as the ranks of one job on this machine, torchrun style: each gets
 # RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (on loopback; that
-# port and the next are free: terse's perf binaries put their bootstrap root on MASTER_PORT + 1). If any rank fails, the others are stopped and the exit code is the first failure's.
+# port and the next are held for the job: terse's perf binaries put their bootstrap root on
+# MASTER_PORT + 1). If any rank fails, the others are stopped and the exit code is the first
+# failure's.
 #
 #   perf/launch.sh 4 build/perf/all_reduce_perf -b 8 -e 64M -f 2
 set -uo pipefail
@@ -13,25 +15,14 @@ fi
 nranks=$1
 shift
 
-free_port_pair() {
-  python3 - <<'PY'
-import socket
-while True:
-    first = socket.socket()
-    first.bind(("127.0.0.1", 0))
-    port = first.getsockname()[1]
-    if port >= 65535:
-        continue
-    second = socket.socket()
-    try:
-        second.bind(("127.0.0.1", port + 1))
-    except OSError:
-        continue
-    print(port)
-    break
-PY
-}
-port=$(free_port_pair)
+# MASTER_PORT and the port after it stay bound by hold_ports.py until this script ends, so that no
+# other process can take them before the ranks bind them (hold_ports.py says how they still
+# can). Ports found free and released at once could be taken meanwhile, and rank 0 then failed.
+coproc PORTS { exec python3 "$(dirname "$0")/hold_ports.py" 2; }
+if ! read -r port <&"${PORTS[0]}"; then
+  echo "launch.sh: hold_ports.py gave no port" >&2
+  exit 1
+fi
 
 pids=()
 stop_all() {
@@ -48,7 +39,7 @@ done
 status=0
 remaining=$nranks
 while ((remaining > 0)); do
-  wait -n -p finished
+  wait -n -p finished "${pids[@]}"
   code=$?
   ((remaining--))
   if ((code != 0 && status == 0)); then
