@@ -76,11 +76,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PluginProcessRanks, ::testing::Values(1, 2, 3, 4
                          });
 
 // Every rank calls ncclGetUniqueId itself: TERSE_COMM_ID makes it the same id everywhere, and
-// rank 0 starts the bootstrap root at that address.
+// rank 0 starts the bootstrap root at that address. The port stays bound here until the ranks
+// are done, so that no other process takes it before rank 0 binds it (transport_test_support.h).
 TEST_F(PluginProcesses, CollectivesWithTerseCommId) {
-  const int port = terse::test::free_tcp_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const terse::test::ReservedPort reserved("127.0.0.1");
+  ASSERT_GT(reserved.port(), 0);
+  const std::string address = "127.0.0.1:" + std::to_string(reserved.port());
   ScopedEnv comm_id("TERSE_COMM_ID", address.c_str());
   expect_all_ok(run(plugin_test::kScenarioCollectives, 3, plugin_test::kIdFromEnvironment), 3);
 }

@@ -1,15 +1,20 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
 #include "common/result.h"
 #include "transport/bootstrap_client.h"
 #include "transport/bootstrap_messages.h"
+#include "transport/deadline.h"
 #include "transport/socket.h"
 #include "transport/unique_id.h"
 #include "transport_test_support.h"
@@ -25,6 +30,10 @@ using Table = std::vector<std::vector<uint8_t>>;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// A wait whose deadline is a second that takes this long has hung: a guard, not a measure (a
+// loaded machine may take several times the deadline).
+constexpr double kHangSeconds = 30;
 
 // Distinct, rank-specific payloads of varied sizes (empty included).
 std::vector<uint8_t> payload_of(int rank) {
@@ -83,28 +92,60 @@ TEST_P(BootstrapRanks, EveryRankGetsTheSameTable) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanks, ::testing::Values(1, 2, 3, 4, 8));
 
+// How many lines of the file at `path` contain `text`.
+size_t count_lines_with(const std::string& path, const std::string& text) {
+  std::ifstream file(path);
+  std::string line;
+  size_t count = 0;
+  while (std::getline(file, line)) count += line.find(text) != std::string::npos;
+  return count;
+}
+
 TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
   for (const char* host : {"127.0.0.1", "::1"}) {
-    int port = test::free_tcp_port(host);
-    if (port == 0) continue;  // no IPv6 loopback here
+    // Held until the ranks are done: nobody else takes it, and until rank 0's root listens on it
+    // every connection to it is refused (transport_test_support.h).
+    test::ReservedPort reserved(host);
+    if (reserved.port() == 0) continue;  // no IPv6 loopback here
+    const std::string port = std::to_string(reserved.port());
     std::string value = std::string(strchr(host, ':') ? "[" : "") + host +
-                        (strchr(host, ':') ? "]" : "") + ":" + std::to_string(port);
+                        (strchr(host, ':') ? "]" : "") + ":" + port;
     ScopedEnv comm_id("TERSE_COMM_ID", value.c_str());
     const int nranks = 4;
     std::vector<ncclResult_t> results(nranks, ncclInternalError);
     std::vector<Table> tables(nranks);
     std::vector<std::string> errors(nranks);
-    run_ranks(nranks, [&](int rank) {
-      // The others try to connect before rank 0 has started the root, and must retry.
-      if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      UniqueId id;  // every rank makes its own: the same id, never broadcast
-      results[rank] = create_unique_id(&id);
-      if (results[rank] == ncclSuccess) {
-        results[rank] = bootstrap_allgather(id, rank, nranks, payload_of(rank), timeout_seconds_,
-                                            &tables[rank]);
-      }
-      errors[rank] = last_error();
-    });
+    // The others must have been refused before rank 0 starts the root, and then retry: their
+    // first refusal is an INFO line each ("connect to <address> failed ...; retrying"), which
+    // rank 0 waits for in the log (the deadline only turns a hang into a failure).
+    char log_path[] = "/tmp/terse_comm_id_log_XXXXXX";
+    close(mkstemp(log_path));
+    {
+      ScopedEnv debug("TERSE_DEBUG", "INFO");
+      ScopedEnv debug_file("TERSE_DEBUG_FILE", log_path);
+      reload_log_settings();
+      const std::string refused = "connect to " + value + " failed";
+      run_ranks(nranks, [&](int rank) {
+        if (rank == 0) {
+          const Deadline deadline = Deadline::after_seconds(timeout_seconds_);
+          while (count_lines_with(log_path, refused) < static_cast<size_t>(nranks - 1) &&
+                 !deadline.expired()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+          EXPECT_GE(count_lines_with(log_path, refused), static_cast<size_t>(nranks - 1))
+              << "the other ranks were not all refused before rank 0 started";
+        }
+        UniqueId id;  // every rank makes its own: the same id, never broadcast
+        results[rank] = create_unique_id(&id);
+        if (results[rank] == ncclSuccess) {
+          results[rank] = bootstrap_allgather(id, rank, nranks, payload_of(rank), timeout_seconds_,
+                                              &tables[rank]);
+        }
+        errors[rank] = last_error();
+      });
+    }
+    reload_log_settings();  // back to the test's own settings
+    unlink(log_path);
     for (int rank = 0; rank < nranks; ++rank) {
       EXPECT_EQ(results[rank], ncclSuccess) << value << ": " << errors[rank];
       EXPECT_EQ(tables[rank], expected_table(nranks)) << value;
@@ -180,22 +221,25 @@ TEST_F(Bootstrap, MissingRankIsNamedWhenTheTimeoutPasses) {
     EXPECT_EQ(results[i], ncclRemoteError) << errors[i];
     EXPECT_NE(errors[i].find("missing ranks: 1"), std::string::npos) << errors[i];
   }
-  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_LT(seconds_since(start), kHangSeconds);
 }
 
 TEST_F(Bootstrap, UnreachableRootTimesOut) {
-  int port = test::free_tcp_port("127.0.0.1");
-  ASSERT_NE(port, 0);
+  // Bound here and never listening: every connection to it is refused (a port found free and
+  // released could be someone's listener by the time the rank connects).
+  test::ReservedPort reserved("127.0.0.1");
+  ASSERT_NE(reserved.port(), 0);
   UniqueIdFields fields;
-  ASSERT_EQ(SocketAddress::parse("127.0.0.1:" + std::to_string(port), "TEST", &fields.root),
-            ncclSuccess);
+  ASSERT_EQ(
+      SocketAddress::parse("127.0.0.1:" + std::to_string(reserved.port()), "TEST", &fields.root),
+      ncclSuccess);
   UniqueId id;
   encode_unique_id(fields, &id);
   Table table;
   Clock::time_point start = Clock::now();
   EXPECT_EQ(bootstrap_allgather(id, 0, 2, payload_of(0), 1, &table), ncclRemoteError);
   EXPECT_NE(std::string(last_error()).find("could not connect"), std::string::npos);
-  EXPECT_LT(seconds_since(start), 3.0);
+  EXPECT_LT(seconds_since(start), kHangSeconds);
 }
 
 }  // namespace

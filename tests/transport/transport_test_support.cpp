@@ -38,7 +38,7 @@ void run_ranks(int nranks, const std::function<void(int rank)>& body) {
   for (std::thread& thread : threads) thread.join();
 }
 
-int free_tcp_port(const char* host) {
+ReservedPort::ReservedPort(const char* host) {
   sockaddr_storage storage{};
   socklen_t length = 0;
   auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
@@ -50,17 +50,21 @@ int free_tcp_port(const char* host) {
     v6->sin6_family = AF_INET6;
     length = sizeof(*v6);
   } else {
-    return 0;
+    return;
   }
-  int fd = socket(storage.ss_family, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &length) == 0) {
-    port = ntohs(storage.ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
+  fd_ = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return;
+  const int one = 1;
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&storage), length) != 0 ||
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &length) != 0 ||
+      setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    return;
   }
-  close(fd);
-  return port;
+  port_ = ntohs(storage.ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
+}
+
+ReservedPort::~ReservedPort() {
+  if (fd_ >= 0) close(fd_);
 }
 
 }  // namespace test
