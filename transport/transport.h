@@ -84,7 +84,8 @@ class Transport {
 
   // Bytes of every data message this rank posted for sending to another rank (control messages
   // and messages to itself excluded) since creation: what the statistics call wire bytes.
-  uint64_t bytes_sent() const { return bytes_sent_; }
+  // Thread-safe: another thread may watch it (a test that must know a call is under way).
+  uint64_t bytes_sent() const { return bytes_sent_.load(); }
 
   // One round of UCX progress, for callers that overlap work with communication.
   void progress() { progress_workers(); }
@@ -141,7 +142,7 @@ class Transport {
 
   int rank_ = 0;
   int nranks_ = 0;
-  uint64_t bytes_sent_ = 0;
+  std::atomic<uint64_t> bytes_sent_{0};
   uint16_t communicator_ = 0;
   double timeout_seconds_ = 0;
   // The network worker (every transport UCX_TLS allows) and, unless UCX_TLS is set or

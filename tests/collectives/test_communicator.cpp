@@ -12,6 +12,7 @@
 #include "collectives/algorithm_table.h"
 #include "common/result.h"
 #include "communicator_test_support.h"
+#include "transport/deadline.h"
 #include "transport/unique_id.h"
 
 namespace terse {
@@ -122,17 +123,25 @@ TEST(CommunicatorAbort, FromAnotherThreadEndsABlockedCollective) {
   CommunicatorWorld world(2, {{"TERSE_TIMEOUT_S", "120"}});
   ASSERT_TRUE(world.ok()) << world.error();
   Communicator& comm = world.comm(0);
-  std::vector<float> data(4096);
+  std::vector<float> mine(4096, 1.0f), data(2 * mine.size());
   ncclResult_t result = ncclSuccess;
   using Clock = std::chrono::steady_clock;
   Clock::time_point returned;
+  const uint64_t sent_before = comm.transport()->bytes_sent();
   std::thread blocked([&] {
-    CollectiveArgs args = call(K::kBroadcast, data.data(), data.data(), data.size());
-    args.root = 1;
-    result = comm.run(args);
+    // An allgather: rank 0 sends its block to rank 1, then waits for rank 1's, which never comes.
+    result = comm.run(call(K::kAllGather, mine.data(), data.data(), mine.size()));
     returned = Clock::now();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Abort once the call is under way, as its first send shows (the call holds the call lock from
+  // before that send until it returns): an abort before the call began would have it refused as
+  // aborted instead, and no time slept makes sure it began. The deadline only turns a hang into a
+  // failure.
+  const Deadline give_up = Deadline::after_seconds(60);
+  while (comm.transport()->bytes_sent() == sent_before && !give_up.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GT(comm.transport()->bytes_sent(), sent_before) << "the allgather never sent";
   const Clock::time_point aborted = Clock::now();
   comm.abort();
   const double abort_seconds = std::chrono::duration<double>(Clock::now() - aborted).count();

@@ -3,6 +3,7 @@
 // Checks its own results and reports through its exit code, saying on stderr what went wrong.
 #include <nccl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,15 +28,25 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // How much later than TERSE_TIMEOUT_S an error may come (scheduling on a loaded machine), and
-// how long ncclCommAbort may take: it interrupts and force-closes, it never waits for peers.
+// how long ncclCommAbort may take before it counts as hung: it interrupts and force-closes,
+// bounding its own wait by a second, and never waits for peers (a guard, not a measure: a loaded
+// machine may take several times as long).
 constexpr double kErrorSlackSeconds = 5.0;
-constexpr double kAbortSeconds = 3.0;
+constexpr double kAbortSeconds = 15.0;
 constexpr int kMaxWrongElementsShown = 3;
 
 int g_rank = -1;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Whether thread `tid` of this process is asleep (state S in /proc: blocked in a system call).
+bool thread_sleeps(pid_t tid) {
+  std::ifstream file("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t name_end = stat.rfind(')');  // "tid (name) state ...", the name may hold anything
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] == 'S';
 }
 
 int report(int code, const std::string& what) {
@@ -225,17 +238,27 @@ int run_abort(ncclComm_t comm, int rank, int nranks) {
     for (;;) pause();  // the test kills this rank once the others are done
   }
   std::atomic<bool> returned{false};
+  std::atomic<pid_t> blocked_thread{0};
   ncclResult_t blocked_result = ncclSuccess;
   std::string blocked_message;
   Clock::time_point returned_at;
   std::thread blocked([&] {
+    blocked_thread = static_cast<pid_t>(syscall(SYS_gettid));
     blocked_result =
         ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm, nullptr);
     blocked_message = ncclGetLastError(nullptr);
     returned_at = Clock::now();
     returned = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Abort only once the allreduce is under way: an abort before it began would free the
+  // communicator it is about to use. Once the thread has said who it is, the first time it sleeps
+  // is inside ncclAllReduce (it calls nothing else that blocks); no time slept makes sure of it.
+  // The deadline only turns a hang into a failure.
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(30);
+  while (!returned && (blocked_thread == 0 || !thread_sleeps(blocked_thread)) &&
+         Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   // Another survivor's abort may already have ended the wait with an error; success cannot be.
   if (returned && blocked_result == ncclSuccess) {
     blocked.join();
