@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev                 # policy files
   libssl-dev                      # HMAC for the bootstrap handshake
   libgtest-dev                    # tests
+  clang libclang-rt-14-dev        # fuzz targets (libFuzzer, tests/fuzz)
   libopenblas-dev                 # PowerSGD on the CPU
   openmpi-bin libopenmpi-dev      # mpirun launch and the MPI baseline
 )
