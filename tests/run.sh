@@ -13,5 +13,10 @@ echo "terse: codec tests under AddressSanitizer and UBSan"
 TERSE_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ./build-asan/tests/codec_tests --gtest_brief=1
 
+# Fuzzing (tests/fuzz/README.md): a short run of every libFuzzer target over its seed corpus,
+# in build-fuzz (clang, ASan + UBSan); any crash fails the test command.
+echo "terse: fuzz targets, 20000 runs (at most 5 s) each"
+tests/fuzz/run_fuzzers.sh --runs 20000 --seconds 5
+
 echo "terse: full suite"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
