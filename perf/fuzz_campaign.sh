@@ -51,6 +51,6 @@ mkdir -p "$build_dir"
 if [ "$status" -ne 0 ]; then
   echo
   echo "$table" | sed '/^|/d'
-  echo "fuzz_campaign.sh: a target crashed (exit $status); reproducers in $build_dir/fuzz-work/*/artifacts" >&2
+  echo "fuzz_campaign.sh: run_fuzzers.sh failed (exit $status): a crash (reproducers in $build_dir/fuzz-work/*/artifacts) or the build" >&2
 fi
 exit "$status"

@@ -123,7 +123,7 @@ run_target() {
   } >"$work/result"
 }
 
-what="$( [ -n "$runs" ] && printf '%s runs' "$runs")$( [ -n "$runs" ] && [ -n "$seconds" ] && printf ' or ')$( [ -n "$seconds" ] && printf '%s s' "$seconds")"
+what="${runs:+$runs runs}${runs:+${seconds:+ or }}${seconds:+$seconds s}"
 echo "terse: fuzzing ${#selected[@]} targets for $what each, $parallel at a time (work: $work_root)"
 running=0
 for name in "${selected[@]}"; do
