@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <iterator>
 
 #include "codecs/codec_registry.h"
 #include "common/env.h"
@@ -20,6 +21,8 @@ namespace {
 // otherwise grow them without end. Past this many keys they start over (steps restart at 0,
 // which only matters to schedules with a start or end step).
 constexpr size_t kMaxTrackedTensors = size_t{1} << 16;
+// How often (in communicator steps) the tensors gone idle are looked for.
+constexpr uint64_t kForgetSweepSteps = 64;
 // `auto` compresses tensors from this size across nodes (see the file comment of the header).
 constexpr uint64_t kAutoMinBytes = uint64_t{1} << 20;
 
@@ -149,7 +152,7 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
   plan->key.count = args.count;
   if (tensor != nullptr) plan->key.name = tensor->name;
   const auto step = steps_.find(plan->key);
-  plan->step = step == steps_.end() ? 0 : step->second;
+  plan->step = step == steps_.end() ? 0 : step->second.calls;
 
   TensorInfo info;
   info.name = plan->key.name;
@@ -232,8 +235,28 @@ void CompressionEngine::advance_clock(const Plan& plan) {
     steps_.clear();
     step_base_ = comm_step_ + 1;  // steps restart at 0; the clock goes on from here
   }
-  ++steps_[plan.key];
+  TensorRecord& record = steps_[plan.key];
+  ++record.calls;
+  record.last_used = comm_step_;
   residuals_->set_step(comm_step_);
+  if (comm_step_ >= next_forget_) forget_idle_tensors();
+}
+
+void CompressionEngine::forget_idle_tensors() {
+  next_forget_ = comm_step_ + kForgetSweepSteps;
+  const uint64_t horizon = std::max(kForgetIdleSteps, residuals_->idle_steps());
+  if (comm_step_ <= horizon) return;
+  const uint64_t oldest_kept = comm_step_ - horizon;
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    it = it->second.last_used < oldest_kept ? steps_.erase(it) : std::next(it);
+  }
+  const auto forgotten = [&](const TensorKey& key) { return steps_.count(key) == 0; };
+  for (auto it = logged_.begin(); it != logged_.end();) {
+    it = forgotten(*it) ? logged_.erase(it) : std::next(it);
+  }
+  for (auto it = refused_.begin(); it != refused_.end();) {
+    it = forgotten(it->first) ? refused_.erase(it) : std::next(it);
+  }
 }
 
 bool CompressionEngine::needs_entry(const Plan& plan) const {
@@ -463,6 +486,11 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
 
 ResidualStats CompressionEngine::residual_stats() const {
   return residuals_->stats();
+}
+
+size_t CompressionEngine::tracked_tensors() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return steps_.size();
 }
 
 }  // namespace terse

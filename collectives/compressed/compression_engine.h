@@ -6,7 +6,11 @@
 // Per call:
 //   1. the tensor key: the communicator plus the C API name, or the user's recvbuff (count and
 //      dtype ride along as attributes, tensor_key.h); its step = how many allreduces of it this
-//      communicator ran before;
+//      communicator ran before. A tensor not reduced for kForgetIdleSteps communicator steps (or
+//      TERSE_MEMORY_IDLE_STEPS, when larger) is forgotten, its step with its log and refusal
+//      notes: the names and buffers of a long run come and go (phases, renamed tensors, anonymous
+//      buffers at new addresses), and their bookkeeping must not grow with them. One that comes
+//      back starts again at step 0 (its residual entry, unless evicted meanwhile, is kept);
 //   2. the decision: the tensor's codec override (terseAllReduceTensor), else the policy
 //      (TERSE_CODEC / TERSE_POLICY / terseCommSetPolicy) for {name, bytes, dtype, op, comm size,
 //      link class, step}; `auto` becomes int8 across nodes for tensors of 1 MiB and more, none
@@ -126,6 +130,12 @@ class CompressionEngine {
   ncclResult_t decide(const CollectiveArgs& args, std::string* codec, std::string* algorithm);
   // This communicator's residual memory.
   ResidualStats residual_stats() const;
+  // Tensors whose step this engine keeps now (for tests: bounded by the tensors used in the
+  // last kForgetIdleSteps steps).
+  size_t tracked_tensors() const;
+
+  // A tensor not reduced for this many communicator steps is forgotten (the file comment, 1.).
+  static constexpr uint64_t kForgetIdleSteps = 1024;
 
   // Bytes an uncompressed ring allreduce of `bytes` sends from each of `nranks` ranks.
   static uint64_t dense_wire_bytes(uint64_t bytes, int nranks);
@@ -151,6 +161,9 @@ class CompressionEngine {
                          const CodecParams& params, Codec** codec);
   // Counts a call of `plan`'s tensor and moves the communicator's step (mutex_ held).
   void advance_clock(const Plan& plan);
+  // Forgets the tensors not reduced for kForgetIdleSteps (or the residual memory's idle steps,
+  // when larger) communicator steps: their steps, log and refusal notes (mutex_ held).
+  void forget_idle_tensors();
   // Whether `plan` keeps a residual entry (memory other than none, or a codec with state), and
   // the entry it asks residual memory for.
   bool needs_entry(const Plan& plan) const;
@@ -190,7 +203,14 @@ class CompressionEngine {
   std::map<std::string, std::unique_ptr<Codec>> codecs_;  // by canonical spec
   // One-rule policies of per-call codecs and of `auto`'s choices, by spec as given.
   std::map<std::string, Policy> one_rule_policies_;
-  std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> steps_;
+  // Per tensor: its allreduces so far (its step) and the communicator's step at its last.
+  struct TensorRecord {
+    uint64_t calls = 0;
+    uint64_t last_used = 0;
+  };
+  std::unordered_map<TensorKey, TensorRecord, TensorIdentityHash, TensorIdentityEqual> steps_;
+  // The communicator step at which forget_idle_tensors() looks again.
+  uint64_t next_forget_ = 0;
   // The communicator's step, residual memory's clock: the largest step of any tensor so far,
   // counted on from step_base_ (its value + 1) since steps_ last started over.
   uint64_t comm_step_ = 0;

@@ -108,7 +108,10 @@ typedef struct {
    *   such call counted (their rows are those of the fallback codec, or "none").
    * residual_idle_steps: TERSE_MEMORY_IDLE_STEPS; residual_step: the communicator's step, the
    *   clock of idleness: the largest step of any of its tensors (the training iteration when
-   *   every tensor is reduced once per iteration). */
+   *   every tensor is reduced once per iteration). A tensor not reduced for 1024 of these steps
+   *   (or residual_idle_steps, when larger) has its step forgotten: if it comes back, its step
+   *   (last_step, policy schedules) starts again at 0; its residual entry, unless evicted
+   *   meanwhile, is kept. */
   uint64_t residual_admitted;
   uint64_t residual_refused;
   uint64_t fallback_calls;
