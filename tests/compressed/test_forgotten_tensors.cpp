@@ -2,7 +2,7 @@
 // come and go (phases, renamed tensors, anonymous buffers at new addresses), and the engine
 // forgets a tensor not reduced for CompressionEngine::kForgetIdleSteps communicator steps, so
 // what it keeps per tensor (its step, its first-decision log, its refusal note) does not grow
-// with them. perf/soak.sh found the growth: about 400 bytes of heap per name ever used, up to
+// with them. perf/soak.sh found the growth: 200-400 bytes of heap per name ever used, up to
 // 65,536 names per communicator. Ranks as threads over the real transport.
 #include <gtest/gtest.h>
 
