@@ -175,7 +175,7 @@ ncclResult_t Communicator::check_arguments(const CollectiveArgs& args) const {
 }
 
 ncclResult_t Communicator::check_usable() const {
-  if (aborted_) {
+  if (aborted_ || interrupted_.load()) {
     return fail(ncclInvalidUsage, "rank %d: the communicator was aborted", rank_);
   }
   if (finalized_) {
@@ -383,7 +383,8 @@ ncclResult_t Communicator::split(int color, int key, std::unique_ptr<Communicato
 
 ncclResult_t Communicator::finalize() {
   std::lock_guard<std::mutex> lock(call_mutex_);
-  if (aborted_) return fail(ncclInvalidUsage, "rank %d: the communicator was aborted", rank_);
+  if (aborted_ || interrupted_.load())
+    return fail(ncclInvalidUsage, "rank %d: the communicator was aborted", rank_);
   if (finalized_) return ncclSuccess;
   finalized_ = true;
   if (async_error_.load() != ncclSuccess) {
@@ -394,9 +395,14 @@ ncclResult_t Communicator::finalize() {
   return ncclSuccess;
 }
 
+void Communicator::interrupt() {
+  interrupted_.store(true);
+  if (transport_ != nullptr) transport_->interrupt();
+}
+
 void Communicator::abort() {
   // Thread-safe: makes a wait in progress (holding call_mutex_) fail at once.
-  if (transport_ != nullptr) transport_->interrupt();
+  interrupt();
   std::lock_guard<std::mutex> lock(call_mutex_);
   if (aborted_) return;
   aborted_ = true;

@@ -97,8 +97,12 @@ class Communicator {
   // it returns, so there is nothing else to finish.
   ncclResult_t finalize();
 
-  // ncclCommAbort: makes a call blocked in another thread fail at once, waits for it to
-  // return, and force-closes the transport. Always returns, within about three seconds.
+  // The first half of ncclCommAbort, from any thread and without waiting for anything: a call
+  // blocked in another thread fails at once (a flush in finalize ends), and every later call
+  // fails with ncclInvalidUsage.
+  void interrupt();
+  // ncclCommAbort: interrupt(), wait for the call in progress to return, and force-close the
+  // transport. Returns within about three seconds after that call does.
   void abort();
 
   // The transport, for tests and for the layers above that exchange setup data.
@@ -138,6 +142,7 @@ class Communicator {
   std::vector<uint64_t> receives_issued_;  // by peer
   bool finalized_ = false;
   bool aborted_ = false;
+  std::atomic<bool> interrupted_{false};
 
   std::atomic<ncclResult_t> async_error_{ncclSuccess};
   mutable std::mutex error_mutex_;

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "common/exception_guard.h"
+#include "common/joining_threads.h"
 #include "common/result.h"
 
 namespace terse {
@@ -77,12 +79,22 @@ ncclResult_t group_end() {
   if (batches.empty()) return ncclSuccess;
 
   std::vector<BatchOutcome> outcomes(batches.size());
-  std::vector<std::thread> threads;
+  JoiningThreads threads(batches.size());
   for (size_t i = 1; i < batches.size(); ++i) {
-    threads.emplace_back([&, i] { outcomes[i] = run_batch(batches[i].first, batches[i].second); });
+    threads.start([&, i] {
+      try {
+        outcomes[i] = run_batch(batches[i].first, batches[i].second);
+      } catch (...) {
+        outcomes[i].result = result_of_current_exception("ncclGroupEnd");
+        try {
+          outcomes[i].message = last_error();
+        } catch (...) {  // no memory even for the sentence: the code says enough
+        }
+      }
+    });
   }
   outcomes[0] = run_batch(batches[0].first, batches[0].second);
-  for (std::thread& thread : threads) thread.join();
+  threads.join();
   // The first batch ran on this thread, so its message is already this thread's last error;
   // the others' messages are moved here, where ncclGetLastError will look for them.
   if (outcomes[0].result != ncclSuccess) return outcomes[0].result;

@@ -116,13 +116,20 @@ void set_log_rank(int rank) {
 }
 
 void log(LogLevel level, const char* format, ...) {
-  if (log_level() < level) return;
-  static const std::string host = [] {
-    char name[256] = "unknown";
+  // Logging reports failures, out of memory among them: it must not throw (the first call sets
+  // up the settings and the host name, and those allocate). A line that cannot be set up is
+  // lost; the error itself is still recorded for ncclGetLastError.
+  try {
+    if (log_level() < level) return;
+  } catch (...) {
+    return;
+  }
+  static const char* host = [] {
+    static char name[256] = "unknown";
     gethostname(name, sizeof(name) - 1);
     char* dot = strchr(name, '.');
     if (dot != nullptr) *dot = '\0';
-    return std::string(name);
+    return name;
   }();
   char text[1024];
   va_list args;
@@ -130,7 +137,7 @@ void log(LogLevel level, const char* format, ...) {
   vsnprintf(text, sizeof(text), format, args);
   va_end(args);
   // One fprintf per line keeps lines from different threads whole.
-  fprintf(settings().sink, "%s:%d:%ld [%d] TERSE %s %s\n", host.c_str(), getpid(),
+  fprintf(settings().sink, "%s:%d:%ld [%d] TERSE %s %s\n", host, getpid(),
           static_cast<long>(syscall(SYS_gettid)), t_rank, level_name(level), text);
 }
 

@@ -2,31 +2,35 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 #include "common/log.h"
 
 namespace terse {
 namespace {
-thread_local std::string t_last_error;
-}
+// A fixed buffer, not a std::string: recording an error must never allocate, because "out of
+// memory" is one of the errors recorded (exception_guard.h).
+constexpr size_t kLastErrorBytes = 1024;
+thread_local char t_last_error[kLastErrorBytes];
+}  // namespace
 
 ncclResult_t fail(ncclResult_t code, const char* format, ...) {
-  char text[1024];
+  char text[kLastErrorBytes];
   va_list args;
   va_start(args, format);
   vsnprintf(text, sizeof(text), format, args);
   va_end(args);
-  t_last_error = text;
+  memcpy(t_last_error, text, sizeof(text));
   log(LogLevel::kWarn, "%s: %s", result_string(code), text);
   return code;
 }
 
 const char* last_error() {
-  return t_last_error.c_str();
+  return t_last_error;
 }
 
 void clear_last_error() {
-  t_last_error.clear();
+  t_last_error[0] = '\0';
 }
 
 const char* result_string(ncclResult_t code) {

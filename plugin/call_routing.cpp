@@ -61,7 +61,7 @@ struct CommunicatorCalls {
   std::shared_ptr<DeviceStaging::Batch> batch;
 };
 
-ncclResult_t run_group(std::vector<std::pair<ncclComm*, QueuedCall>> queued) {
+ncclResult_t run_group(const std::vector<std::pair<ncclComm*, QueuedCall>>& queued) {
   std::vector<CommunicatorCalls> comms;
   for (auto& [comm, call] : queued) {
     auto found = comms.begin();
@@ -126,7 +126,14 @@ ncclResult_t route_call(ncclComm* comm, const QueuedCall& call) {
   Communicator* engine = comm->engine.get();
   if (call.on_device) TERSE_CHECK(check_not_broken(*engine));
   if (group.depth > 0) {
-    group.calls.emplace_back(comm, call);
+    // The queued call keeps its communicator alive until ncclGroupEnd has run it.
+    TERSE_CHECK(acquire_comm(comm, "a call queued in a group"));
+    try {
+      group.calls.emplace_back(comm, call);
+    } catch (...) {
+      release_comm(comm);
+      throw;
+    }
     return ncclSuccess;
   }
   DeviceStaging* staging = nullptr;
@@ -154,6 +161,13 @@ ncclResult_t end_api_group() {
   if (--group.depth > 0) return ncclSuccess;
   auto calls = std::move(group.calls);
   group.calls.clear();
+  // Each queued call's use of its communicator ends when the group has run (or refused) it.
+  struct ReleaseUses {
+    std::vector<std::pair<ncclComm*, QueuedCall>>* calls;
+    ~ReleaseUses() {
+      for (auto& queued : *calls) release_comm(queued.first);
+    }
+  } release{&calls};
   const ncclResult_t refused = group.error;
   const std::string refused_message = std::move(group.error_message);
   group.error = ncclSuccess;
@@ -163,7 +177,7 @@ ncclResult_t end_api_group() {
                 refused_message.c_str());
   }
   if (calls.empty()) return ncclSuccess;
-  return run_group(std::move(calls));
+  return run_group(calls);
 }
 
 int api_group_depth() {
@@ -180,7 +194,11 @@ void refuse_in_group(ncclResult_t result) {
 ncclResult_t run_in_call_order(ncclComm* comm, const std::function<ncclResult_t()>& work) {
   DeviceStaging* staging = existing_staging(comm);
   if (staging == nullptr) return work();
-  return staging->proxy().run_in_order(work);
+  bool cancelled = false;
+  const ncclResult_t result = staging->proxy().run_in_order(work, &cancelled);
+  // Given up on before it ran: this rank is one operation behind its peers.
+  if (cancelled) comm->engine->break_with(result);
+  return result;
 }
 
 }  // namespace terse

@@ -5,6 +5,7 @@
 // pinned host memory on the stream (device_staging.h), and the call returns without waiting
 // for the stream. A refused call inside a group fails the group.
 #include "collectives/collective_args.h"
+#include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/buffer_placement.h"
 #include "plugin/call_routing.h"
@@ -93,6 +94,11 @@ ncclResult_t check_call(ncclComm* comm, const char* function, CollectiveArgs* ar
 
 ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs args, int raw_type,
                          int raw_op, cudaStream_t stream) {
+  CommUse use(comm, function);
+  if (use.result() != ncclSuccess) {
+    refuse_in_group(use.result());
+    return use.result();
+  }
   QueuedCall call;
   ncclResult_t result = check_call(comm, function, &args, raw_type, raw_op, &call);
   if (result == ncclSuccess) {
@@ -120,20 +126,22 @@ using terse::CollectiveKind;
 
 TERSE_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
   // The compression policy keys an anonymous tensor by the user's buffer, also when the engine
   // sees a staging copy of it.
   args.tensor_address = reinterpret_cast<uint64_t>(recvbuff);
   return terse::submit_call(comm, "ncclAllReduce", args, static_cast<int>(datatype),
                             static_cast<int>(op), stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclAllReduce");
 }
 TERSE_PROFILER_ALIAS(ncclAllReduce)
 
 TERSE_API ncclResult_t terseAllReduceTensor(const void* sendbuff, void* recvbuff, size_t count,
                                             ncclDataType_t datatype, ncclRedOp_t op,
                                             const terseTensor* tensor, ncclComm_t comm,
-                                            cudaStream_t stream) {
+                                            cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
   args.tensor_address = reinterpret_cast<uint64_t>(recvbuff);
   if (tensor != nullptr) {
@@ -147,97 +155,120 @@ TERSE_API ncclResult_t terseAllReduceTensor(const void* sendbuff, void* recvbuff
   }
   return terse::submit_call(comm, "terseAllReduceTensor", args, static_cast<int>(datatype),
                             static_cast<int>(op), stream);
+} catch (...) {
+  return terse::result_of_current_exception("terseAllReduceTensor");
 }
 
 TERSE_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclRedOp_t op, int root,
-                                  ncclComm_t comm, cudaStream_t stream) {
+                                  ncclComm_t comm, cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kReduce, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclReduce", args, static_cast<int>(datatype),
                             static_cast<int>(op), stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclReduce");
 }
 TERSE_PROFILER_ALIAS(ncclReduce)
 
 TERSE_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kBroadcast, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclBroadcast", args, static_cast<int>(datatype), terse::kNoOp,
                             stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclBroadcast");
 }
 TERSE_PROFILER_ALIAS(ncclBroadcast)
 
 // The legacy in-place broadcast.
 TERSE_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                                 ncclComm_t comm, cudaStream_t stream) {
+                                 ncclComm_t comm, cudaStream_t stream) try {
   return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclBcast");
 }
 TERSE_PROFILER_ALIAS(ncclBcast)
 
 TERSE_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                         cudaStream_t stream) {
+                                         cudaStream_t stream) try {
   return terse::submit_call(
       comm, "ncclReduceScatter",
       terse::make_args(CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount),
       static_cast<int>(datatype), static_cast<int>(op), stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclReduceScatter");
 }
 TERSE_PROFILER_ALIAS(ncclReduceScatter)
 
 TERSE_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                      ncclDataType_t datatype, ncclComm_t comm,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream) try {
   return terse::submit_call(
       comm, "ncclAllGather",
       terse::make_args(CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount),
       static_cast<int>(datatype), terse::kNoOp, stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclAllGather");
 }
 TERSE_PROFILER_ALIAS(ncclAllGather)
 
 TERSE_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+                                    ncclDataType_t datatype, ncclComm_t comm,
+                                    cudaStream_t stream) try {
   return terse::submit_call(comm, "ncclAlltoAll",
                             terse::make_args(CollectiveKind::kAllToAll, sendbuff, recvbuff, count),
                             static_cast<int>(datatype), terse::kNoOp, stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclAlltoAll");
 }
 TERSE_PROFILER_ALIAS(ncclAlltoAll)
 
 TERSE_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kGather, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclGather", args, static_cast<int>(datatype), terse::kNoOp,
                             stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclGather");
 }
 TERSE_PROFILER_ALIAS(ncclGather)
 
 TERSE_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kScatter, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclScatter", args, static_cast<int>(datatype), terse::kNoOp,
                             stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclScatter");
 }
 TERSE_PROFILER_ALIAS(ncclScatter)
 
 TERSE_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
-                                int peer, ncclComm_t comm, cudaStream_t stream) {
+                                int peer, ncclComm_t comm, cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kSend, sendbuff, nullptr, count);
   args.peer = peer;
   return terse::submit_call(comm, "ncclSend", args, static_cast<int>(datatype), terse::kNoOp,
                             stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclSend");
 }
 TERSE_PROFILER_ALIAS(ncclSend)
 
 TERSE_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                                ncclComm_t comm, cudaStream_t stream) {
+                                ncclComm_t comm, cudaStream_t stream) try {
   auto args = terse::make_args(CollectiveKind::kRecv, nullptr, recvbuff, count);
   args.peer = peer;
   return terse::submit_call(comm, "ncclRecv", args, static_cast<int>(datatype), terse::kNoOp,
                             stream);
+} catch (...) {
+  return terse::result_of_current_exception("ncclRecv");
 }
 TERSE_PROFILER_ALIAS(ncclRecv)

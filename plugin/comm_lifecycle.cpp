@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/exception_guard.h"
+#include "common/joining_threads.h"
 #include "common/result.h"
 #include "plugin/background_close.h"
 #include "plugin/call_routing.h"
@@ -67,6 +69,33 @@ ncclResult_t finalize_in_order(ncclComm* comm) {
   return run_in_call_order(comm, [engine] { return engine->finalize(); });
 }
 
+ncclResult_t acquire_comm(ncclComm* comm, const char* function) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is null", function);
+  comm->uses.fetch_add(1);
+  if (comm->closing.load()) {
+    release_comm(comm);
+    return fail(ncclInvalidUsage, "%s: the communicator is being destroyed or aborted", function);
+  }
+  return ncclSuccess;
+}
+
+void release_comm(ncclComm* comm) {
+  if (comm->uses.fetch_sub(1) != 1) return;
+  // The last use: nobody else holds the struct now.
+  const CloseMode mode = comm->aborted.load() ? CloseMode::kAbort : CloseMode::kFlush;
+  if (comm->engine || comm->staging) {
+    close_in_background(std::move(comm->staging), std::move(comm->engine), mode);
+  }
+  delete comm;
+}
+
+CommUse::CommUse(ncclComm* comm, const char* function)
+    : comm_(comm), result_(acquire_comm(comm, function)) {}
+
+CommUse::~CommUse() {
+  if (result_ == ncclSuccess) release_comm(comm_);
+}
+
 ncclResult_t engine_of(ncclComm* comm, const char* function, Communicator** engine) {
   if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is null", function);
   if (!comm->engine) {
@@ -82,24 +111,28 @@ ncclResult_t engine_of(ncclComm* comm, const char* function, Communicator** engi
 
 using terse::fail;
 
-TERSE_API ncclResult_t ncclGetVersion(int* version) {
+TERSE_API ncclResult_t ncclGetVersion(int* version) try {
   if (version == nullptr) return fail(ncclInvalidArgument, "version is null");
   *version = NCCL_VERSION_CODE;  // the API terse implements: the nccl.h it was built against
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclGetVersion");
 }
 TERSE_PROFILER_ALIAS(ncclGetVersion)
 
-TERSE_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+TERSE_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) try {
   if (uniqueId == nullptr) return fail(ncclInvalidArgument, "uniqueId is null");
   terse::UniqueId id;
   TERSE_CHECK(terse::create_unique_id(&id));
   std::memcpy(uniqueId->internal, id.internal, sizeof(id.internal));
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclGetUniqueId");
 }
 TERSE_PROFILER_ALIAS(ncclGetUniqueId)
 
 TERSE_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
-                                              int rank, ncclConfig_t* config) {
+                                              int rank, ncclConfig_t* config) try {
   TERSE_CHECK(terse::check_init(comm, nranks, rank));
   TERSE_CHECK(terse::check_config(config));
   terse::UniqueId id;
@@ -115,12 +148,16 @@ TERSE_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nccl
                                           &created->engine));
   *comm = created.release();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommInitRankConfig");
 }
 TERSE_PROFILER_ALIAS(ncclCommInitRankConfig)
 
 TERSE_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
-                                        int rank) {
+                                        int rank) try {
   return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommInitRank");
 }
 TERSE_PROFILER_ALIAS(ncclCommInitRank)
 
@@ -128,7 +165,7 @@ TERSE_PROFILER_ALIAS(ncclCommInitRank)
 // devlist[i] (or i without a list, as NCCL numbers them) is rank i's CUDA device: what
 // ncclCommCuDevice reports and the device its device buffers must be on. Host buffers work
 // whatever it says, so InitAll(n) runs on machines with fewer than n GPUs (or none).
-TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) try {
   if (comm == nullptr) return fail(ncclInvalidArgument, "comm (the output array) is null");
   if (ndev <= 0) return fail(ncclInvalidArgument, "ndev %d is not positive", ndev);
   terse::UniqueId id;
@@ -136,16 +173,25 @@ TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* de
   std::vector<std::unique_ptr<ncclComm>> comms(ndev);
   std::vector<ncclResult_t> results(ndev, ncclSuccess);
   std::vector<std::string> messages(ndev);
-  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ndev; ++rank) comms[rank] = std::make_unique<ncclComm>();
+  terse::JoiningThreads threads(ndev);
   for (int rank = 0; rank < ndev; ++rank) {
-    comms[rank] = std::make_unique<ncclComm>();
-    threads.emplace_back([&, rank] {
-      results[rank] = terse::Communicator::create(id, rank, ndev, devlist ? devlist[rank] : rank,
-                                                  &comms[rank]->engine);
-      if (results[rank] != ncclSuccess) messages[rank] = terse::last_error();
+    threads.start([&, rank] {
+      results[rank] = terse::call_guarded("ncclCommInitAll", [&] {
+        ncclResult_t result = terse::Communicator::create(
+            id, rank, ndev, devlist ? devlist[rank] : rank, &comms[rank]->engine);
+        if (result != ncclSuccess) messages[rank] = terse::last_error();
+        return result;
+      });
+      if (results[rank] != ncclSuccess && messages[rank].empty()) {
+        try {
+          messages[rank] = terse::last_error();
+        } catch (...) {  // no memory even for the sentence: the code says enough
+        }
+      }
     });
   }
-  for (auto& thread : threads) thread.join();
+  threads.join();
   for (int rank = 0; rank < ndev; ++rank) {
     if (results[rank] != ncclSuccess) {
       return fail(results[rank], "ncclCommInitAll: rank %d of %d failed: %s", rank, ndev,
@@ -154,12 +200,16 @@ TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* de
   }
   for (int rank = 0; rank < ndev; ++rank) comm[rank] = comms[rank].release();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommInitAll");
 }
 TERSE_PROFILER_ALIAS(ncclCommInitAll)
 
 TERSE_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                                     ncclConfig_t* config) {
+                                     ncclConfig_t* config) try {
   terse::Communicator* engine = nullptr;
+  terse::CommUse use(comm, "ncclCommSplit");
+  TERSE_CHECK(use.result());
   TERSE_CHECK(terse::engine_of(comm, "ncclCommSplit", &engine));
   if (newcomm == nullptr) return fail(ncclInvalidArgument, "newcomm is null");
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
@@ -173,92 +223,111 @@ TERSE_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   // NCCL_SPLIT_NOCOLOR: no communicator for this rank.
   *newcomm = created->engine ? created.release() : nullptr;
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommSplit");
 }
 TERSE_PROFILER_ALIAS(ncclCommSplit)
 
-TERSE_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+TERSE_API ncclResult_t ncclCommFinalize(ncclComm_t comm) try {
   terse::Communicator* engine = nullptr;
+  terse::CommUse use(comm, "ncclCommFinalize");
+  TERSE_CHECK(use.result());
   TERSE_CHECK(terse::engine_of(comm, "ncclCommFinalize", &engine));
   if (terse::api_group_depth() > 0) {
     // Ranks finalized from one thread inside a group flush together at ncclGroupEnd.
-    terse::defer_finalize(comm);
-    return ncclSuccess;
+    return terse::defer_finalize(comm);
   }
   return terse::finalize_in_order(comm);
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommFinalize");
 }
 TERSE_PROFILER_ALIAS(ncclCommFinalize)
 
-TERSE_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+// Destroy and abort give up the handle's use of the communicator (nccl_comm.h): the one that
+// ends the last use closes it, in the background (background_close.h), so neither waits for
+// another thread's call, nor frees what that call still uses.
+TERSE_API ncclResult_t ncclCommDestroy(ncclComm_t comm) try {
   if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying nothing is fine
-  // In the background (background_close.h): the calls already made on device buffers complete
-  // as their streams reach them (NCCL's destroy flushes them too), then the transport closes
-  // (or, if broken, aborts).
-  std::unique_ptr<terse::DeviceStaging> staging;
-  {
-    std::lock_guard<std::mutex> lock(comm->staging_mutex);
-    staging = std::move(comm->staging);
+  if (comm->closing.exchange(true)) {
+    return fail(ncclInvalidUsage, "ncclCommDestroy: comm %p is already destroyed or aborted",
+                static_cast<void*>(comm));
   }
-  if (comm->engine || staging) {
-    terse::close_in_background(std::move(staging), std::move(comm->engine));
-  }
-  delete comm;
+  // The calls already made on device buffers complete as their streams reach them (NCCL's
+  // destroy flushes them too), then the transport closes (or, if broken, aborts).
+  terse::release_comm(comm);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommDestroy");
 }
 TERSE_PROFILER_ALIAS(ncclCommDestroy)
 
-TERSE_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+TERSE_API ncclResult_t ncclCommAbort(ncclComm_t comm) try {
   if (comm == nullptr) return ncclSuccess;
-  std::unique_ptr<terse::DeviceStaging> staging;
+  comm->aborted.store(true);
+  if (comm->closing.exchange(true)) return ncclSuccess;  // a destroy in progress becomes an abort
+  // Nothing here waits: the proxy starts nothing more, and a call blocked in another thread
+  // (collective, split, a finalize's flush) fails at once. The force-close and every join
+  // happen when the last use ends, on the closing thread.
   {
     std::lock_guard<std::mutex> lock(comm->staging_mutex);
-    staging = std::move(comm->staging);
+    if (comm->staging) comm->staging->proxy().stop(terse::StreamProxy::StopMode::kAbandon);
   }
-  // The proxy starts nothing more; the abort interrupts what it (or another thread) is running;
-  // then every queued device call is abandoned and its stream released (outputs undefined).
-  if (staging) staging->proxy().stop(terse::StreamProxy::StopMode::kAbandon);
-  if (comm->engine) comm->engine->abort();
-  if (staging) {
-    staging->proxy().join();
-    // Its pinned memory is freed once the streams have passed their copies: not here.
-    terse::close_in_background(std::move(staging), nullptr);
-  }
-  delete comm;
+  if (comm->engine) comm->engine->interrupt();
+  terse::release_comm(comm);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommAbort");
 }
 TERSE_PROFILER_ALIAS(ncclCommAbort)
 
-TERSE_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+TERSE_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) try {
   terse::Communicator* engine = nullptr;
+  terse::CommUse use(comm, "ncclCommGetAsyncError");
+  TERSE_CHECK(use.result());
   TERSE_CHECK(terse::engine_of(comm, "ncclCommGetAsyncError", &engine));
   if (asyncError == nullptr) return fail(ncclInvalidArgument, "asyncError is null");
   *asyncError = engine->async_error();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommGetAsyncError");
 }
 TERSE_PROFILER_ALIAS(ncclCommGetAsyncError)
 
-TERSE_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+TERSE_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) try {
   terse::Communicator* engine = nullptr;
+  terse::CommUse use(comm, "ncclCommCount");
+  TERSE_CHECK(use.result());
   TERSE_CHECK(terse::engine_of(comm, "ncclCommCount", &engine));
   if (count == nullptr) return fail(ncclInvalidArgument, "count is null");
   *count = engine->nranks();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommCount");
 }
 TERSE_PROFILER_ALIAS(ncclCommCount)
 
-TERSE_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+TERSE_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) try {
   terse::Communicator* engine = nullptr;
+  terse::CommUse use(comm, "ncclCommUserRank");
+  TERSE_CHECK(use.result());
   TERSE_CHECK(terse::engine_of(comm, "ncclCommUserRank", &engine));
   if (rank == nullptr) return fail(ncclInvalidArgument, "rank is null");
   *rank = engine->rank();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommUserRank");
 }
 TERSE_PROFILER_ALIAS(ncclCommUserRank)
 
-TERSE_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+TERSE_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) try {
   terse::Communicator* engine = nullptr;
+  terse::CommUse use(comm, "ncclCommCuDevice");
+  TERSE_CHECK(use.result());
   TERSE_CHECK(terse::engine_of(comm, "ncclCommCuDevice", &engine));
   if (device == nullptr) return fail(ncclInvalidArgument, "device is null");
   *device = engine->cuda_device();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommCuDevice");
 }
 TERSE_PROFILER_ALIAS(ncclCommCuDevice)

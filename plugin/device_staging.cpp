@@ -31,6 +31,7 @@ struct DeviceStaging::Batch {
   PinnedStaging::Block block;
   std::shared_ptr<StreamProxy::Unit> unit;
   uint32_t sequence = 0;
+  Communicator* engine = nullptr;  // alive while its caller waits for the batch
   std::atomic<size_t> streams_left{0};
   // Set before the unit is marked ready (the proxy reads them after).
   bool cancelled = false;
@@ -43,7 +44,10 @@ bool DeviceStaging::has_device_calls(const Batch& batch) {
 }
 
 ncclResult_t DeviceStaging::wait(const std::shared_ptr<Batch>& batch) {
-  return StreamProxy::wait(batch->unit);
+  const ncclResult_t result = StreamProxy::wait(batch->unit);
+  // A call given up on before it ran leaves this rank one operation behind its peers.
+  if (StreamProxy::cancelled(batch->unit)) batch->engine->break_with(result);
+  return result;
 }
 
 #if TERSE_HAVE_CUDA
@@ -125,7 +129,8 @@ ncclResult_t DeviceStaging::create(Communicator* engine, std::unique_ptr<DeviceS
   staging->timeout_seconds_ = engine->transport()->timeout_seconds();
   TERSE_CHECK(PinnedStaging::create(&staging->pinned_));
   TERSE_CHECK(StreamWaiter::create(device, staging->pinned_->flag(), &staging->waiter_));
-  staging->proxy_ = std::make_unique<StreamProxy>(staging->pinned_->flag());
+  staging->proxy_ =
+      std::make_unique<StreamProxy>(staging->pinned_->flag(), staging->timeout_seconds_);
   *out = std::move(staging);
   return ncclSuccess;
 }
@@ -171,6 +176,7 @@ ncclResult_t DeviceStaging::stage_inputs(std::vector<QueuedCall> calls,
                                          std::shared_ptr<Batch>* out) {
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
   auto batch = std::make_shared<Batch>();
+  batch->engine = engine_;
   batch->calls = std::move(calls);
   batch->pinned = pinned_;
   size_t total = 0;

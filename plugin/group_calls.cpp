@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/exception_guard.h"
+#include "common/joining_threads.h"
 #include "common/result.h"
 #include "plugin/call_routing.h"
 #include "plugin/nccl_api.h"
@@ -24,17 +26,28 @@ std::vector<ncclComm*>& pending_finalizes() {
   return pending;
 }
 
+// Each pending finalize holds a use of its communicator (taken by ncclCommFinalize), given
+// up here once it has run.
 ncclResult_t run_pending_finalizes(std::vector<ncclComm*> comms) {
+  struct ReleaseUses {
+    std::vector<ncclComm*>* comms;
+    ~ReleaseUses() {
+      for (ncclComm* comm : *comms) release_comm(comm);
+    }
+  } release{&comms};
   std::vector<ncclResult_t> results(comms.size(), ncclSuccess);
   std::vector<std::string> messages(comms.size());
-  std::vector<std::thread> threads;
+  JoiningThreads threads(comms.size());
   for (size_t i = 0; i < comms.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = finalize_in_order(comms[i]);
-      if (results[i] != ncclSuccess) messages[i] = last_error();
+    threads.start([&, i] {
+      results[i] = call_guarded("ncclGroupEnd (finalize)", [&] {
+        ncclResult_t result = finalize_in_order(comms[i]);
+        if (result != ncclSuccess) messages[i] = last_error();
+        return result;
+      });
     });
   }
-  for (auto& thread : threads) thread.join();
+  threads.join();
   for (size_t i = 0; i < comms.size(); ++i) {
     if (results[i] != ncclSuccess) {
       return fail(results[i], "ncclGroupEnd: ncclCommFinalize of rank %d failed: %s",
@@ -49,16 +62,19 @@ ncclResult_t run_pending_finalizes(std::vector<ncclComm*> comms) {
 ncclResult_t run_pending_inits(std::vector<PendingInit> inits) {
   std::vector<ncclResult_t> results(inits.size(), ncclSuccess);
   std::vector<std::string> messages(inits.size());
-  std::vector<std::thread> threads;
+  JoiningThreads threads(inits.size());
   for (size_t i = 0; i < inits.size(); ++i) {
-    threads.emplace_back([&, i] {
-      const PendingInit& init = inits[i];
-      results[i] = Communicator::create(init.id, init.rank, init.nranks, init.cuda_device,
-                                        &init.comm->engine);
-      if (results[i] != ncclSuccess) messages[i] = last_error();
+    threads.start([&, i] {
+      results[i] = call_guarded("ncclGroupEnd (init)", [&] {
+        const PendingInit& init = inits[i];
+        ncclResult_t result = Communicator::create(init.id, init.rank, init.nranks,
+                                                   init.cuda_device, &init.comm->engine);
+        if (result != ncclSuccess) messages[i] = last_error();
+        return result;
+      });
     });
   }
-  for (auto& thread : threads) thread.join();
+  threads.join();
   for (size_t i = 0; i < inits.size(); ++i) {
     if (results[i] != ncclSuccess) {
       return fail(results[i], "ncclGroupEnd: ncclCommInitRank of rank %d of %d failed: %s",
@@ -74,19 +90,28 @@ void defer_init(const PendingInit& init) {
   pending_inits().push_back(init);
 }
 
-void defer_finalize(ncclComm* comm) {
-  pending_finalizes().push_back(comm);
+ncclResult_t defer_finalize(ncclComm* comm) {
+  TERSE_CHECK(acquire_comm(comm, "ncclCommFinalize"));
+  try {
+    pending_finalizes().push_back(comm);
+  } catch (...) {
+    release_comm(comm);
+    throw;
+  }
+  return ncclSuccess;
 }
 
 }  // namespace terse
 
-TERSE_API ncclResult_t ncclGroupStart() {
+TERSE_API ncclResult_t ncclGroupStart() try {
   terse::begin_api_group();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclGroupStart");
 }
 TERSE_PROFILER_ALIAS(ncclGroupStart)
 
-TERSE_API ncclResult_t ncclGroupEnd() {
+TERSE_API ncclResult_t ncclGroupEnd() try {
   const bool outermost = terse::api_group_depth() == 1;
   ncclResult_t init_result = ncclSuccess;
   if (outermost && !terse::pending_inits().empty()) {
@@ -103,5 +128,7 @@ TERSE_API ncclResult_t ncclGroupEnd() {
   }
   if (init_result != ncclSuccess) return init_result;
   return group_result != ncclSuccess ? group_result : finalize_result;
+} catch (...) {
+  return terse::result_of_current_exception("ncclGroupEnd");
 }
 TERSE_PROFILER_ALIAS(ncclGroupEnd)

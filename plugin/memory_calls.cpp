@@ -12,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
@@ -56,7 +57,7 @@ Allocations& allocations() {
 
 using terse::fail;
 
-TERSE_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+TERSE_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) try {
   if (ptr == nullptr) return fail(ncclInvalidArgument, "ptr is null");
   if (size == 0) return fail(ncclInvalidArgument, "size is 0");
   void* memory = nullptr;
@@ -82,10 +83,12 @@ TERSE_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   terse::allocations().add(memory, terse::AllocationKind::kHost);
   *ptr = memory;
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclMemAlloc");
 }
 TERSE_PROFILER_ALIAS(ncclMemAlloc)
 
-TERSE_API ncclResult_t ncclMemFree(void* ptr) {
+TERSE_API ncclResult_t ncclMemFree(void* ptr) try {
   if (ptr == nullptr) return ncclSuccess;
   terse::AllocationKind kind = terse::AllocationKind::kHost;
   if (!terse::allocations().remove(ptr, &kind)) {
@@ -104,11 +107,13 @@ TERSE_API ncclResult_t ncclMemFree(void* ptr) {
 #endif
   std::free(ptr);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclMemFree");
 }
 TERSE_PROFILER_ALIAS(ncclMemFree)
 
 TERSE_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
-                                        void** handle) {
+                                        void** handle) try {
   terse::Communicator* engine = nullptr;
   TERSE_CHECK(terse::engine_of(comm, "ncclCommRegister", &engine));
   if (buff == nullptr) return fail(ncclInvalidArgument, "buff is null");
@@ -116,13 +121,17 @@ TERSE_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_
   (void)size;
   *handle = buff;
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommRegister");
 }
 TERSE_PROFILER_ALIAS(ncclCommRegister)
 
-TERSE_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+TERSE_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) try {
   terse::Communicator* engine = nullptr;
   TERSE_CHECK(terse::engine_of(comm, "ncclCommDeregister", &engine));
   if (handle == nullptr) return fail(ncclInvalidArgument, "handle is null");
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommDeregister");
 }
 TERSE_PROFILER_ALIAS(ncclCommDeregister)

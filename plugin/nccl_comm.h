@@ -6,6 +6,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,9 +38,37 @@ struct ncclComm {
   // on the communicator goes through its stream proxy. Guarded by staging_mutex.
   std::mutex staging_mutex;
   std::unique_ptr<terse::DeviceStaging> staging;
+
+  // Lifetime (comm_lifecycle.cpp). One use for the handle the user holds, one for each call in
+  // progress on the communicator; ncclCommDestroy/Abort give up the handle's use, and whoever
+  // gives up the last one hands the engine and staging to a closing thread and frees this
+  // struct. So an abort from one thread never frees what a call in another still uses.
+  std::atomic<int> uses{1};
+  std::atomic<bool> closing{false};  // destroyed or aborted: no call may start
+  std::atomic<bool> aborted{false};  // closed by force when the last use ends
 };
 
 namespace terse {
+
+// A call's use of `comm` for its whole duration: fails with ncclInvalidUsage (naming
+// `function`) when the communicator is being destroyed or aborted.
+class CommUse {
+ public:
+  CommUse(ncclComm* comm, const char* function);
+  ~CommUse();
+  CommUse(const CommUse&) = delete;
+  CommUse& operator=(const CommUse&) = delete;
+  ncclResult_t result() const { return result_; }
+
+ private:
+  ncclComm* comm_;
+  ncclResult_t result_ = ncclSuccess;
+};
+
+// The same by hand, for a use that outlives one scope (a call queued in a group until
+// ncclGroupEnd). release_comm gives up a use; the last one closes the communicator.
+ncclResult_t acquire_comm(ncclComm* comm, const char* function);
+void release_comm(ncclComm* comm);
 
 // ncclCommInitRank inside a group: created at the outermost ncclGroupEnd, every pending rank on
 // its own thread, since ranks initialised from one thread must rendezvous together.
@@ -53,7 +82,8 @@ struct PendingInit {
 void defer_init(const PendingInit& init);
 // ncclCommFinalize inside a group: run at the outermost ncclGroupEnd after the group's calls,
 // every pending communicator on its own thread (closing flushes, which needs the peers).
-void defer_finalize(ncclComm* comm);
+// Holds a use of `comm` until then; fails when it is being destroyed or aborted.
+ncclResult_t defer_finalize(ncclComm* comm);
 // ncclCommFinalize's work: the engine's finalize, after every call already made on `comm`.
 ncclResult_t finalize_in_order(ncclComm* comm);
 // The communicator's engine, or ncclInvalidUsage/ncclInvalidArgument naming `function` when

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/exception_guard.h"
 #include "common/float_convert.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
@@ -132,7 +133,8 @@ using terse::fail;
 // so such an operator needs device buffers.
 TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
                                                 ncclDataType_t datatype,
-                                                ncclScalarResidence_t residence, ncclComm_t comm) {
+                                                ncclScalarResidence_t residence,
+                                                ncclComm_t comm) try {
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: comm is null");
   if (op == nullptr) return fail(ncclInvalidArgument, "op is null");
   if (scalar == nullptr) return fail(ncclInvalidArgument, "scalar is null");
@@ -164,10 +166,12 @@ TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   comm->dynamic_ops[value] = premul;
   *op = static_cast<ncclRedOp_t>(value);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclRedOpCreatePreMulSum");
 }
 TERSE_PROFILER_ALIAS(ncclRedOpCreatePreMulSum)
 
-TERSE_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+TERSE_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) try {
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclRedOpDestroy: comm is null");
   const int value = static_cast<int>(op);
   std::lock_guard<std::mutex> lock(comm->ops_mutex);
@@ -176,5 +180,7 @@ TERSE_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
                 value);
   }
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("ncclRedOpDestroy");
 }
 TERSE_PROFILER_ALIAS(ncclRedOpDestroy)

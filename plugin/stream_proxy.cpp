@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "common/exception_guard.h"
 #include "common/result.h"
+#include "common/thread_name.h"
 
 namespace terse {
 
@@ -16,6 +18,7 @@ struct StreamProxy::State {
   bool stopping = false;
   StopMode mode = StopMode::kFinish;
   Deadline deadline = Deadline::after_seconds(0);
+  double wait_seconds = 600;
 };
 
 class StreamProxy::Unit {
@@ -25,6 +28,8 @@ class StreamProxy::Unit {
   uint32_t sequence = 0;
   // Guarded by state->mutex.
   bool ready = false;
+  bool started = false;
+  bool cancelled = false;  // by a waiter that gave up before it started: never runs
   bool finished = false;
   ncclResult_t result = ncclSuccess;
   std::string message;
@@ -41,8 +46,9 @@ void publish(uint32_t* flag, uint32_t sequence) {
 
 }  // namespace
 
-StreamProxy::StreamProxy(uint32_t* flag) : state_(std::make_shared<State>()) {
+StreamProxy::StreamProxy(uint32_t* flag, double wait_seconds) : state_(std::make_shared<State>()) {
   state_->flag = flag;
+  state_->wait_seconds = wait_seconds;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -84,16 +90,39 @@ void StreamProxy::mark_ready(const std::shared_ptr<Unit>& unit) {
 ncclResult_t StreamProxy::wait(const std::shared_ptr<Unit>& unit) {
   State& state = *unit->state;
   std::unique_lock<std::mutex> lock(state.mutex);
-  state.changed.wait(lock, [&] { return unit->finished; });
+  const Deadline deadline = Deadline::after_seconds(state.wait_seconds);
+  if (!state.changed.wait_until(lock, deadline.when(), [&] { return unit->finished; })) {
+    if (!unit->started) {
+      unit->cancelled = true;
+      unit->ready = true;  // at the head, the proxy skips it at once
+      unit->finished = true;
+      unit->result = ncclSystemError;
+      state.changed.notify_all();
+      return fail(ncclSystemError,
+                  "a call waited %.0f s (TERSE_TIMEOUT_S) behind calls queued before it on this "
+                  "communicator whose streams never reached them; it was cancelled, and the "
+                  "communicator is out of step with its peers and must be aborted",
+                  state.wait_seconds);
+    }
+    // Running: the engine's own deadlines end it.
+    state.changed.wait(lock, [&] { return unit->finished; });
+  }
   if (unit->result == ncclSuccess) return ncclSuccess;
   return fail(unit->result, "%s", unit->message.c_str());
 }
 
-ncclResult_t StreamProxy::run_in_order(Work work) {
+bool StreamProxy::cancelled(const std::shared_ptr<Unit>& unit) {
+  std::lock_guard<std::mutex> lock(unit->state->mutex);
+  return unit->cancelled;
+}
+
+ncclResult_t StreamProxy::run_in_order(Work work, bool* cancelled) {
   std::shared_ptr<Unit> unit;
   uint32_t sequence = 0;
   TERSE_CHECK(enqueue(std::move(work), /*ready=*/true, &unit, &sequence));
-  return wait(unit);
+  const ncclResult_t result = wait(unit);
+  if (cancelled != nullptr) *cancelled = StreamProxy::cancelled(unit);
+  return result;
 }
 
 void StreamProxy::stop(StopMode mode, Deadline deadline) {
@@ -118,6 +147,7 @@ uint32_t StreamProxy::last_sequence() const {
 }
 
 void StreamProxy::run() {
+  name_this_thread("terse-proxy");
   State& state = *state_;
   std::unique_lock<std::mutex> lock(state.mutex);
   for (;;) {
@@ -137,10 +167,22 @@ void StreamProxy::run() {
     if (give_up) break;
     std::shared_ptr<Unit> unit = std::move(state.queue.front());
     state.queue.pop_front();
+    if (unit->cancelled) {
+      // Its waiter gave up on it: skip it, but keep the sequence moving for the streams.
+      unit->work = nullptr;
+      publish(state.flag, unit->sequence);
+      continue;
+    }
+    unit->started = true;
     lock.unlock();
     clear_last_error();
-    const ncclResult_t result = unit->work();
-    std::string message = result == ncclSuccess ? std::string() : std::string(last_error());
+    // No exception may end this thread: the queue behind it would never move.
+    const ncclResult_t result = call_guarded("the stream proxy", [&] { return unit->work(); });
+    std::string message;
+    try {
+      if (result != ncclSuccess) message = last_error();
+    } catch (...) {  // no memory even for the sentence: the code says enough
+    }
     unit->work = nullptr;  // what it captured (staging, buffers) is no longer needed
     publish(state.flag, unit->sequence);
     lock.lock();

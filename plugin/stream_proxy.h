@@ -52,8 +52,9 @@ class StreamProxy {
   };
 
   // Starts the thread. `flag` receives each finished unit's sequence number (release ordering,
-  // so a stream that sees it also sees the outputs); it must outlive the proxy.
-  explicit StreamProxy(uint32_t* flag);
+  // so a stream that sees it also sees the outputs); it must outlive the proxy. `wait_seconds`
+  // bounds wait() (TERSE_TIMEOUT_S in use).
+  explicit StreamProxy(uint32_t* flag, double wait_seconds = 600);
   // stop(kAbandon) unless stopped, then join().
   ~StreamProxy();
   StreamProxy(const StreamProxy&) = delete;
@@ -70,11 +71,19 @@ class StreamProxy {
   static void mark_ready(const std::shared_ptr<Unit>& unit);
 
   // Waits until `unit` has run or been abandoned and returns its result; on failure the
-  // message is this thread's last error too.
+  // message is this thread's last error too. A unit that has not started within the proxy's
+  // wait_seconds (a call queued before it waits for a stream that does not move) is cancelled:
+  // it will never run, its sequence is published in its turn, and wait returns ncclSystemError
+  // saying so. The communicator's calls are then out of step with its peers': the caller must
+  // break it. A unit already running is waited for to the end (the engine bounds it).
   static ncclResult_t wait(const std::shared_ptr<Unit>& unit);
 
-  // Runs `work` on the proxy after everything queued before, and waits for it.
-  ncclResult_t run_in_order(Work work);
+  // Whether wait() gave up on `unit` before it started (it never runs).
+  static bool cancelled(const std::shared_ptr<Unit>& unit);
+
+  // Runs `work` on the proxy after everything queued before, and waits for it. `*cancelled`
+  // (optional) tells whether wait() gave up on it before it ran.
+  ncclResult_t run_in_order(Work work, bool* cancelled = nullptr);
 
   // Ends the queue as `mode` says (kFinish waits for readiness until `deadline`); returns at
   // once: join() waits for the thread. Later enqueues fail. The first stop decides, except

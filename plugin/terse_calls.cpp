@@ -10,6 +10,7 @@
 #include "codecs/policy.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_error_bound.h"
+#include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
@@ -50,7 +51,7 @@ void fill_row(const CompressionStatsRow& row, terseStatsRow* out) {
 }  // namespace
 }  // namespace terse
 
-TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) {
+TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) try {
   terse::CompressionEngine* engine = nullptr;
   TERSE_CHECK(terse::compression_of(comm, "terseCommGetStats", &engine));
   if (stats == nullptr) {
@@ -86,23 +87,29 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) {
   stats->residual_idle_steps = residuals.idle_steps;
   stats->residual_step = residuals.step;
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseCommGetStats");
 }
 
-TERSE_API ncclResult_t terseCommResetStats(ncclComm_t comm) {
+TERSE_API ncclResult_t terseCommResetStats(ncclComm_t comm) try {
   terse::CompressionEngine* engine = nullptr;
   TERSE_CHECK(terse::compression_of(comm, "terseCommResetStats", &engine));
   engine->reset_stats();
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseCommResetStats");
 }
 
-TERSE_API ncclResult_t terseResidualReset(ncclComm_t comm, const char* name) {
+TERSE_API ncclResult_t terseResidualReset(ncclComm_t comm, const char* name) try {
   terse::CompressionEngine* engine = nullptr;
   TERSE_CHECK(terse::compression_of(comm, "terseResidualReset", &engine));
   engine->reset_residuals(name == nullptr ? "" : name);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseResidualReset");
 }
 
-TERSE_API ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml) {
+TERSE_API ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml) try {
   terse::CompressionEngine* engine = nullptr;
   TERSE_CHECK(terse::compression_of(comm, "terseCommSetPolicy", &engine));
   if (yaml == nullptr) return terse::fail(ncclInvalidArgument, "terseCommSetPolicy: yaml is NULL");
@@ -110,9 +117,11 @@ TERSE_API ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml) {
   TERSE_CHECK(terse::Policy::from_yaml(yaml, "terseCommSetPolicy", &policy));
   engine->set_policy(std::move(policy));
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseCommSetPolicy");
 }
 
-TERSE_API ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec) {
+TERSE_API ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec) try {
   terse::CompressionEngine* engine = nullptr;
   TERSE_CHECK(terse::compression_of(comm, "terseCommSetCodec", &engine));
   if (codec == nullptr) return terse::fail(ncclInvalidArgument, "terseCommSetCodec: codec is NULL");
@@ -125,12 +134,14 @@ TERSE_API ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec) {
   }
   engine->set_policy(std::move(policy));
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseCommSetCodec");
 }
 
 TERSE_API ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t count,
                                        ncclDataType_t datatype, ncclRedOp_t op, char* codec,
                                        size_t codec_bytes, char* algorithm,
-                                       size_t algorithm_bytes) {
+                                       size_t algorithm_bytes) try {
   terse::Communicator* communicator = nullptr;
   TERSE_CHECK(terse::engine_of(comm, "terseCommDecide", &communicator));
   if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes) {
@@ -154,10 +165,12 @@ TERSE_API ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tenso
   terse::copy_text(chosen_codec, codec, codec_bytes);
   terse::copy_text(chosen_algorithm, algorithm, algorithm_bytes);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseCommDecide");
 }
 
 TERSE_API ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor,
-                                            int* l2) {
+                                            int* l2) try {
   if (codec == nullptr || factor == nullptr || l2 == nullptr) {
     return terse::fail(ncclInvalidArgument, "terseCodecErrorBound: %s is NULL",
                        codec == nullptr    ? "codec"
@@ -171,9 +184,11 @@ TERSE_API ncclResult_t terseCodecErrorBound(const char* codec, size_t count, dou
   *factor = bound.factor;
   *l2 = bound.norm == terse::BoundNorm::kL2 ? 1 : 0;
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseCodecErrorBound");
 }
 
-TERSE_API ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps) {
+TERSE_API ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps) try {
   if (algorithm == nullptr || steps == nullptr) {
     return terse::fail(ncclInvalidArgument, "terseAlgorithmLossySteps: %s is NULL",
                        algorithm == nullptr ? "algorithm" : "steps");
@@ -186,4 +201,6 @@ TERSE_API ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nrank
   // A dense algorithm (or none) is exact.
   *steps = info == nullptr ? 0 : info->lossy_steps(nranks);
   return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseAlgorithmLossySteps");
 }

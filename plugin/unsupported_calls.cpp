@@ -2,6 +2,7 @@
 // ncclCommInitRankScalable works (every rank receives the same id array, so the first id names
 // one rendezvous for all); the calls terse does not implement yet fail with ncclInvalidUsage
 // and say so.
+#include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
 
@@ -9,34 +10,46 @@ using terse::fail;
 
 TERSE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
                                                 int nId, ncclUniqueId* commIds,
-                                                ncclConfig_t* config) {
+                                                ncclConfig_t* config) try {
   if (commIds == nullptr) return fail(ncclInvalidArgument, "commIds is null");
   if (nId <= 0) return fail(ncclInvalidArgument, "nId %d is not positive", nId);
   return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommInitRankScalable");
 }
 TERSE_PROFILER_ALIAS(ncclCommInitRankScalable)
 
-TERSE_API ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
+TERSE_API ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) try {
   return fail(ncclInvalidUsage, "ncclCommShrink is not supported by terse yet");
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommShrink");
 }
 TERSE_PROFILER_ALIAS(ncclCommShrink)
 
-TERSE_API ncclResult_t ncclCommRevoke(ncclComm_t, int) {
+TERSE_API ncclResult_t ncclCommRevoke(ncclComm_t, int) try {
   return fail(ncclInvalidUsage, "ncclCommRevoke is not supported by terse yet");
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommRevoke");
 }
 TERSE_PROFILER_ALIAS(ncclCommRevoke)
 
-TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) {
+TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) try {
   return fail(ncclInvalidUsage, "ncclCommWindowRegister is not supported by terse yet");
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommWindowRegister");
 }
 TERSE_PROFILER_ALIAS(ncclCommWindowRegister)
 
-TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) try {
   return fail(ncclInvalidUsage, "ncclCommWindowDeregister is not supported by terse yet");
+} catch (...) {
+  return terse::result_of_current_exception("ncclCommWindowDeregister");
 }
 TERSE_PROFILER_ALIAS(ncclCommWindowDeregister)
 
-TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) try {
   return fail(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by terse");
+} catch (...) {
+  return terse::result_of_current_exception("ncclGroupSimulateEnd");
 }
 TERSE_PROFILER_ALIAS(ncclGroupSimulateEnd)

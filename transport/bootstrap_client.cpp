@@ -92,11 +92,12 @@ ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uin
   uint8_t expected[kBootstrapMacBytes];
   reply_mac(key, nonce, header, digest, expected);
   if (!bootstrap_mac_equal(expected, header.mac)) {
-    return fail(ncclRemoteError,
-                "rank %d: the reply from the bootstrap root at %s does not authenticate: that "
-                "root does not hold this rank's bootstrap key (TERSE_COMM_SECRET differs between "
-                "ranks, or the address belongs to another job's root)",
-                rank, root.c_str());
+    return fail(
+        ncclRemoteError,
+        "rank %d: the reply from the bootstrap root at %s does not authenticate: the root and this "
+        "rank derive different bootstrap keys (the unique id is stale or another job's, "
+        "so its secret differs, or TERSE_COMM_SECRET differs between ranks)",
+        rank, root.c_str());
   }
   if (header.status != ncclSuccess) {
     std::string message(body.begin(), body.end());

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/result.h"
+#include "common/thread_name.h"
 #include "transport/bootstrap_rendezvous.h"
 
 namespace terse {
@@ -55,6 +56,7 @@ BootstrapRoot::~BootstrapRoot() {
 }
 
 void BootstrapRoot::run() {
+  name_this_thread("terse-root");
   // Nothing may end this thread but the rendezvous itself: an allocation that fails (a flood of
   // strangers on a machine out of memory) gives up the rendezvous, and the ranks get their
   // deadline's error, instead of terminating the process.

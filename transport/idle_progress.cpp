@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include "common/exception_guard.h"
+#include "common/thread_name.h"
+
 namespace terse {
 namespace {
 
@@ -25,22 +28,33 @@ IdleProgress::~IdleProgress() {
 }
 
 void IdleProgress::run() {
+  name_this_thread("terse-progress");
   while (!stop_.load()) {
-    if (!owner_lock_->try_lock()) {
-      std::this_thread::sleep_for(kOwnerBusyBackoff);
-      continue;
-    }
-    bool armed = false;
-    for (int round = 0; round < kMaxRoundsPerTurn && !stop_.load(); ++round) {
-      unsigned events = 0;
-      for (UcxWorker* worker : workers_) events += worker->progress();
-      rounds_.fetch_add(1, std::memory_order_relaxed);
-      if (events != 0) continue;
-      armed = UcxWorker::arm(workers_);
-      if (armed) break;
-    }
-    owner_lock_->unlock();
-    if (armed) UcxWorker::wait_for_event(workers_, kSleepMs);
+    bool owner_busy = false;
+    // An exception (out of memory in a completion callback, or here) must not end the thread,
+    // nor leave the owner's lock held: it is recorded, and the next turn goes on.
+    const ncclResult_t turn_result = call_guarded("the idle progress thread", [&] {
+      std::unique_lock<std::mutex> turn(*owner_lock_, std::try_to_lock);
+      if (!turn.owns_lock()) {
+        owner_busy = true;
+        return ncclSuccess;
+      }
+      bool armed = false;
+      for (int round = 0; round < kMaxRoundsPerTurn && !stop_.load(); ++round) {
+        unsigned events = 0;
+        for (UcxWorker* worker : workers_) events += worker->progress();
+        rounds_.fetch_add(1, std::memory_order_relaxed);
+        if (events != 0) continue;
+        armed = UcxWorker::arm(workers_);
+        if (armed) break;
+      }
+      turn.unlock();
+      if (armed) UcxWorker::wait_for_event(workers_, kSleepMs);
+      return ncclSuccess;
+    });
+    if (owner_busy) std::this_thread::sleep_for(kOwnerBusyBackoff);
+    if (turn_result != ncclSuccess)
+      std::this_thread::sleep_for(std::chrono::milliseconds(kSleepMs));
   }
 }
 

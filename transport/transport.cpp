@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "common/env.h"
+#include "common/exception_guard.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "transport/bootstrap_client.h"
@@ -323,7 +324,8 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
       ucp_request_free(closing[i].request);
       closing.erase(closing.begin() + i);
     }
-    if (closing.empty() || deadline.expired()) break;
+    // An abort from another thread ends a flush too (abort() then closes by force).
+    if (closing.empty() || deadline.expired() || interrupted_.load()) break;
     sleep_until_event(deadline.poll_timeout_ms(1));
   }
   for (const Closing& stuck : closing) {
@@ -344,10 +346,15 @@ void Transport::enable_idle_progress(std::mutex* owner_lock) {
   idle_progress_ = std::make_unique<IdleProgress>(active_workers_, owner_lock);
 }
 
+// close() and abort() run from destructors: out of memory while tracking the endpoints'
+// closes leaves them to the worker's destruction instead of ending the process.
 void Transport::close() {
   idle_progress_.reset();
   if (closed_) return;
-  close_endpoints(/*force=*/false, default_deadline());
+  (void)call_guarded("closing the transport", [&] {
+    close_endpoints(/*force=*/false, default_deadline());
+    return ncclSuccess;
+  });
   closed_ = true;
 }
 
@@ -355,7 +362,10 @@ void Transport::abort() {
   interrupted_.store(true);
   idle_progress_.reset();
   if (closed_) return;
-  close_endpoints(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
+  (void)call_guarded("aborting the transport", [&] {
+    close_endpoints(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
+    return ncclSuccess;
+  });
   closed_ = true;
 }
 

@@ -1,0 +1,31 @@
+// Where C++ exceptions stop. terse's C API (nccl.h, terse.h) and its background threads must
+// never let one out: an exception that crosses an extern "C" frame, or leaves a thread's body,
+// ends the application (std::terminate). Allocation can fail anywhere (a job near its memory
+// limit), and the standard library reports that, and failing to start a thread, by throwing.
+//
+// Every C entry point is a function-try-block whose handler returns
+// result_of_current_exception(name); every thread body runs through call_guarded. Either way the
+// failure becomes a result code with a sentence for ncclGetLastError: ncclSystemError for what
+// the system refused (memory, threads), ncclInternalError for anything else.
+#pragma once
+
+#include <nccl.h>
+
+namespace terse {
+
+// Call only inside a catch handler: classifies the exception being handled, records it as this
+// thread's last error (naming `where`, the entry point or thread) and returns its code.
+// Allocates nothing and never throws.
+ncclResult_t result_of_current_exception(const char* where) noexcept;
+
+// Runs `body` (which returns ncclResult_t); an exception becomes its result code.
+template <class Body>
+ncclResult_t call_guarded(const char* where, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return result_of_current_exception(where);
+  }
+}
+
+}  // namespace terse
