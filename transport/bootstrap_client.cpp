@@ -101,7 +101,8 @@ ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uin
   }
   if (header.status != ncclSuccess) {
     std::string message(body.begin(), body.end());
-    return fail(header.status, "bootstrap root refused rank %d: %s", rank, message.c_str());
+    return fail(static_cast<ncclResult_t>(header.status), "bootstrap root refused rank %d: %s",
+                rank, message.c_str());
   }
   if (!decode_payload_table(body.data(), body.size(), nranks, table)) {
     return fail(ncclRemoteError, "the rank table from the bootstrap root at %s is malformed",

@@ -77,7 +77,7 @@ std::vector<uint8_t> encode_reply_header(const BootstrapReplyHeader& header) {
   std::vector<uint8_t> bytes;
   ByteWriter writer(&bytes);
   writer.u32(header.magic);
-  writer.u32(static_cast<uint32_t>(header.status));
+  writer.u32(header.status);
   writer.u64(header.body_bytes);
   writer.bytes(header.mac, sizeof(header.mac));
   return bytes;
@@ -86,15 +86,12 @@ std::vector<uint8_t> encode_reply_header(const BootstrapReplyHeader& header) {
 BootstrapReplyHeader decode_reply_header(const uint8_t* bytes) {
   BootstrapReplyHeader header;
   ByteReader reader(bytes, kBootstrapReplyHeaderBytes);
-  uint32_t status = 0;
   const uint8_t* mac = nullptr;
   reader.u32(&header.magic);
-  reader.u32(&status);
+  reader.u32(&header.status);
   reader.u64(&header.body_bytes);
   reader.bytes(sizeof(header.mac), &mac);
   memcpy(header.mac, mac, sizeof(header.mac));
-  // An unknown status stays visible as itself (check_reply_header refuses it).
-  header.status = static_cast<ncclResult_t>(status);
   return header;
 }
 
@@ -121,8 +118,8 @@ std::string check_hello_header(const BootstrapHello& hello) {
 
 std::string check_reply_header(const BootstrapReplyHeader& header, int nranks) {
   if (header.magic != kBootstrapReplyMagic) return "not a terse bootstrap reply (wrong magic)";
-  if (!known_status(static_cast<uint32_t>(header.status))) {
-    return "a reply with unknown status " + std::to_string(static_cast<uint32_t>(header.status));
+  if (!known_status(header.status)) {
+    return "a reply with unknown status " + std::to_string(header.status);
   }
   const uint64_t limit = header.status == ncclSuccess
                              ? static_cast<uint64_t>(nranks) * (4 + kMaxBootstrapPayloadBytes)

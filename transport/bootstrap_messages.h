@@ -60,7 +60,9 @@ struct BootstrapHello {
 
 struct BootstrapReplyHeader {
   uint32_t magic = kBootstrapReplyMagic;
-  ncclResult_t status = ncclSuccess;
+  // An ncclResult_t once check_reply_header accepted it; kept as sent until then (a value
+  // outside the enum must not be stored in one).
+  uint32_t status = ncclSuccess;
   uint64_t body_bytes = 0;
   uint8_t mac[kBootstrapMacBytes] = {};
 };

@@ -225,7 +225,7 @@ void BootstrapRendezvous::admit(Arrival* arrival) {
 void BootstrapRendezvous::reply_error(const Socket& socket, const uint8_t* nonce, int rank,
                                       ncclResult_t code, const std::string& message) {
   BootstrapReplyHeader header;
-  header.status = code;
+  header.status = static_cast<uint32_t>(code);
   const std::string body = message.substr(0, kMaxBootstrapErrorBytes);
   header.body_bytes = body.size();
   uint8_t digest[kBootstrapDigestBytes];

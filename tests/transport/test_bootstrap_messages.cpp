@@ -75,7 +75,7 @@ TEST(BootstrapMessages, ReplyHeaderRoundTripsAndIsBounded) {
   ASSERT_EQ(bytes.size(), kBootstrapReplyHeaderBytes);
   BootstrapReplyHeader out = decode_reply_header(bytes.data());
   EXPECT_EQ(out.magic, kBootstrapReplyMagic);
-  EXPECT_EQ(out.status, ncclInvalidUsage);
+  EXPECT_EQ(out.status, static_cast<uint32_t>(ncclInvalidUsage));
   EXPECT_EQ(out.body_bytes, 1ull << 33);
   // An error sentence is at most 4 KiB; a table at most nranks full payloads with lengths.
   EXPECT_NE(check_reply_header(out, 4), "");
@@ -86,7 +86,7 @@ TEST(BootstrapMessages, ReplyHeaderRoundTripsAndIsBounded) {
   EXPECT_EQ(check_reply_header(out, 2), "");
   out.body_bytes += 1;
   EXPECT_NE(check_reply_header(out, 2), "");
-  out.status = static_cast<ncclResult_t>(1000);
+  out.status = 1000;
   out.body_bytes = 0;
   EXPECT_NE(check_reply_header(out, 2).find("unknown status 1000"), std::string::npos);
 }

@@ -104,7 +104,7 @@ TEST_F(BootstrapStrangers, WrongKeysAndGarbageChangeNothingAndAreToldNothingUsef
   uint8_t head[kBootstrapReplyHeaderBytes];
   ASSERT_EQ(forger.recv_all(head, sizeof(head), deadline, "reply"), ncclSuccess);
   BootstrapReplyHeader reply = decode_reply_header(head);
-  EXPECT_EQ(reply.status, ncclInvalidUsage);
+  EXPECT_EQ(reply.status, static_cast<uint32_t>(ncclInvalidUsage));
   EXPECT_EQ(reply.body_bytes <= kMaxBootstrapErrorBytes, true);
 
   // A captured hello is useless on another connection: its code covers that connection's nonce.
@@ -156,7 +156,7 @@ TEST_F(BootstrapStrangers, CommSecretKeepsOutWhoeverKnowsOnlyTheId) {
   ASSERT_EQ(socket.send_all(bytes.data(), bytes.size(), deadline, "hello"), ncclSuccess);
   uint8_t head[kBootstrapReplyHeaderBytes];
   ASSERT_EQ(socket.recv_all(head, sizeof(head), deadline, "reply"), ncclSuccess);
-  EXPECT_EQ(decode_reply_header(head).status, ncclInvalidUsage);
+  EXPECT_EQ(decode_reply_header(head).status, static_cast<uint32_t>(ncclInvalidUsage));
 
   // It took nobody's place: the ranks that hold the secret complete.
   std::vector<std::string> errors;
