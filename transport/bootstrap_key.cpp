@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/params.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "common/log.h"
 #include "common/result.h"
 #include "transport/wire_bytes.h"
 
@@ -25,6 +27,13 @@ ncclResult_t read_secret_file(const std::string& path, std::string* secret) {
   if (file == nullptr) {
     return fail(ncclInvalidArgument, "%s=@%s: cannot open the file: %s", kVariable, path.c_str(),
                 strerror(errno));
+  }
+  struct stat status {};
+  if (fstat(fileno(file), &status) == 0 && (status.st_mode & 077) != 0) {
+    TERSE_WARN(
+        "%s=@%s: the file can be read by other users (mode %03o); chmod 600 keeps the "
+        "bootstrap secret yours",
+        kVariable, path.c_str(), static_cast<unsigned>(status.st_mode & 0777));
   }
   char buffer[kMaxCommSecretBytes + 2];
   size_t got = fread(buffer, 1, sizeof(buffer), file);
