@@ -18,5 +18,7 @@ TERSE_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print
 echo "terse: fuzz targets, 20000 runs (at most 5 s) each"
 tests/fuzz/run_fuzzers.sh --runs 20000 --seconds 5
 
-echo "terse: full suite"
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' build/CMakeCache.txt)
+cuda=$(sed -n 's/^TERSE_CUDA:STRING=//p' build/CMakeCache.txt)
+echo "terse: full suite in build/ (CMAKE_BUILD_TYPE=${build_type}, TERSE_CUDA=${cuda:-AUTO}; the build cmake/build.sh makes)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
