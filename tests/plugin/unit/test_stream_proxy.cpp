@@ -63,6 +63,32 @@ TEST(StreamProxy, RunsInIssueOrderWhateverOrderUnitsBecomeReady) {
   EXPECT_EQ(StreamProxy::wait(first), ncclSuccess);
 }
 
+TEST(StreamProxy, AWaitBehindAStreamThatNeverMovesEndsAtItsDeadlineAndTheCallNeverRuns) {
+  uint32_t flag = 0;
+  RunOrder ran;
+  StreamProxy proxy(&flag, /*wait_seconds=*/0.2);
+  std::shared_ptr<StreamProxy::Unit> stuck, behind;
+  uint32_t s1 = 0, s2 = 0;
+  // A device call whose stream has not reached its host function, then a host call behind it.
+  ASSERT_EQ(proxy.enqueue(ran.work(1), false, &stuck, &s1), ncclSuccess);
+  ASSERT_EQ(proxy.enqueue(ran.work(2), true, &behind, &s2), ncclSuccess);
+  EXPECT_EQ(StreamProxy::wait(behind), ncclSystemError);
+  EXPECT_NE(std::string(last_error()).find("TERSE_TIMEOUT_S"), std::string::npos) << last_error();
+  EXPECT_TRUE(StreamProxy::cancelled(behind));
+  EXPECT_FALSE(StreamProxy::cancelled(stuck));
+  // When the stream finally moves, the first call runs; the cancelled one is skipped, yet its
+  // sequence is published so that no stream waits for it.
+  StreamProxy::mark_ready(stuck);
+  EXPECT_EQ(StreamProxy::wait(stuck), ncclSuccess);
+  std::shared_ptr<StreamProxy::Unit> after;
+  uint32_t s3 = 0;
+  ASSERT_EQ(proxy.enqueue(ran.work(3), true, &after, &s3), ncclSuccess);
+  EXPECT_EQ(StreamProxy::wait(after), ncclSuccess);
+  EXPECT_EQ(ran.order(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(read_flag(flag), s3);
+  EXPECT_GT(s3, s2);
+}
+
 TEST(StreamProxy, RunInOrderWaitsForEarlierUnits) {
   uint32_t flag = 0;
   RunOrder ran;
