@@ -32,6 +32,7 @@ build_dir="${TERSE_FUZZ_BUILD_DIR:-build-fuzz}"
 report="$build_dir/fuzz-campaign.md"
 command="perf/fuzz_campaign.sh --runs $runs --parallel $parallel ${targets[*]}"
 started=$(date -u +%Y-%m-%dT%H:%MZ)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)  # what the build is of
 start_s=$(date +%s)
 status=0
 table=$(tests/fuzz/run_fuzzers.sh --runs "$runs" --parallel "$parallel" --markdown \
@@ -40,7 +41,6 @@ minutes=$(( ($(date +%s) - start_s + 59) / 60 ))
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 compiler=$(clang++ --version | head -1)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 mkdir -p "$build_dir"
 {
   echo "Started $started, $minutes min; commit $commit (plus the working tree); \`$command\`;"
