@@ -9,6 +9,7 @@ packages=(
   libhwloc-dev hwloc              # topology
   libibverbs-dev rdma-core        # RDMA NIC discovery
   libyaml-cpp-dev                 # policy files
+  libre2-dev                      # policy name patterns
   libssl-dev                      # HMAC for the bootstrap handshake
   libgtest-dev                    # tests
   clang libclang-rt-14-dev        # fuzz targets (libFuzzer, tests/fuzz)

@@ -59,12 +59,14 @@ bool parse_link_class(const std::string& text, LinkClass* link) {
 }
 
 ncclResult_t RuleMatch::set_name_pattern(const std::string& pattern) {
-  try {
-    name_regex = std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& error) {
+  RE2::Options options;
+  options.set_log_errors(false);  // the refusal below says it once, in terse's words
+  auto compiled = std::make_shared<const re2::RE2>(pattern, options);
+  if (!compiled->ok()) {
     return fail(ncclInvalidArgument, "name '%s' is not a valid regular expression (%s)",
-                pattern.c_str(), error.what());
+                pattern.c_str(), compiled->error().c_str());
   }
+  name_regex = std::move(compiled);
   name_pattern = pattern;
   return ncclSuccess;
 }
@@ -122,7 +124,7 @@ bool RuleMatch::matches(const TensorInfo& info) const {
   if (info.comm_size < min_comm_size || info.comm_size > max_comm_size) return false;
   if (link != LinkClass::kAny && info.link != link) return false;
   // Last: the only test that costs more than a comparison.
-  return !name_pattern || std::regex_match(info.name, name_regex);
+  return !name_pattern || RE2::FullMatch(info.name, *name_regex);
 }
 
 ncclResult_t Schedule::validate() const {

@@ -2,7 +2,7 @@
 //
 //   rules:                          # tried in order; the first whose match accepts a tensor wins
 //     - match:                      # every key optional; absent = any (op: sum and avg)
-//         name: "encoder\\..*weight"  # std::regex (ECMAScript), full match; unnamed tensors: ""
+//         name: "encoder\\..*weight"  # RE2 syntax (linear time), full match; unnamed: ""
 //         min_bytes: 1M             # tensor size in bytes, both bounds inclusive;
 //         max_bytes: 1G             #   K/M/G suffixes are 1024-based
 //         dtype: [float, bfloat16]  # float|float32|fp32, half|float16|fp16, bfloat16|bf16

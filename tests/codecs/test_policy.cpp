@@ -124,6 +124,23 @@ TEST(PolicyMatch, UnnamedTensorsMatchNoPatternOrOneThatAcceptsTheEmptyName) {
   EXPECT_TRUE(accepts(empty_ok, tensor("")));
 }
 
+TEST(PolicyMatch, APatternThatMakesBacktrackingExplodeStillMatchesInLinearTime) {
+  // "(a*)*" thirty times then "b": a backtracking matcher (std::regex) tries every way of
+  // splitting the a's between the groups; at 20 groups it took over a minute to reject a
+  // 40-character name, and a policy is consulted on every allreduce. RE2 answers at once; with
+  // a backtracker this test runs into CTest's timeout.
+  std::string pattern;
+  for (int i = 0; i < 30; ++i) pattern += "(a*)*";
+  pattern += "b";
+  RuleMatch match;
+  ASSERT_EQ(match.set_name_pattern(pattern), ncclSuccess);
+  const std::string a_run(40, 'a');
+  EXPECT_FALSE(accepts(match, tensor(a_run)));
+  EXPECT_TRUE(accepts(match, tensor(a_run + "b")));
+  // A backreference is what linear time gives up: refused by name, not silently different.
+  EXPECT_EQ(match.set_name_pattern("(enc)\\1"), ncclInvalidArgument);
+}
+
 TEST(PolicyMatch, InvalidRegexIsRefused) {
   RuleMatch match;
   EXPECT_EQ(match.set_name_pattern("enc(oder"), ncclInvalidArgument);
