@@ -82,15 +82,14 @@ ncclResult_t group_end() {
   JoiningThreads threads(batches.size());
   for (size_t i = 1; i < batches.size(); ++i) {
     threads.start([&, i] {
-      try {
-        outcomes[i] = run_batch(batches[i].first, batches[i].second);
-      } catch (...) {
-        outcomes[i].result = result_of_current_exception("ncclGroupEnd");
-        try {
-          outcomes[i].message = last_error();
-        } catch (...) {  // no memory even for the sentence: the code says enough
-        }
-      }
+      // run_batch records its failure in the outcome; an exception is recorded here.
+      outcomes[i].result = call_guarded(
+          "ncclGroupEnd",
+          [&] {
+            outcomes[i] = run_batch(batches[i].first, batches[i].second);
+            return outcomes[i].result;
+          },
+          &outcomes[i].message);
     });
   }
   outcomes[0] = run_batch(batches[0].first, batches[0].second);

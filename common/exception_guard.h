@@ -11,6 +11,11 @@
 
 #include <nccl.h>
 
+#include <string>
+#include <utility>
+
+#include "common/result.h"
+
 namespace terse {
 
 // Call only inside a catch handler: classifies the exception being handled, records it as this
@@ -26,6 +31,20 @@ ncclResult_t call_guarded(const char* where, Body&& body) noexcept {
   } catch (...) {
     return result_of_current_exception(where);
   }
+}
+
+// The same on a thread whose failure another thread reports: on failure this thread's last error
+// is copied to `*message` too (left empty when even that copy cannot be allocated).
+template <class Body>
+ncclResult_t call_guarded(const char* where, Body&& body, std::string* message) noexcept {
+  const ncclResult_t result = call_guarded(where, std::forward<Body>(body));
+  if (result != ncclSuccess) {
+    try {
+      *message = last_error();
+    } catch (...) {  // no memory even for the sentence: the code says enough
+    }
+  }
+  return result;
 }
 
 }  // namespace terse

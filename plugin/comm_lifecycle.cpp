@@ -177,18 +177,13 @@ TERSE_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* de
   terse::JoiningThreads threads(ndev);
   for (int rank = 0; rank < ndev; ++rank) {
     threads.start([&, rank] {
-      results[rank] = terse::call_guarded("ncclCommInitAll", [&] {
-        ncclResult_t result = terse::Communicator::create(
-            id, rank, ndev, devlist ? devlist[rank] : rank, &comms[rank]->engine);
-        if (result != ncclSuccess) messages[rank] = terse::last_error();
-        return result;
-      });
-      if (results[rank] != ncclSuccess && messages[rank].empty()) {
-        try {
-          messages[rank] = terse::last_error();
-        } catch (...) {  // no memory even for the sentence: the code says enough
-        }
-      }
+      results[rank] = terse::call_guarded(
+          "ncclCommInitAll",
+          [&] {
+            return terse::Communicator::create(id, rank, ndev, devlist ? devlist[rank] : rank,
+                                               &comms[rank]->engine);
+          },
+          &messages[rank]);
     });
   }
   threads.join();

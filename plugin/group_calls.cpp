@@ -40,11 +40,8 @@ ncclResult_t run_pending_finalizes(std::vector<ncclComm*> comms) {
   JoiningThreads threads(comms.size());
   for (size_t i = 0; i < comms.size(); ++i) {
     threads.start([&, i] {
-      results[i] = call_guarded("ncclGroupEnd (finalize)", [&] {
-        ncclResult_t result = finalize_in_order(comms[i]);
-        if (result != ncclSuccess) messages[i] = last_error();
-        return result;
-      });
+      results[i] = call_guarded(
+          "ncclGroupEnd (finalize)", [&] { return finalize_in_order(comms[i]); }, &messages[i]);
     });
   }
   threads.join();
@@ -65,13 +62,14 @@ ncclResult_t run_pending_inits(std::vector<PendingInit> inits) {
   JoiningThreads threads(inits.size());
   for (size_t i = 0; i < inits.size(); ++i) {
     threads.start([&, i] {
-      results[i] = call_guarded("ncclGroupEnd (init)", [&] {
-        const PendingInit& init = inits[i];
-        ncclResult_t result = Communicator::create(init.id, init.rank, init.nranks,
-                                                   init.cuda_device, &init.comm->engine);
-        if (result != ncclSuccess) messages[i] = last_error();
-        return result;
-      });
+      const PendingInit& init = inits[i];
+      results[i] = call_guarded(
+          "ncclGroupEnd (init)",
+          [&] {
+            return Communicator::create(init.id, init.rank, init.nranks, init.cuda_device,
+                                        &init.comm->engine);
+          },
+          &messages[i]);
     });
   }
   threads.join();

@@ -177,12 +177,9 @@ void StreamProxy::run() {
     lock.unlock();
     clear_last_error();
     // No exception may end this thread: the queue behind it would never move.
-    const ncclResult_t result = call_guarded("the stream proxy", [&] { return unit->work(); });
     std::string message;
-    try {
-      if (result != ncclSuccess) message = last_error();
-    } catch (...) {  // no memory even for the sentence: the code says enough
-    }
+    const ncclResult_t result = call_guarded(
+        "the stream proxy", [&] { return unit->work(); }, &message);
     unit->work = nullptr;  // what it captured (staging, buffers) is no longer needed
     publish(state.flag, unit->sequence);
     lock.lock();
