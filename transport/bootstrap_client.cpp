@@ -36,42 +36,21 @@ ncclResult_t check_arguments(int rank, int nranks, const std::vector<uint8_t>& p
   return ncclSuccess;
 }
 
-// One attempt: what came of it, and whether to connect again.
+// One attempt: what came of it, and whether to connect again. The root closes a connection
+// without answering only when it dropped it (pushed out by a flood), never after admitting it.
 enum class Attempt { kDone, kClosedEarly };
-
-// Waits for `size` bytes; kClosedEarly (no error recorded) when the root closes the connection
-// first, which it does only to connections it dropped before answering.
-ncclResult_t receive(const Socket& socket, void* data, size_t size, const Deadline& deadline,
-                     const char* what, Attempt* attempt) {
-  uint8_t* bytes = static_cast<uint8_t*>(data);
-  size_t have = 0;
-  while (have < size) {
-    ssize_t got = socket.recv_available(bytes + have, size - have);
-    if (got < 0) {
-      *attempt = Attempt::kClosedEarly;
-      return ncclSuccess;
-    }
-    have += static_cast<size_t>(got);
-    if (have < size && got == 0) {
-      pollfd entry{socket.fd(), POLLIN, 0};
-      if (deadline.expired()) {
-        return fail(ncclRemoteError, "%s did not arrive from the bootstrap root at %s in time",
-                    what, socket.peer_address().to_string().c_str());
-      }
-      (void)poll(&entry, 1, deadline.poll_timeout_ms(1000));
-    }
-  }
-  *attempt = Attempt::kDone;
-  return ncclSuccess;
-}
 
 ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uint8_t* nonce,
                         int rank, int nranks, const Deadline& deadline, Attempt* attempt,
                         std::vector<std::vector<uint8_t>>* table) {
   const std::string root = socket.peer_address().to_string();
   uint8_t head[kBootstrapReplyHeaderBytes];
-  TERSE_CHECK(receive(socket, head, sizeof(head), deadline, "the bootstrap reply", attempt));
-  if (*attempt == Attempt::kClosedEarly) return ncclSuccess;
+  bool closed = false;
+  TERSE_CHECK(socket.recv_all(head, sizeof(head), deadline, "the bootstrap reply", &closed));
+  if (closed) {
+    *attempt = Attempt::kClosedEarly;
+    return ncclSuccess;
+  }
   BootstrapReplyHeader header = decode_reply_header(head);
   std::string wrong = check_reply_header(header, nranks);
   if (!wrong.empty()) {
@@ -80,8 +59,8 @@ ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uin
   }
   std::vector<uint8_t> body(header.body_bytes);
   TERSE_CHECK(
-      receive(socket, body.data(), body.size(), deadline, "the bootstrap reply's body", attempt));
-  if (*attempt == Attempt::kClosedEarly) {
+      socket.recv_all(body.data(), body.size(), deadline, "the bootstrap reply's body", &closed));
+  if (closed) {
     return fail(ncclRemoteError,
                 "rank %d: the bootstrap root at %s closed the connection inside "
                 "its reply",
@@ -119,9 +98,13 @@ ncclResult_t attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey
   Socket socket;
   TERSE_CHECK(Socket::connect(fields.root, connect_deadline, &socket));
   uint8_t challenge_bytes[kBootstrapChallengeBytes];
-  TERSE_CHECK(receive(socket, challenge_bytes, sizeof(challenge_bytes), connect_deadline,
-                      "the bootstrap challenge", attempt));
-  if (*attempt == Attempt::kClosedEarly) return ncclSuccess;
+  bool closed = false;
+  TERSE_CHECK(socket.recv_all(challenge_bytes, sizeof(challenge_bytes), connect_deadline,
+                              "the bootstrap challenge", &closed));
+  if (closed) {
+    *attempt = Attempt::kClosedEarly;
+    return ncclSuccess;
+  }
   BootstrapChallenge challenge = decode_challenge(challenge_bytes);
   if (challenge.magic != kBootstrapChallengeMagic || challenge.version != kBootstrapVersion) {
     return fail(ncclRemoteError,

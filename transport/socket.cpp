@@ -165,8 +165,9 @@ ncclResult_t Socket::send_all(const void* data, size_t size, const Deadline& dea
   return ncclSuccess;
 }
 
-ncclResult_t Socket::recv_all(void* data, size_t size, const Deadline& deadline,
-                              const char* what) const {
+ncclResult_t Socket::recv_all(void* data, size_t size, const Deadline& deadline, const char* what,
+                              bool* closed) const {
+  if (closed != nullptr) *closed = false;
   char* bytes = static_cast<char*>(data);
   while (size > 0) {
     ssize_t received = recv(fd_, bytes, size, 0);
@@ -175,11 +176,20 @@ ncclResult_t Socket::recv_all(void* data, size_t size, const Deadline& deadline,
       size -= static_cast<size_t>(received);
       continue;
     }
+    if (received == 0 && closed != nullptr) {
+      *closed = true;
+      return ncclSuccess;
+    }
     if (received == 0) {
       return fail(ncclRemoteError, "%s closed the connection while %s was expected",
                   peer_address().to_string().c_str(), what);
     }
     if (errno == EINTR) continue;
+    // A peer that closes with our data unread resets the connection instead of ending it.
+    if (closed != nullptr && (errno == ECONNRESET || errno == EPIPE)) {
+      *closed = true;
+      return ncclSuccess;
+    }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!wait_ready(fd_, POLLIN, deadline)) {
         return fail(ncclRemoteError, "%s did not arrive from %s before the deadline", what,

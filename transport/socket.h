@@ -37,7 +37,11 @@ class Socket {
   // the data in the error message ("the bootstrap reply").
   ncclResult_t send_all(const void* data, size_t size, const Deadline& deadline,
                         const char* what) const;
-  ncclResult_t recv_all(void* data, size_t size, const Deadline& deadline, const char* what) const;
+  // With `closed` given, a peer that closes (or resets) the connection first is not an error:
+  // `*closed` is set and nothing is logged (the bootstrap client connects again when the root drops
+  // it).
+  ncclResult_t recv_all(void* data, size_t size, const Deadline& deadline, const char* what,
+                        bool* closed = nullptr) const;
 
   // Reads whatever is available without waiting: the byte count (0 when nothing is there yet),
   // or -1 when the peer closed the connection or it failed.

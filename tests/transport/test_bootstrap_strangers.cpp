@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -161,6 +162,82 @@ TEST_F(BootstrapStrangers, CommSecretKeepsOutWhoeverKnowsOnlyTheId) {
   // It took nobody's place: the ranks that hold the secret complete.
   std::vector<std::string> errors;
   EXPECT_TRUE(run_job(id, 2, &errors)) << errors[0] << " | " << errors[1];
+}
+
+TEST_F(BootstrapStrangers, ARankWhoseConnectionIsDroppedConnectsAgain) {
+  // A root played by the test: it drops the rank's first connection unanswered (as a flooded
+  // root pushes out its longest-waiting one), first after accepting, then after the challenge,
+  // and serves the third.
+  SocketAddress loopback;
+  ASSERT_EQ(SocketAddress::parse("127.0.0.1:1", "test", &loopback), ncclSuccess);
+  loopback.set_port(0);  // the listener picks a free port, and holds it
+  Socket listener;
+  ASSERT_EQ(Socket::listen(loopback, &listener), ncclSuccess);
+  UniqueIdFields fields;
+  fields.root = listener.local_address();
+  fields.secret = 0x5eed;
+  UniqueId id;
+  encode_unique_id(fields, &id);
+  BootstrapKey key;
+  derive_bootstrap_key_from(fields.secret, nullptr, 0, &key);
+
+  ncclResult_t result = ncclInternalError;
+  Table table;
+  std::thread rank([&] { result = bootstrap_allgather(id, 0, 1, payload_of(0), 8, &table); });
+  // Joined however the test ends (the rank gives up at its own 8 s deadline).
+  struct JoinAtExit {
+    std::thread& thread;
+    ~JoinAtExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_rank{rank};
+  Deadline deadline = Deadline::after_seconds(timeout_seconds_);
+  auto accept_one = [&](Socket* socket) {
+    SocketAddress peer;
+    while (!socket->is_open() && !deadline.expired()) {
+      ASSERT_EQ(listener.accept(socket, &peer), 0);
+      pollfd entry{listener.fd(), POLLIN, 0};
+      if (!socket->is_open()) poll(&entry, 1, 100);
+    }
+    ASSERT_TRUE(socket->is_open());
+  };
+  BootstrapChallenge challenge;
+  challenge.nonce[0] = 42;
+  const std::vector<uint8_t> challenge_bytes = encode_challenge(challenge);
+  {
+    Socket first;
+    accept_one(&first);
+  }  // closed unanswered
+  {
+    Socket second;
+    accept_one(&second);
+    ASSERT_EQ(second.send_all(challenge_bytes.data(), challenge_bytes.size(), deadline, "c"),
+              ncclSuccess);
+  }  // closed after the challenge, the hello unread
+  Socket third;
+  accept_one(&third);
+  ASSERT_EQ(third.send_all(challenge_bytes.data(), challenge_bytes.size(), deadline, "c"),
+            ncclSuccess);
+  uint8_t head[kBootstrapHelloBytes];
+  ASSERT_EQ(third.recv_all(head, sizeof(head), deadline, "hello"), ncclSuccess);
+  BootstrapHello hello = decode_hello(head);
+  std::vector<uint8_t> payload(hello.payload_bytes);
+  ASSERT_EQ(third.recv_all(payload.data(), payload.size(), deadline, "payload"), ncclSuccess);
+  uint8_t expected[kBootstrapMacBytes];
+  hello_mac(key, challenge.nonce, hello, payload.data(), expected);
+  EXPECT_TRUE(bootstrap_mac_equal(expected, hello.mac));
+  const std::vector<uint8_t> body = encode_payload_table({payload});
+  BootstrapReplyHeader reply;
+  reply.body_bytes = body.size();
+  uint8_t digest[kBootstrapDigestBytes];
+  bootstrap_digest(body.data(), body.size(), digest);
+  reply_mac(key, challenge.nonce, reply, digest, reply.mac);
+  std::vector<uint8_t> bytes = encode_reply_header(reply);
+  bytes.insert(bytes.end(), body.begin(), body.end());
+  ASSERT_EQ(third.send_all(bytes.data(), bytes.size(), deadline, "reply"), ncclSuccess);
+  rank.join();
+  EXPECT_EQ(result, ncclSuccess) << last_error();
+  EXPECT_EQ(table, Table{payload_of(0)});
 }
 
 // Opens `count` connections to `root` in a child process and holds them until told to stop:
