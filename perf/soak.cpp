@@ -38,6 +38,7 @@
 #include "perf/soak/rank_launch.h"
 #include "perf/soak/soak_check.h"
 #include "perf/soak/soak_workload.h"
+#include "tests/launch/hex_bytes.h"
 
 namespace terse {
 namespace soak {
@@ -122,21 +123,11 @@ uint64_t iterations_for(uint64_t calls) {
 }
 
 std::string hex_of(const ncclUniqueId& id) {
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (char byte : id.internal) {
-    hex += digits[(static_cast<unsigned char>(byte) >> 4) & 0xf];
-    hex += digits[static_cast<unsigned char>(byte) & 0xf];
-  }
-  return hex;
+  return terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
 }
 
 bool id_of(const std::string& hex, ncclUniqueId* id) {
-  if (hex.size() != 2 * sizeof(id->internal)) return false;
-  for (size_t i = 0; i < sizeof(id->internal); ++i) {
-    id->internal[i] = static_cast<char>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
-  }
-  return true;
+  return terse_test::hex_to_bytes(hex, id->internal, sizeof(id->internal));
 }
 
 size_t element_bytes(ncclDataType_t type) {

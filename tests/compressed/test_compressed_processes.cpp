@@ -12,6 +12,7 @@
 
 #include "common/result.h"
 #include "communicator_test_support.h"
+#include "hex_bytes.h"
 #include "rank_processes.h"
 #include "transport/unique_id.h"
 
@@ -26,13 +27,7 @@ using Settings = std::vector<std::pair<std::string, std::string>>;
 constexpr double kTimeoutSeconds = 30;
 
 std::string hex_of(const UniqueId& id) {
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (char byte : id.internal) {
-    hex += digits[(static_cast<unsigned char>(byte) >> 4) & 0xf];
-    hex += digits[static_cast<unsigned char>(byte) & 0xf];
-  }
-  return hex;
+  return terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
 }
 
 void expect_model_holds(int nranks, const Settings& settings) {

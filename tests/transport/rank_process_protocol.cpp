@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "common/log.h"
+#include "hex_bytes.h"
 #include "transport/transport_settings.h"
 
 namespace terse {
@@ -27,27 +28,11 @@ bool start_rank_process(int argc, char** argv, RankProcessArguments* arguments) 
 }
 
 std::string unique_id_to_hex(const UniqueId& id) {
-  static const char digits[] = "0123456789abcdef";
-  std::string hex;
-  for (size_t i = 0; i < kUniqueIdBytes; ++i) {
-    uint8_t byte = static_cast<uint8_t>(id.internal[i]);
-    hex += digits[byte >> 4];
-    hex += digits[byte & 15];
-  }
-  return hex;
+  return terse_test::bytes_to_hex(id.internal, kUniqueIdBytes);
 }
 
 bool unique_id_from_hex(const std::string& hex, UniqueId* id) {
-  if (hex.size() != 2 * kUniqueIdBytes) return false;
-  auto value = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  for (size_t i = 0; i < kUniqueIdBytes; ++i) {
-    int high = value(hex[2 * i]), low = value(hex[2 * i + 1]);
-    if (high < 0 || low < 0) return false;
-    id->internal[i] = static_cast<char>(high * 16 + low);
-  }
-  return true;
+  return terse_test::hex_to_bytes(hex, id->internal, kUniqueIdBytes);
 }
 
 std::vector<RankProcessResult> run_rank_processes(const char* scenario, int nranks,

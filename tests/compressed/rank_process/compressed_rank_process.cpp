@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/hex_bytes.h"
 #include "model/last_call.h"
 
 namespace {
@@ -51,11 +52,7 @@ std::string env_text(const char* name, const char* fallback) {
 }
 
 bool parse_id(const std::string& hex, ncclUniqueId* id) {
-  if (hex.size() != 2 * sizeof(id->internal)) return false;
-  for (size_t i = 0; i < sizeof(id->internal); ++i) {
-    id->internal[i] = static_cast<char>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
-  }
-  return true;
+  return terse_test::hex_to_bytes(hex, id->internal, sizeof(id->internal));
 }
 
 // Rank r's input at a step: smooth plus noise in about [-1.5, 1.5], different on every rank.

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "launch/hex_bytes.h"
+
 namespace plugin_test {
 
 // Allreduce, allgather, broadcast, reduce-scatter and a send/recv ring, every result checked.
@@ -65,27 +67,11 @@ enum PluginRankExitCode {
 
 // ncclUniqueId <-> 256 lowercase hex digits.
 inline std::string unique_id_to_hex(const ncclUniqueId& id) {
-  static const char digits[] = "0123456789abcdef";
-  std::string hex;
-  for (size_t i = 0; i < sizeof(id.internal); ++i) {
-    const uint8_t byte = static_cast<uint8_t>(id.internal[i]);
-    hex += digits[byte >> 4];
-    hex += digits[byte & 15];
-  }
-  return hex;
+  return terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
 }
 
 inline bool unique_id_from_hex(const std::string& hex, ncclUniqueId* id) {
-  if (hex.size() != 2 * sizeof(id->internal)) return false;
-  auto value = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  for (size_t i = 0; i < sizeof(id->internal); ++i) {
-    const int high = value(hex[2 * i]), low = value(hex[2 * i + 1]);
-    if (high < 0 || low < 0) return false;
-    id->internal[i] = static_cast<char>(high * 16 + low);
-  }
-  return true;
+  return terse_test::hex_to_bytes(hex, id->internal, sizeof(id->internal));
 }
 
 }  // namespace plugin_test
