@@ -15,6 +15,7 @@ packages=(
   clang libclang-rt-14-dev        # fuzz targets (libFuzzer, tests/fuzz)
   libopenblas-dev                 # PowerSGD on the CPU
   openmpi-bin libopenmpi-dev      # mpirun launch and the MPI baseline
+  iproute2 iputils-ping iptables  # perf/emulated_cluster.sh: namespaces and tc, link checks, RTT
 )
 
 missing=()

@@ -4,54 +4,109 @@
 # One network namespace per node, each with one rank of all_reduce_perf; every node's veth goes
 # into a bridge that lives in a namespace of its own (the "switch"), and `tc` limits each node's
 # link to RATE in both directions (token bucket on the node's side and on the switch's port).
-# Nodes are told apart by TERSE_HOSTID and talk over UCX's TCP transport on their veth, as ranks
-# on different hosts would. The nodes share this machine's cores, so each rank's BLAS (PowerSGD)
-# gets one thread (OPENBLAS_NUM_THREADS, unless set). Every run is all_reduce_perf with -J; the
-# table at the end gives, per rate and codec, the time per call, the effective algbw
-# (uncompressed bytes / time), the speed-up over the uncompressed run, the traffic ratio, and
-# where the time went (encode and decode of rank 0, the rest being wire and waiting), and
-# perf/plot draws it.
+# With an RTT, the switch delays every frame it forwards by RTT/2, so that a round trip between
+# two nodes takes RTT more than it would. Nodes are told apart by TERSE_HOSTID and talk over
+# UCX's TCP transport on their veth, as ranks on different hosts would. The nodes share this
+# machine's cores, so each rank's BLAS (PowerSGD) gets one thread (OPENBLAS_NUM_THREADS, unless
+# set). Every run is all_reduce_perf with -J; the table at the end gives, per rate, RTT and
+# codec, the time per call, the effective algbw (uncompressed bytes / time), the speed-up over
+# the uncompressed run on the same link, the traffic ratio, and where the time went (encode and
+# decode of rank 0, the rest being wire and waiting), after a table of what each link measured
+# (ping RTT, TCP throughput); perf/plot draws it.
 #
-#   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-c "none int8 ..."]
-#                                 [-s 64M] [-i ITERS] [-o OUTDIR] [-p PNG] [-B BUILDDIR]
+#   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-l "0 0.1ms 10ms"]
+#        [-c "none int8 ..."] [-s 64M | -s MIN:MAX:FACTOR] [-i ITERS] [-o OUTDIR] [-p PNG]
+#        [-B BUILDDIR] [-P]
 #
-# Defaults: 4 nodes, 1gbit and 10gbit, codecs none int8 int4 topk:ratio=0.01 powersgd:rank=4,
-# 64M fp32, 5 timed iterations, output (JSON, logs, table.md, and the chart unless -p) in
-# build/emulated_cluster/, binaries from build/. Needs root (namespaces and tc) and a built
-# tree (./cmake/build.sh). Everything it creates is named tc<pid>-*, lives in its own
-# namespaces (addresses 10.213.0.0/24 exist only there), and is removed on exit, also after
-# Ctrl-C or a failed run.
+# Defaults: 4 nodes, rates 1gbit and 10gbit, RTT 0 (no added delay), codecs none int8 int4
+# topk:ratio=0.01 powersgd:rank=4, 64M fp32, 5 timed iterations, output (JSON, logs, table.md,
+# and the chart unless -p) in build/emulated_cluster/, binaries from build/. Rates are tc's
+# (100mbit, 1gbit, 2.5gbit, ...), RTTs a number with us, ms or s (0.1ms, 10ms, 50ms). Each rank
+# is told the link it sits behind (TERSE_NET_GBPS = the rate, TERSE_NET_LATENCY_US = half the
+# measured ping RTT), which the planner reads; -P leaves them unset, to see what it does
+# uninformed. Files: RATE_RTT_CODEC.json (and .rankI.log) per run, link_RATE_RTT.json per link.
+#
+# Needs root (namespaces and tc), ping and, with an RTT, iptables (./cmake/install_deps.sh
+# installs both), and a built tree (./cmake/build.sh): perf/all_reduce_perf and, with an RTT,
+# perf/delay_line. Everything it creates is named tc<pid>-*, lives in its own namespaces
+# (addresses 10.213.0.0/24 exist only there), and is removed on exit, also after Ctrl-C or a
+# failed run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
 nodes=4
 rates="1gbit 10gbit"
+rtts="0"
 codecs="none int8 int4 topk:ratio=0.01 powersgd:rank=4"
 size=64M
 iters=5
 out=build/emulated_cluster
 build=build
 png=
-while getopts "n:r:c:s:i:o:p:B:h" flag; do
+inform=1
+while getopts "n:r:l:c:s:i:o:p:B:Ph" flag; do
   case $flag in
     n) nodes=$OPTARG ;;
     r) rates=$OPTARG ;;
+    l) rtts=$OPTARG ;;
     c) codecs=$OPTARG ;;
     s) size=$OPTARG ;;
     i) iters=$OPTARG ;;
     o) out=$OPTARG ;;
     p) png=$OPTARG ;;
     B) build=$OPTARG ;;
-    h) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    P) inform=0 ;;
+    h) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
   esac
 done
+fail() { echo "emulated_cluster.sh: $*" >&2; exit 1; }
+
+# Rates as tc takes them, in bits per second; RTTs in microseconds.
+rate_bps() {
+  [[ $1 =~ ^([0-9]+(\.[0-9]+)?)([kmgt]?)bit$ ]] || return 1
+  local scale
+  case ${BASH_REMATCH[3]} in '') scale=1 ;; k) scale=1e3 ;; m) scale=1e6 ;; g) scale=1e9 ;; t) scale=1e12 ;; esac
+  awk -v v="${BASH_REMATCH[1]}" -v s="$scale" 'BEGIN { printf "%.0f", v * s }'
+}
+rtt_us() {
+  [[ $1 == 0 ]] && { echo 0; return 0; }
+  [[ $1 =~ ^([0-9]+(\.[0-9]+)?)(us|ms|s)$ ]] || return 1
+  local scale
+  case ${BASH_REMATCH[3]} in us) scale=1 ;; ms) scale=1e3 ;; s) scale=1e6 ;; esac
+  awk -v v="${BASH_REMATCH[1]}" -v s="$scale" 'BEGIN { printf "%.1f", v * s }'
+}
+for rate in $rates; do
+  rate_bps "$rate" >/dev/null || fail "rate '$rate': a number and bit, kbit, mbit, gbit or tbit (100mbit, 1gbit)"
+done
+delays=0
+for rtt in $rtts; do
+  us=$(rtt_us "$rtt") || fail "RTT '$rtt': 0 or a number and us, ms or s (0.1ms, 10ms)"
+  [[ $us != 0 ]] && delays=1
+done
+sweep=(-b "$size" -e "$size")
+if [[ $size == *:* ]]; then
+  IFS=: read -r min max factor <<<"$size"
+  [[ -n $min && -n $max && -n $factor ]] || fail "size '$size': SIZE or MIN:MAX:FACTOR (1M:64M:8)"
+  sweep=(-b "$min" -e "$max" -f "$factor")
+fi
+
 if [[ $(id -u) -ne 0 ]]; then
-  echo "emulated_cluster.sh: needs root (network namespaces, veth and tc); run it with sudo" >&2
-  exit 1
+  fail "needs root (network namespaces, veth and tc); run it with sudo"
 fi
 binary=$(realpath -m "$build/perf/all_reduce_perf")
-[[ -x $binary ]] || { echo "emulated_cluster.sh: $binary is missing; run ./cmake/build.sh" >&2; exit 1; }
+delay_line=$(realpath -m "$build/perf/delay_line")
+[[ -x $binary ]] || fail "$binary is missing; run ./cmake/build.sh"
+if ((delays)) && [[ ! -x $delay_line ]]; then
+  fail "$delay_line (for the RTT) is missing; run ./cmake/build.sh"
+fi
+tools=(ip tc ping)
+((delays)) && tools+=(iptables)
+for tool in "${tools[@]}"; do
+  command -v "$tool" >/dev/null || fail "no $tool here; ./cmake/install_deps.sh installs it"
+done
 mkdir -p "$out"
 out=$(realpath "$out")
 png=${png:-$out/emulated_cluster.png}
@@ -59,8 +114,10 @@ png=${png:-$out/emulated_cluster.png}
 prefix=tc$$
 switch=$prefix-sw
 pids=()
+delay_pid=
+holder=
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}" $delay_pid $holder; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for ((i = 0; i < nodes; ++i)); do ip netns del "$prefix-n$i" 2>/dev/null || true; done
   ip netns del "$switch" 2>/dev/null || true
@@ -70,7 +127,8 @@ trap 'echo "emulated_cluster.sh: interrupted, cleaning up" >&2; exit 130' INT TE
 
 address() { echo "10.213.0.$((10 + $1))"; }
 
-# The switch and the nodes; deleting a namespace deletes the veth ends inside it.
+# The switch and the nodes; deleting a namespace deletes the veth ends and the qdiscs and
+# iptables rules inside it.
 ip netns add "$switch"
 ip -n "$switch" link add br0 type bridge
 ip -n "$switch" link set br0 up
@@ -84,53 +142,134 @@ for ((i = 0; i < nodes; ++i)); do
   ip -n "$ns" link set eth0 up
   ip -n "$switch" link set "p$i" master br0
   ip -n "$switch" link set "p$i" up
+  # TCP buffers of a host tuned for long fat links: a 4 MiB send buffer (the default maximum)
+  # holds 33 ms at 1 Gbit/s, less than a 50 ms round trip needs.
+  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_wmem="4096 16384 33554432" \
+    net.ipv4.tcp_rmem="4096 131072 33554432"
 done
 
-# Each node's link: RATE each way. A token bucket of a few milliseconds at the rate keeps TCP's
-# bursts from exceeding it by much.
+# Each node's link: RATE each way. A token bucket of about 4 ms at the rate (64 KiB to 512 KiB:
+# at least one TCP segmentation burst, at most what the 1 and 10 Gbit/s figures of perf/RESULTS.md
+# were measured with) keeps TCP's bursts from exceeding the rate by much.
 limit_links() {
-  local rate=$1
+  local rate=$1 burst
+  burst=$(awk -v bps="$(rate_bps "$rate")" \
+    'BEGIN { b = bps / 8 * 0.004; if (b < 65536) b = 65536; if (b > 524288) b = 524288; printf "%.0f", b }')
   for ((i = 0; i < nodes; ++i)); do
     for side in "$prefix-n$i eth0" "$switch p$i"; do
       read -r ns dev <<<"$side"
-      ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "$rate" burst 512kb \
+      ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" \
         latency 100ms
     done
   done
 }
 
+# The RTT. This machine's kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off: "Specified qdisc
+# kind is unknown"), so the switch holds each IPv4 frame it forwards for RTT/2 in user space:
+# iptables queues every bridged frame (net.bridge.bridge-nf-call-iptables, set in the switch's
+# namespace only) to perf/delay_line, which lets each go RTT/2 after it arrived, in order. The
+# delay sits between the sender's and the receiver's token buckets, as a long wire would, and in
+# the switch, not in the sender's own stack, where holding packets would throttle TCP (TCP small
+# queues). With no delay_line listening, queued frames are dropped, never let through undelayed.
+set_delay() {
+  local one_way_us=$1 log=$out/delay_line_$2.log
+  if [[ -n $delay_pid ]]; then
+    ip netns exec "$switch" iptables -w -D FORWARD -j NFQUEUE --queue-num 0
+    kill "$delay_pid"
+    wait "$delay_pid" || true
+    delay_pid=
+  fi
+  awk -v u="$one_way_us" 'BEGIN { exit !(u == 0) }' && return 0
+  ip netns exec "$switch" sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  ip netns exec "$switch" "$delay_line" 0 "$one_way_us" >"$log" 2>&1 &
+  delay_pid=$!
+  for _ in $(seq 50); do
+    grep -q "^delay_line: queue 0, " "$log" && break
+    kill -0 "$delay_pid" 2>/dev/null || fail "delay_line did not start; see $log"
+    sleep 0.1
+  done
+  grep -q "^delay_line: queue 0, " "$log" || fail "delay_line did not start; see $log"
+  ip netns exec "$switch" iptables -w -A FORWARD -j NFQUEUE --queue-num 0
+}
+
+# What the link does now, node 0 to node 1: ping RTT (after one ping that resolves the address)
+# and a TCP transfer of about 1.5 s at the rate. Writes link_TAG.json; prints half the average
+# ping RTT in microseconds, the one-way latency the ranks are told.
+check_link() {
+  local rate=$1 rtt=$2 tag=$3 ping_line bytes transfer
+  ip netns exec "$prefix-n0" ping -c 1 -W 5 "$(address 1)" >/dev/null
+  ping_line=$(ip netns exec "$prefix-n0" ping -c 10 -i 0.05 -q "$(address 1)" | tail -1)
+  # rtt min/avg/max/mdev = 10.100/10.163/10.243/0.048 ms
+  read -r ping_min ping_avg ping_max _ <<<"$(echo "$ping_line" | sed 's/.*= //; s/ ms//; s#/# #g')"
+  bytes=$(awk -v bps="$(rate_bps "$rate")" \
+    'BEGIN { b = bps / 8 * 1.5; if (b > 536870912) b = 536870912; printf "%.0f", b }')
+  transfer=$(python3 perf/link_check.py "$prefix-n0" "$prefix-n1" "$(address 1)" "$bytes")
+  printf '{"rate": "%s", "rtt": "%s", "ping_ms": {"min": %s, "avg": %s, "max": %s}, "tcp": %s}\n' \
+    "$rate" "$rtt" "$ping_min" "$ping_avg" "$ping_max" "$transfer" >"$out/link_$tag.json"
+  echo "  link $rate, RTT $rtt: ping $ping_min/$ping_avg/$ping_max ms (min/avg/max), TCP $transfer" >&2
+  awk -v ms="$ping_avg" 'BEGIN { printf "%.0f", ms * 1000 / 2 }'
+}
+
+# One all_reduce_perf run. The rendezvous ports (MASTER_PORT, and the next one, where terse's
+# perf binaries put the bootstrap root) are held by perf/hold_ports.py inside node 0's namespace
+# from before the ranks start until they end, so no other socket can take them in between (a
+# port drawn at random and merely hoped free could be); the ranks' own sockets are the only
+# others in that namespace.
 run_codec() {
-  local rate=$1 codec=$2 json=$3
-  local port=$((20000 + RANDOM % 20000))
+  local rate=$1 rtt=$2 codec=$3 json=$4 latency_us=$5 port link=()
+  coproc PORTS { exec ip netns exec "$prefix-n0" python3 perf/hold_ports.py 2 "$(address 0)"; }
+  holder=$PORTS_PID
+  read -r port <&"${PORTS[0]}" || fail "hold_ports.py gave no port"
+  # veth reports a fixed 10000 Mb/s in /sys/class/net/*/speed and refuses `ethtool -s ... speed`
+  # ("Operation not supported"), so the topology layer cannot see tc's limit: each rank is told
+  # the link instead (unless -P).
+  if ((inform)); then
+    link=(TERSE_NET_GBPS="$(awk -v bps="$(rate_bps "$rate")" 'BEGIN { print bps / 1e9 }')"
+          TERSE_NET_LATENCY_US="$latency_us")
+  fi
+  if [[ $codec == "${codecs%% *}" ]]; then
+    echo "  ranks told: ${link[*]:-nothing (-P)}; rendezvous $(address 0):$port" >&2
+  fi
   pids=()
   for ((i = 0; i < nodes; ++i)); do
     ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE="$nodes" LOCAL_WORLD_SIZE=1 \
-      MASTER_ADDR="$(address 0)" MASTER_PORT=$port TERSE_HOSTID="node$i" \
+      MASTER_ADDR="$(address 0)" MASTER_PORT="$port" TERSE_HOSTID="node$i" \
       TERSE_SOCKET_IFNAME=eth0 UCX_TLS=tcp UCX_NET_DEVICES=eth0 TERSE_TIMEOUT_S=300 \
-      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" \
-      "$binary" -b "$size" -e "$size" -n "$iters" -w 1 -Z "$codec" -J "$json" \
-      >"$out/$(basename "$json" .json).rank$i.log" 2>&1 &
+      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" "${link[@]}" \
+      "$binary" "${sweep[@]}" -n "$iters" -w 1 -Z "$codec" -J "$json" \
+      >"${json%.json}.rank$i.log" 2>&1 &
     pids+=($!)
   done
   local status=0
   for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
   pids=()
+  kill "$holder" 2>/dev/null || true
+  wait "$holder" 2>/dev/null || true
+  holder=
   if [[ $status -ne 0 ]]; then
-    echo "emulated_cluster.sh: $codec at $rate failed ($status); see $out/*.rank*.log" >&2
+    echo "emulated_cluster.sh: $codec at $rate, RTT $rtt failed ($status); see ${json%.json}.rank*.log" >&2
     return $status
   fi
-  grep -E '^ +[0-9]+ ' "$out/$(basename "$json" .json).rank0.log" | sed "s/^/  $rate $codec: /"
+  grep -E '^ +[0-9]+ ' "${json%.json}.rank0.log" | sed "s/^/  $rate $rtt $codec: /"
 }
 
-jsons=()
+files=()
 for rate in $rates; do
   limit_links "$rate"
-  for codec in $codecs; do
-    json=$out/${rate}_${codec%%:*}.json
-    run_codec "$rate" "$codec" "$json"
-    jsons+=("$json")
+  for rtt in $rtts; do
+    tag=${rate}_$rtt
+    us=$(rtt_us "$rtt")
+    set_delay "$(awk -v u="$us" 'BEGIN { print u / 2 }')" "$tag"
+    latency_us=$(check_link "$rate" "$rtt" "$tag")
+    files+=("$out/link_$tag.json")
+    for codec in $codecs; do
+      json=$out/${tag}_${codec%%:*}.json
+      run_codec "$rate" "$rtt" "$codec" "$json" "$latency_us"
+      files+=("$json")
+    done
   done
 done
+set_delay 0 end
 
-python3 perf/emulated_cluster_table.py "${jsons[@]}" | tee "$out/table.md"
-perf/plot "$png" "${jsons[@]}" || echo "emulated_cluster.sh: no chart (perf/plot failed)" >&2
+python3 perf/emulated_cluster_table.py "${files[@]}" | tee "$out/table.md"
+perf/plot "$png" "${files[@]}" || echo "emulated_cluster.sh: no chart (perf/plot failed)" >&2
