@@ -38,10 +38,15 @@ done
 
 status=0
 remaining=$nranks
+running=("${pids[@]}")
 while ((remaining > 0)); do
-  wait -n -p finished "${pids[@]}"
+  # Only ranks still running: bash 5.2 prints "no such job" for each pid already waited for.
+  wait -n -p finished "${running[@]}"
   code=$?
   ((remaining--))
+  still=()
+  for pid in "${running[@]}"; do [[ $pid != "$finished" ]] && still+=("$pid"); done
+  running=("${still[@]}")
   if ((code != 0 && status == 0)); then
     status=$code
     echo "launch.sh: a rank (pid $finished) exited with $code; stopping the others" >&2

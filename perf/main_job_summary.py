@@ -2,13 +2,16 @@
 """Side-by-side summary of the main job's all_reduce_perf runs (perf/run.sh).
 
 Reads the -J files of an uncompressed run and of compressed runs (the first file is the
-baseline) and prints, per size, each run's out-of-place time and its speed-up over the baseline,
+baseline; the last _-separated part of a file's name is the codec asked for, as in none.json or
+perf/emulated_cluster.sh's 1gbit_0_auto.json, and a run that ran another codec shows both:
+`auto(int8)`) and prints, per size, each run's out-of-place time and its speed-up over the baseline,
 then what each codec put on the wire: its traffic ratio and the bytes one rank sends for one
 allreduce of every size of the sweep, against what the uncompressed ring sends.
 
-    main_job_summary.py none.json int8.json topk.json
+    main_job_summary.py none.json auto.json int8.json topk.json
 """
 import json
+import os
 import sys
 
 
@@ -21,6 +24,9 @@ def load(path):
         half = row["out_of_place"]
         if half.get("codec"):
             codec = half["codec"]
+    asked = os.path.basename(path)[: -len(".json")].split("_")[-1]
+    if asked != codec:
+        codec = f"{asked}({codec})"
     return {"path": path, "codec": codec, "nranks": document["nranks"], "rows": rows}
 
 
