@@ -1,6 +1,7 @@
 // The cast codecs: `none` (the input's own type on the wire, lossless), `fp16` and `bf16`
 // (round to nearest even). Payload: `count` elements of the wire type, right after the header.
 // Relative error per element: 0 for none, 2^-11 for fp16 (within its range), 2^-8 for bf16.
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,24 @@ class CastCodec final : public Codec {
 
   size_t max_finite_bytes(size_t count, DType dtype) const override {
     return kWireHeaderBytes + count * dtype_size(wire_type_for(dtype));
+  }
+
+  // The payload is the values themselves in the wire type: a sum of payloads is the sum, rounded
+  // once to the wire type.
+  bool linear() const override { return true; }
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  // Round to nearest even: half a unit in the last place, relative per element, so at most that
+  // times max|x| (fp16 within its normal range; its subnormals, below 2^-14, add 2^-25 absolute).
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = !has_wire_type_                  ? 0.0
+                   : wire_type_ == DType::kFloat16  ? std::ldexp(1.0, -11)
+                   : wire_type_ == DType::kBFloat16 ? std::ldexp(1.0, -8)
+                                                    : 0.0;
+    return bound;
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/codec_capabilities.h"
 #include "codecs/dtype.h"
 
 namespace terse {
@@ -51,6 +52,8 @@ class CodecState {
   virtual ~CodecState() = default;
   // Bytes held, for the residual memory's byte cap.
   virtual size_t bytes() const = 0;
+  // The factors of a low-rank codec's state (PowerSGD's warm-start Q), or null for any other.
+  virtual LowRankFactors* low_rank_factors() { return nullptr; }
 };
 
 // A matrix view of a tensor (PowerSGD). rows * cols must equal the element count; {0, 0} asks
@@ -126,7 +129,63 @@ class Codec {
   // be a policy rule's `fallback`: the path of a tensor residual memory did not admit.
   virtual bool unbiased() const { return false; }
 
-  // Per-tensor state this codec needs, or null when it keeps none.
+  // ---- Capabilities: what collectives and the planner ask instead of parsing spec() ----
+
+  // Whether messages are linear: the messages that ranks encode in one collective call (same
+  // count and dtype, finite inputs, full warm-up progress, and the same EncodeContext::seed where
+  // needs_shared_seed()) hold each element's value at the same payload position in the same
+  // units, with nothing per message that the values depend on (no per-block scale, minimum or
+  // norm, no index list of its own, no rounding drawn from the data). Adding two such messages'
+  // payloads element-wise in the payload's element type, header unchanged, then gives a valid
+  // message with decode(a (+) b) = decode(a) + decode(b), up to one rounding of each sum to the
+  // payload's element type (as a re-encode of the sum would round). An algorithm may then reduce
+  // payloads (a dense allreduce of the message's values) without decoding and re-encoding.
+  // True: none, fp16, bf16 (the payload is the values in the wire type), Random-K with
+  // shared_seed (the same positions on every rank; its stratum scaling is applied on decode and
+  // is linear). False: the blockwise quantizers, QSGD, TernGrad and sign (per-block scales differ
+  // between ranks), top-k, threshold, DGC and Random-K without a shared seed (each rank's own
+  // positions), PowerSGD (see LowRankParams: its steps are linear, its message is not).
+  virtual bool linear() const { return false; }
+
+  // Whether every rank must pass the same EncodeContext::seed for the collective to be correct
+  // (Random-K with shared_seed: the decoder draws the positions from the seed in the header, so
+  // the ranks' kept positions line up only under one seed). Other codecs use the seed for their
+  // own rounding or sampling only, and any per-rank seed is fine.
+  virtual bool needs_shared_seed() const { return false; }
+
+  // Whether make_state(count, dtype, shape) returns a state (a non-null CodecState that the
+  // caller must keep per tensor and pass in EncodeContext::state), answered without making one.
+  // DGC always; PowerSGD for tensors it does not send dense (a valid shape whose factors are
+  // smaller than the tensor); no other codec.
+  virtual bool stateful(size_t count, DType dtype, const MatrixShape& shape) const {
+    (void)count;
+    (void)dtype;
+    (void)shape;
+    return false;
+  }
+
+  // The bytes of a message of `count` finite elements of `dtype` (a PowerSGD tensor viewed as
+  // `shape`; {0, 0}: the near-square view), header included, no escape section, at full warm-up
+  // progress and after any step schedule (DGC's warm-up): what the cost model counts as the
+  // bytes one encode puts on the wire. Exact (every such encode gives this size) for every codec
+  // but these, where it is the most an encode gives: top-k and DGC with method=sampled (k' <= k
+  // kept, usually k), threshold (the count that passes depends on the data; the bound is every
+  // element). max_encoded_bytes stays the capacity bound (warm-up, escapes, data).
+  virtual size_t wire_bytes(size_t count, DType dtype, const MatrixShape& shape) const = 0;
+
+  // The stated per-encode error bound on tensors of `count` elements (see ErrorBound; Random-K's
+  // depends on the count through its strata). stated = false when the codec states none.
+  virtual ErrorBound error_bound(size_t count) const {
+    (void)count;
+    return ErrorBound{};
+  }
+
+  // A low-rank codec's parameters (PowerSGD), or null for any other codec. Its states answer
+  // CodecState::low_rank_factors().
+  virtual const LowRankParams* low_rank() const { return nullptr; }
+
+  // Per-tensor state this codec needs, or null when it keeps none (stateful() says which without
+  // making one).
   virtual std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
                                                  const MatrixShape& shape) const {
     (void)count;

@@ -193,6 +193,23 @@ class DgcCodec final : public Codec {
     return SparseLayout{count, DType::kFloat32, true}.bytes();
   }
 
+  // Not linear: each rank keeps its own largest velocities. After the warm-up schedule,
+  // k = round(ratio count) (at least 1) with fp32 values whatever the input type; sampled keeps
+  // at most k (usually k), so this is its largest message.
+  size_t wire_bytes(size_t count, DType, const MatrixShape&) const override {
+    return SparseLayout{kept_count(count, ratio_), DType::kFloat32, true}.bytes();
+  }
+  // The first encode of a fresh state sends the top k of the (clipped) gradient itself: kept
+  // values move by at most |x| (clipping scales them down), dropped ones by |x|. Later steps send
+  // accumulated velocities and are bounded by the momentum, not by this step's gradient.
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0;
+    return bound;
+  }
+  bool stateful(size_t, DType, const MatrixShape&) const override { return true; }
+
   std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
                                          const MatrixShape& shape) const override {
     (void)dtype;

@@ -50,6 +50,7 @@
 // cannot be checked (every bit pattern is a code); absmax's unused top code (2^bits - 1) decodes
 // as the top used one.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -302,6 +303,22 @@ class IntQuantCodec final : public Codec {
   size_t max_finite_bytes(size_t count, DType dtype) const override {
     (void)dtype;
     return kWireHeaderBytes + int_quant_layout(count, block_, kBits, absmax_).bytes;
+  }
+
+  // Not linear: each rank's blocks have their own scale (and minimum), so codes of two ranks
+  // do not add. The size depends on the count alone.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  // The stated bounds above, with the block's step (max - min) / (2^b - 1) <= 2 max|x| / (2^b - 1)
+  // (minmax) or max|x| / (2^(b-1) - 1) (absmax): half a step (nearest) or a whole one
+  // (stochastic), plus 2^-20 max|x| of fp32 rounding; 2^-120 is the absolute term.
+  ErrorBound error_bound(size_t) const override {
+    const double step = absmax_ ? 1.0 / ((1 << (kBits - 1)) - 1) : 2.0 / ((1 << kBits) - 1);
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = (stochastic_ ? step : step / 2) + std::ldexp(1.0, -20);
+    return bound;
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

@@ -39,6 +39,7 @@
 // without the warm start. The initial Q depends on the step only (not on context.seed), so
 // ranks agree on it without talking.
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -137,7 +138,11 @@ TERSE_CPU_DISPATCH void dense_decode_cpu(const typename Wire::Storage* payload,
 class PowerSgdCodec final : public Codec {
  public:
   PowerSgdCodec(int rank, int iterations, bool warm_start)
-      : rank_(rank), iterations_(iterations), warm_start_(warm_start) {}
+      : rank_(rank), iterations_(iterations), warm_start_(warm_start) {
+    params_.rank = rank;
+    params_.iterations = iterations;
+    params_.warm_start = warm_start;
+  }
 
   CodecId id() const override { return CodecId::kPowerSgd; }
   CodecFamily family() const override { return CodecFamily::kLowRank; }
@@ -151,6 +156,37 @@ class PowerSgdCodec final : public Codec {
   // dense), so the dense size bounds both.
   size_t max_finite_bytes(size_t count, DType dtype) const override {
     return kWireHeaderBytes + count * dtype_size(dtype);
+  }
+
+  // Not linear as a message (M^ = P Q^T is bilinear in the factors); its steps are, which
+  // low_rank() tells the powersgd algorithm.
+  const LowRankParams* low_rank() const override { return &params_; }
+
+  bool stateful(size_t count, DType dtype, const MatrixShape& shape) const override {
+    PowerSgdPlan plan;
+    return plan_powersgd(count, dtype, shape, rank_, &plan) == ncclSuccess && !plan.dense;
+  }
+
+  // 32 + 4 r (rows + cols) for the plan's view and effective rank r, or the dense message where
+  // the plan is dense (and, for a shape that encode refuses, the dense size too).
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape& shape) const override {
+    PowerSgdPlan plan;
+    size_t factor_bytes = 0;
+    if (plan_powersgd(count, dtype, shape, rank_, &plan) != ncclSuccess || plan.dense ||
+        !powersgd_factor_bytes(plan.rows, plan.cols, plan.rank, &factor_bytes)) {
+      return max_finite_bytes(count, dtype);
+    }
+    return kWireHeaderBytes + factor_bytes;
+  }
+
+  // M^ = P P^T M with orthonormal P is an orthogonal projection of M's columns, so
+  // ||M - M^||_F <= ||M||_F, which bounds every element; 2^-16 covers the fp32 GEMMs. In L2 only.
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0 + std::ldexp(1.0, -16);
+    bound.norm = BoundNorm::kL2;
+    return bound;
   }
 
   std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
@@ -364,6 +400,7 @@ class PowerSgdCodec final : public Codec {
   int rank_;
   int iterations_;
   bool warm_start_;
+  LowRankParams params_;
 };
 
 }  // namespace

@@ -16,23 +16,24 @@
 
 namespace terse {
 
-class PowerSgdState final : public CodecState {
+class PowerSgdState final : public CodecState, public LowRankFactors {
  public:
   PowerSgdState(size_t rows, size_t cols, int rank);
   PowerSgdState(const PowerSgdState&) = delete;
   PowerSgdState& operator=(const PowerSgdState&) = delete;
   ~PowerSgdState() override;
 
-  size_t rows() const { return rows_; }
-  size_t cols() const { return cols_; }
-  int rank() const { return rank_; }
+  size_t rows() const override { return rows_; }
+  size_t cols() const override { return cols_; }
+  int rank() const override { return rank_; }
   size_t bytes() const override;
+  LowRankFactors* low_rank_factors() override { return this; }
 
   // Q in `memory`, current (copied from the other side first when the last step ran there),
   // for the caller to read and update in place; device copies are ordered on `stream`.
-  ncclResult_t q(Memory memory, void* stream, float** q);
+  ncclResult_t q(Memory memory, void* stream, float** q) override;
 
-  PowerSgdWorkspace& workspace() { return workspace_; }
+  PowerSgdWorkspace& workspace() override { return workspace_; }
 
  private:
   size_t rows_;

@@ -16,6 +16,7 @@
 // Bounds (per element, any norm): E[x^] = x; Var[x^] <= (N / s)^2 / 4 (rounding between two
 // levels N / s apart); |x^| <= N; x^ lies on one of the two levels next to x. With norm=l2, per
 // block of d elements E||x^ - x||^2 <= min(d / s^2, sqrt(d) / s) ||x||^2 (the paper's Lemma 3.1).
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -55,6 +56,20 @@ class QsgdCodec final : public Codec {
     ScaledCodesLayout layout;
     if (!scaled_codes_layout(count, block_, qsgd_code_bits(levels_), &layout)) return SIZE_MAX;
     return kWireHeaderBytes + layout.payload_bytes;
+  }
+
+  // Not linear: each rank's blocks have their own norm. The size depends on the count alone.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  // x^ lies on one of the two levels next to x, N / levels apart, N the block's norm (at most
+  // the tensor's max |x|, or its L2 norm with norm=l2); 2^-20 N covers fp32 rounding.
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0 / levels_ + std::ldexp(1.0, -20);
+    bound.norm = norm_ == QsgdNorm::kL2 ? BoundNorm::kL2 : BoundNorm::kMaxAbs;
+    return bound;
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

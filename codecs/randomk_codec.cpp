@@ -16,6 +16,7 @@
 // (unbiased), seed in the header; [k uint32 indices]; k values in the input's type (the scale is
 // applied on decode, so values stay exact input elements). Wire bytes: 32 + k sizeof(element)
 // with shared_seed (ratio on any dtype, plus the header), 32 + k (4 + sizeof(element)) without.
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,28 @@ class RandomKCodec final : public Codec {
   // Warm-up can ask for any density up to 1, so the bound is every element kept.
   size_t max_finite_bytes(size_t count, DType dtype) const override {
     return SparseLayout{count, dtype, !shared_seed_}.bytes();
+  }
+
+  // With a shared seed every rank keeps the same positions and the stratum scaling is applied on
+  // decode, so the k values add: a dense sum of them is the message of the sum.
+  bool linear() const override { return shared_seed_; }
+  bool needs_shared_seed() const override { return shared_seed_; }
+  // k = round(ratio count), at least 1; indices travel only without a shared seed.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return SparseLayout{kept_count(count, ratio_), dtype, !shared_seed_}.bytes();
+  }
+  // Unbiased: a kept value is scaled by its stratum's length L <= ceil(count / k), so it moves by
+  // (L - 1)|x|; a dropped one by |x|. Biased: kept values are exact, dropped ones move by |x|.
+  ErrorBound error_bound(size_t count) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0;
+    if (unbiased_) {
+      const size_t kept = kept_count(count, ratio_);
+      const double longest = kept == 0 ? 1.0 : std::ceil(double(count) / double(kept));
+      bound.factor = longest > 2 ? longest - 1 : 1.0;
+    }
+    return bound;
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

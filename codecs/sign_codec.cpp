@@ -47,6 +47,18 @@ class SignCodec final : public Codec {
     return kWireHeaderBytes + layout.payload_bytes;
   }
 
+  // Not linear: each rank's blocks have their own scale. The size depends on the count alone.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  // | |x| - mean|x| | <= max|x| per element (a sign kept; +-0 decodes to +mean|x|).
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0;
+    return bound;
+  }
+
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,
                              size_t* message_bytes) override {

@@ -55,6 +55,19 @@ class TernGradCodec final : public Codec {
     return kWireHeaderBytes + layout.payload_bytes;
   }
 
+  // Not linear: each rank's blocks have their own scale. The size depends on the count alone.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  // x^ in {0, S sign x} with S <= max|x|, so x moves by at most max|x|; clipping (S below the
+  // block's max) moves it by at most another max|x|.
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = clip_ > 0.0f ? 2.0 : 1.0;
+    return bound;
+  }
+
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,
                              size_t* message_bytes) override {

@@ -48,6 +48,20 @@ class ThresholdCodec final : public Codec {
     return SparseLayout{count, dtype, true}.bytes();
   }
 
+  // Not linear: each rank keeps its own positions. How many pass depends on the data, so the
+  // stated size is the most: every element kept.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  // Kept values are exact and a dropped one moves by |x| < t; relative to the tensor that is
+  // |x| <= max|x| (t says nothing about the tensor's scale).
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0;
+    return bound;
+  }
+
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,
                              size_t* message_bytes) override {

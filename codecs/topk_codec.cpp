@@ -55,6 +55,21 @@ class TopKCodec final : public Codec {
     return SparseLayout{count, dtype, true}.bytes();
   }
 
+  // Not linear: each rank keeps its own largest positions. k = round(ratio count) (at least 1)
+  // or min(k, count); sampled keeps at most k (usually k), so this is its largest message.
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    size_t k = 0;
+    if (wanted(count, 1.0, &k) != ncclSuccess) k = count;
+    return SparseLayout{k, dtype, true}.bytes();
+  }
+  // Kept values are exact and a dropped one moves by |x| <= max|x|.
+  ErrorBound error_bound(size_t) const override {
+    ErrorBound bound;
+    bound.stated = true;
+    bound.factor = 1.0;
+    return bound;
+  }
+
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,
                              size_t* message_bytes) override {

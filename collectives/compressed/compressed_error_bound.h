@@ -1,7 +1,7 @@
 // The stated error bounds of compressed allreduces, in one place for the tests and the perf
 // binaries' #wrong column.
 //
-// Per encode, every codec's own stated bound (codecs/*.cpp) implies one of the form
+// Per encode, every codec states a bound (Codec::error_bound, codecs/*.cpp) of the form
 //   |C(x)_i - x_i| <= c * S(x) + a          for every element i,
 // with S the largest magnitude (max |x|) or the L2 norm of the whole tensor x and a tiny
 // absolute term a (fp32 rounding). Examples: int8 minmax nearest c = 1/255 (half a step of
@@ -27,15 +27,12 @@
 
 namespace terse {
 
-enum class BoundNorm { kMaxAbs, kL2 };
-
-struct CodecErrorBound {
-  double factor = 0;  // c
-  BoundNorm norm = BoundNorm::kMaxAbs;
-};
+// The codec's own statement (Codec::error_bound, codec_capabilities.h): factor c and norm S.
+using CodecErrorBound = ErrorBound;
 
 // The per-encode bound of `codec` on tensors of `count` elements (Random-K's depends on the
-// count through its strata). ncclInvalidArgument for a codec this file does not know.
+// count through its strata), as the codec states it. ncclInvalidArgument for a codec that
+// states none.
 ncclResult_t codec_error_bound(const Codec& codec, size_t count, CodecErrorBound* bound);
 
 // S(x) for `count` values.

@@ -53,6 +53,10 @@ class RoundingCodec : public Codec {
   CodecFamily family() const override { return CodecFamily::kDense; }
   std::string spec() const override { return spec_; }
   size_t max_finite_bytes(size_t count, DType) const override { return count * sizeof(float); }
+  size_t wire_bytes(size_t count, DType dtype, const MatrixShape&) const override {
+    return max_finite_bytes(count, dtype);
+  }
+  bool stateful(size_t, DType, const MatrixShape&) const override { return state_bytes_ != 0; }
 
   std::unique_ptr<CodecState> make_state(size_t, DType, const MatrixShape&) const override {
     if (state_bytes_ == 0) return nullptr;
