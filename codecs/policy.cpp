@@ -215,7 +215,7 @@ ncclResult_t CodecChoice::make_fallback(const std::string& name, const CodecPara
   CodecParams consumed = params;
   TERSE_CHECK(create_codec(name, consumed, &codec));
   // A square view, so that a low-rank codec shows the state it would keep.
-  if (codec->make_state(4096, DType::kFloat32, MatrixShape{64, 64}) != nullptr) {
+  if (codec->stateful(4096, DType::kFloat32, MatrixShape{64, 64})) {
     return fail(ncclInvalidArgument,
                 "fallback '%s' keeps per-tensor state, which needs the residual memory that the "
                 "tensor was refused; name a stateless codec (qsgd, terngrad, fp16, bf16, ...) or "

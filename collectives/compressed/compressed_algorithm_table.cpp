@@ -14,7 +14,7 @@ int ceil_log2(int n) {
 }
 
 bool stateless(const Codec& codec, size_t count) {
-  return codec.make_state(count, DType::kFloat32, MatrixShape{}) == nullptr;
+  return !codec.stateful(count, DType::kFloat32, MatrixShape{});
 }
 
 // Algorithms that decode, add and re-encode: any codec whose messages describe a whole range on
@@ -27,13 +27,15 @@ bool accepts_sparse(const Codec& codec, size_t) {
   return codec.family() == CodecFamily::kSparse;
 }
 
+// A dense sum of the message's values is the message of the sum (Codec::linear), and the k
+// values line up across ranks only under one seed: Random-K with a shared seed. The algorithm
+// reads the message as Random-K's (k values after the header), so the id stays part of the test.
 bool accepts_shared_randomk(const Codec& codec, size_t) {
-  return codec.id() == CodecId::kRandomK &&
-         codec.spec().find("shared_seed=true") != std::string::npos;
+  return codec.id() == CodecId::kRandomK && codec.linear() && codec.needs_shared_seed();
 }
 
 bool accepts_powersgd(const Codec& codec, size_t) {
-  return codec.id() == CodecId::kPowerSgd;
+  return codec.low_rank() != nullptr;
 }
 
 bool accepts_any(const Codec&, size_t) {

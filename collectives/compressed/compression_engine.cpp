@@ -261,7 +261,7 @@ void CompressionEngine::forget_idle_tensors() {
 
 bool CompressionEngine::needs_entry(const Plan& plan) const {
   return plan.decision.memory != MemoryKind::kNone ||
-         plan.codec->make_state(plan.key.count, plan.dtype, plan.shape) != nullptr;
+         plan.codec->stateful(plan.key.count, plan.dtype, plan.shape);
 }
 
 EntryOptions CompressionEngine::entry_options(const Plan& plan) const {

@@ -21,13 +21,9 @@
 // Steps: iteration i uses [2 i S, (2 i + 2) S) with S = group_allreduce_steps(n) (P, then Q);
 // the dense sum comes after the last iteration.
 #include <chrono>
-#include <climits>
 #include <cstring>
-#include <string>
 
-#include "codecs/codec_params.h"
 #include "codecs/powersgd.h"
-#include "codecs/powersgd_state.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
 #include "collectives/compressed/group_allreduce.h"
@@ -38,31 +34,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct PowerSgdParameters {
-  int rank = 4;
-  int iterations = 1;
-  bool warm_start = true;
-};
-
-// The codec's canonical spec spells every parameter out ("powersgd:rank=4,iterations=1,...");
-// the codec validated them, so the reads cannot fail and the fallbacks are the codec's defaults.
-PowerSgdParameters parameters_of(const Codec& codec) {
-  PowerSgdParameters parameters;
-  std::string name;
-  CodecParams params;
-  if (parse_codec_spec(codec.spec(), &name, &params) != ncclSuccess) return parameters;
-  long long rank = parameters.rank, iterations = parameters.iterations;
-  if (params.get_int("rank", rank, 1, INT_MAX, &rank) == ncclSuccess) {
-    parameters.rank = static_cast<int>(rank);
-  }
-  if (params.get_int("iterations", iterations, 1, INT_MAX, &iterations) == ncclSuccess) {
-    parameters.iterations = static_cast<int>(iterations);
-  }
-  bool warm_start = parameters.warm_start;
-  if (params.get_bool("warm_start", warm_start, &warm_start) == ncclSuccess) {
-    parameters.warm_start = warm_start;
-  }
-  return parameters;
+// The codec's own parameters (Codec::low_rank); the algorithm table runs this algorithm only
+// for codecs that have them, and a codec without falls back to PowerSGD's defaults.
+LowRankParams parameters_of(const Codec& codec) {
+  if (codec.low_rank() != nullptr) return *codec.low_rank();
+  LowRankParams defaults;
+  defaults.rank = 4;
+  defaults.iterations = 1;
+  defaults.warm_start = true;
+  return defaults;
 }
 
 class DistributedPowerSgd {
@@ -87,8 +67,9 @@ class DistributedPowerSgd {
     cols_ = plan.cols;
     r_ = plan.rank;
 
-    PowerSgdState* state =
-        args_.entry != nullptr ? dynamic_cast<PowerSgdState*>(args_.entry->state()) : nullptr;
+    LowRankFactors* state = args_.entry != nullptr && args_.entry->state() != nullptr
+                                ? args_.entry->state()->low_rank_factors()
+                                : nullptr;
     if (state != nullptr &&
         (state->rows() != rows_ || state->cols() != cols_ || state->rank() != r_)) {
       state = nullptr;  // made for another view: start from the initial Q, keep nothing
@@ -197,7 +178,7 @@ class DistributedPowerSgd {
   const CompressedContext& context_;
   const int n_;
   const uint32_t ring_steps_;
-  const PowerSgdParameters parameters_;
+  const LowRankParams parameters_;
   size_t rows_ = 0;
   size_t cols_ = 0;
   int r_ = 0;

@@ -127,8 +127,8 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     // The entry as the compression engine asks for it: with the algorithm's stage residual.
     std::shared_ptr<ResidualEntry> entry;
     ncclResult_t result = ncclSuccess;
-    const bool needs_entry = memory_ != MemoryKind::kNone ||
-                             rank.codec->make_state(count, dtype, MatrixShape{}) != nullptr;
+    const bool needs_entry =
+        memory_ != MemoryKind::kNone || rank.codec->stateful(count, dtype, MatrixShape{});
     if (needs_entry) {
       EntryOptions options;
       if (memory_ == MemoryKind::kResidual) {

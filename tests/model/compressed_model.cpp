@@ -18,9 +18,8 @@ namespace {
 // algorithms' README states: powersgd, randomk with a shared seed, sparse_allgather for other
 // sparsifiers; dense codecs by bytes: tree below 16 KiB, recursive doubling below 256 KiB, sra).
 std::string default_algorithm(const Codec& codec, size_t bytes) {
-  if (codec.id() == CodecId::kPowerSgd) return "powersgd";
-  if (codec.id() == CodecId::kRandomK && codec.spec().find("shared_seed=true") != std::string::npos)
-    return "randomk";
+  if (codec.low_rank() != nullptr) return "powersgd";
+  if (codec.id() == CodecId::kRandomK && codec.needs_shared_seed()) return "randomk";
   if (codec.family() == CodecFamily::kSparse) return "sparse_allgather";
   if (bytes < (size_t{16} << 10)) return "tree";
   if (bytes < (size_t{256} << 10)) return "recursive_doubling";
@@ -142,7 +141,7 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
   call.shape = spec.shape;
   call.count = count;
   call.piece_bytes = spec.piece_bytes;
-  call.warm_q = codec_->id() == CodecId::kPowerSgd ? &warm_q_ : nullptr;
+  call.warm_q = codec_->low_rank() != nullptr ? &warm_q_ : nullptr;
   const auto load = [&](int rank, std::vector<float>* values, bool add) {
     for (size_t i = 0; i < count; ++i) {
       const float v = load_element(in[static_cast<size_t>(rank)].data(), spec.dtype, i);

@@ -7,11 +7,9 @@
 // magnitude of the result (or of the exact sum), far below what a dropped or doubled
 // contribution, or a zero result, changes.
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <stdexcept>
 
-#include "codecs/codec_params.h"
 #include "codecs/powersgd.h"
 #include "common/result.h"
 #include "model_steps.h"
@@ -20,30 +18,12 @@ namespace terse {
 namespace model {
 namespace {
 
-struct Parameters {
-  int rank = 4;
-  int iterations = 1;
-  bool warm_start = true;
-};
+using Parameters = LowRankParams;
 
 Parameters parameters_of(const Codec& codec) {
-  std::string name;
-  CodecParams params;
-  Parameters parameters;
-  if (parse_codec_spec(codec.spec(), &name, &params) != ncclSuccess) {
-    throw std::runtime_error("model: powersgd spec does not parse");
-  }
-  long long rank = 4, iterations = 1;
-  bool warm = true;
-  if (params.get_int("rank", 4, 1, INT_MAX, &rank) != ncclSuccess ||
-      params.get_int("iterations", 1, 1, INT_MAX, &iterations) != ncclSuccess ||
-      params.get_bool("warm_start", true, &warm) != ncclSuccess) {
-    throw std::runtime_error("model: powersgd parameters do not parse");
-  }
-  parameters.rank = static_cast<int>(rank);
-  parameters.iterations = static_cast<int>(iterations);
-  parameters.warm_start = warm;
-  return parameters;
+  const LowRankParams* low_rank = codec.low_rank();
+  if (low_rank == nullptr) throw std::runtime_error("model: powersgd codec states no parameters");
+  return *low_rank;
 }
 
 // Column-major rows x r matrices in double.
