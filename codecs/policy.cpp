@@ -36,28 +36,6 @@ ncclResult_t refuse_with_prefix(ncclResult_t code, const std::string& prefix) {
 
 }  // namespace
 
-const char* link_class_name(LinkClass link) {
-  switch (link) {
-    case LinkClass::kAny:
-      return "any";
-    case LinkClass::kIntra:
-      return "intra";
-    case LinkClass::kInter:
-      return "inter";
-  }
-  return "unknown";
-}
-
-bool parse_link_class(const std::string& text, LinkClass* link) {
-  for (LinkClass candidate : {LinkClass::kAny, LinkClass::kIntra, LinkClass::kInter}) {
-    if (text == link_class_name(candidate)) {
-      *link = candidate;
-      return true;
-    }
-  }
-  return false;
-}
-
 ncclResult_t RuleMatch::set_name_pattern(const std::string& pattern) {
   RE2::Options options;
   options.set_log_errors(false);  // the refusal below says it once, in terse's words

@@ -29,17 +29,9 @@
 #include "codecs/codec_params.h"
 #include "codecs/dtype.h"
 #include "codecs/memory_kind.h"
+#include "topology/link_class.h"  // LinkClass: rules match on it; tensors report intra or inter
 
 namespace terse {
-
-// Which links a collective crosses. Rules match on it; tensors report intra or inter.
-enum class LinkClass : uint8_t {
-  kAny = 0,    // rules only: either
-  kIntra = 1,  // all ranks on one node (NVLink, PCIe, shared memory)
-  kInter = 2,  // the collective crosses a network between nodes
-};
-const char* link_class_name(LinkClass link);  // "any", "intra", "inter"
-bool parse_link_class(const std::string& text, LinkClass* link);
 
 // The codec name that asks the cost model to choose (resolved by the collective layer).
 inline constexpr const char kAutoCodec[] = "auto";

@@ -12,6 +12,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "topology/node_layout.h"
 #include "transport/transport.h"
 
 namespace terse {
@@ -97,15 +98,10 @@ ncclResult_t CompressionEngine::create(Transport* transport,
   TERSE_CHECK(ResidualMemory::idle_steps_from_env(&idle_steps));
   engine->residuals_ = std::make_unique<ResidualMemory>(max_bytes, idle_steps);
   const int n = transport->nranks();
-  std::map<std::string, int> ranks_per_host;
-  for (int r = 0; r < n; ++r) {
-    engine->hosts_.push_back(transport->host_identity(r));
-    ++ranks_per_host[engine->hosts_.back()];
-  }
-  engine->multi_node_ = ranks_per_host.size() > 1;
-  for (const auto& [host, ranks] : ranks_per_host) {
-    engine->node_with_several_ranks_ = engine->node_with_several_ranks_ || ranks > 1;
-  }
+  for (int r = 0; r < n; ++r) engine->hosts_.push_back(transport->host_identity(r));
+  const NodeLayout nodes = group_into_nodes(engine->hosts_);
+  engine->multi_node_ = nodes.multi_node();
+  engine->node_with_several_ranks_ = nodes.node_with_several_ranks();
   engine->link_ = engine->multi_node_ ? LinkClass::kInter : LinkClass::kIntra;
   *out = std::move(engine);
   return ncclSuccess;

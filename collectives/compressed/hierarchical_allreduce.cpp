@@ -39,6 +39,7 @@
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
+#include "topology/node_layout.h"
 #include "transport/tag_layout.h"
 
 namespace terse {
@@ -57,35 +58,16 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The group's nodes; tiny vectors of the group's size.
-struct NodeLayout {
-  std::vector<int> node_of;               // by group position
-  std::vector<std::vector<int>> members;  // by node, positions in increasing order (leader first)
-  bool worth_it = false;                  // several nodes, one of them with several ranks
-};
-
+// The group's nodes (topology/node_layout.h), by group position; no hosts: one node.
 NodeLayout layout_nodes(const PeerGroup& group) {
-  NodeLayout layout;
-  std::vector<const std::string*> names;
-  static const std::string kOneNode;
-  for (int position = 0; position < group.size(); ++position) {
-    const std::string& host =
-        group.hosts.empty() ? kOneNode : group.hosts[static_cast<size_t>(position)];
-    auto found =
-        std::find_if(names.begin(), names.end(), [&](const std::string* n) { return *n == host; });
-    if (found == names.end()) {
-      names.push_back(&host);
-      layout.members.emplace_back();
-      found = names.end() - 1;
-    }
-    const int node = static_cast<int>(found - names.begin());
-    layout.node_of.push_back(node);
-    layout.members[static_cast<size_t>(node)].push_back(position);
-  }
-  bool several = false;
-  for (const auto& members : layout.members) several = several || members.size() > 1;
-  layout.worth_it = layout.members.size() > 1 && several;
-  return layout;
+  return group_into_nodes(group.hosts.empty()
+                              ? std::vector<std::string>(static_cast<size_t>(group.size()))
+                              : group.hosts);
+}
+
+// Several nodes, one of them with several ranks: there is intra-node traffic to spare.
+bool worth_it(const NodeLayout& layout) {
+  return layout.multi_node() && layout.node_with_several_ranks();
 }
 
 class HierarchicalAllreduce {
@@ -255,7 +237,7 @@ size_t hierarchical_stage_residual_elements(const Codec& codec, size_t count, DT
       default_compressed_algorithm(codec, count, dtype_size(dtype));
   if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) return 0;  // refused
   const NodeLayout layout = layout_nodes(group);
-  if (!layout.worth_it) return inner->stage_elements(codec, count, dtype, group);
+  if (!worth_it(layout)) return inner->stage_elements(codec, count, dtype, group);
   PeerGroup leaders;  // as run_inner() makes it; only its size matters to the chunks
   for (const std::vector<int>& members : layout.members) {
     leaders.ranks.push_back(group.rank_at(members.front()));
@@ -276,7 +258,7 @@ ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const Compressed
   const CompressedAlgorithmInfo* inner =
       default_compressed_algorithm(*args.codec, args.count, dtype_size(args.dtype));
   const NodeLayout layout = layout_nodes(group);
-  if (!layout.worth_it) return inner->run(args, context);
+  if (!worth_it(layout)) return inner->run(args, context);
   HierarchicalAllreduce hierarchical(args, context, layout, *inner);
   return hierarchical.run();
 }

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "transport/nic_discovery.h"
+#include "topology/nic_discovery.h"
 
 namespace terse {
 namespace {

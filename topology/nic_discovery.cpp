@@ -1,4 +1,4 @@
-#include "transport/nic_discovery.h"
+#include "topology/nic_discovery.h"
 
 #include <infiniband/verbs.h>
 

@@ -1,0 +1,40 @@
+// The link costs this process assumes, the cost model's inputs (alpha-beta per link class):
+//   intra-node: shared memory, 2 us and 32 Gbit/s (4 GB/s) unless overridden (a PIX or NVLink
+//               GPU pair could assume more, later);
+//   inter-node: the NIC's speed (the fastest usable RDMA port's ibverbs speed, else the inter-node
+//               interface's sysfs speed, else 10 Gbit/s), with 5 us latency over RDMA and 20 us
+//               over TCP. RDMA counts only where UCX_TLS leaves UCX its verbs transports.
+// Environment overrides, each validated (an error names the variable and the value):
+//   TERSE_NET_GBPS (Gbit/s), TERSE_NET_LATENCY_US, TERSE_SHM_GBPS (Gbit/s), TERSE_SHM_LATENCY_US.
+// This is one process's view: a caller that plans collectives with it must agree the values
+// across ranks (every rank must reach the same plan).
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+
+#include "topology/machine_topology.h"
+
+namespace terse {
+
+struct LinkCost {
+  double latency_s;    // alpha
+  double bytes_per_s;  // 1/beta
+};
+
+struct LinkModel {
+  LinkCost intra;
+  LinkCost inter;
+  std::string source;  // where the numbers came from, one line
+};
+
+// `topology` may be null (then only sysfs and the defaults are consulted); `inter_node_interface`
+// is the interface inter-node traffic leaves through, "" when unknown.
+ncclResult_t assumed_link_model(const MachineTopology* topology,
+                                const std::string& inter_node_interface, LinkModel* model);
+
+// Whether UCX may use InfiniBand/RoCE transports under this UCX_TLS value (null or "" = all).
+bool ucx_tls_allows_rdma(const char* ucx_tls);
+
+}  // namespace terse
