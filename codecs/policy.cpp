@@ -1,5 +1,6 @@
 #include "codecs/policy.h"
 
+#include <cstdio>
 #include <memory>
 #include <utility>
 
@@ -134,13 +135,24 @@ ncclResult_t CodecChoice::make(const std::string& name, const CodecParams& param
   made.name = name;
   made.params = params;
   if (name == kAutoCodec) {
-    // finish() with no getter called refuses any parameter, listing none as known.
-    if (params.finish() != ncclSuccess) {
+    // One parameter: the error the result may carry (the planner's choice among codecs).
+    CodecParams consumed = params;
+    double max_rel_err = kAutoDefaultMaxRelErr;
+    TERSE_CHECK(consumed.get_double(kAutoMaxRelErr, kAutoDefaultMaxRelErr, 0.0, 1e6, &max_rel_err));
+    if (consumed.finish() != ncclSuccess) {
       return fail(ncclInvalidArgument,
-                  "codec 'auto' takes no parameters: the cost model picks the codec and its "
-                  "parameters");
+                  "codec 'auto' takes one parameter, %s (the error bound the result may carry, "
+                  "relative to the sum of the inputs' magnitudes; default %g): the cost model "
+                  "picks the codec and its parameters",
+                  kAutoMaxRelErr, kAutoDefaultMaxRelErr);
     }
+    made.max_rel_err = max_rel_err;
     made.spec = kAutoCodec;
+    if (params.has(kAutoMaxRelErr)) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", max_rel_err);
+      made.spec += std::string(":") + kAutoMaxRelErr + "=" + value;
+    }
     made.memory = memory.value_or(MemoryKind::kResidual);
     if (made.memory == MemoryKind::kMomentum) {
       return fail(ncclInvalidArgument,
@@ -240,6 +252,7 @@ Decision Policy::decide(const TensorInfo& info) const {
     decision.codec = rule.codec.name;
     decision.params = rule.codec.params;
     decision.memory = rule.codec.memory;
+    decision.max_rel_err = rule.codec.max_rel_err;
     decision.fallback = rule.fallback;
     decision.warmup_progress = rule.schedule.warmup_progress(info.step);
     return decision;

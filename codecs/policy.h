@@ -33,8 +33,14 @@
 
 namespace terse {
 
-// The codec name that asks the cost model to choose (resolved by the collective layer).
+// The codec name that asks the cost model to choose (resolved by the collective layer's
+// planner): the fastest codec whose stated error bound for the whole allreduce stays within
+// max_rel_err ("auto:max_rel_err=0.05"; relative to the sum of the inputs' magnitudes, as
+// collectives/compressed/compressed_error_bound.h states bounds), or none when nothing beats
+// the uncompressed allreduce.
 inline constexpr const char kAutoCodec[] = "auto";
+inline constexpr const char kAutoMaxRelErr[] = "max_rel_err";
+inline constexpr double kAutoDefaultMaxRelErr = 0.01;
 
 // What the policy knows about one collective call.
 struct TensorInfo {
@@ -108,13 +114,14 @@ struct CodecChoice {
   std::string name = "none";  // registry name, or "auto"
   CodecParams params;         // as written, for the collective layer's create_codec()
   MemoryKind memory = MemoryKind::kNone;
+  double max_rel_err = kAutoDefaultMaxRelErr;  // `auto` only: the bound its choice must keep
 
   // Creates codec `name` with `params` (unknown codecs and parameters are refused with the
   // registry's message) and settles the memory: `memory` when given, else
   // default_memory_kind(). Refuses memory 'momentum' for codecs other than dgc, memory other
   // than 'none' for the lossless codec 'none', and memory 'residual' for codecs not stable under
   // error feedback (Codec::stable_under_error_feedback). `auto` takes no parameters; its memory
-  // defaults to residual and may not be momentum.
+  // defaults to residual and may not be momentum. `auto` takes one parameter, max_rel_err.
   static ncclResult_t make(const std::string& name, const CodecParams& params,
                            const std::optional<MemoryKind>& memory, CodecChoice* choice);
 
@@ -143,6 +150,7 @@ struct Decision {
   std::string codec = "none";  // codec name
   CodecParams params;
   MemoryKind memory = MemoryKind::kNone;
+  double max_rel_err = kAutoDefaultMaxRelErr;  // for codec "auto" (CodecChoice::max_rel_err)
   // The rule's fallback (PolicyRule::fallback): spec "none" when it names none.
   CodecChoice fallback;
   double warmup_progress = 1.0;  // for EncodeContext::warmup_progress

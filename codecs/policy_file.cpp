@@ -10,6 +10,8 @@
 //         comm_size: {min: 2, max: 1024}  # ranks in the communicator, both bounds inclusive
 //         link: inter               # any | intra (one node) | inter (crosses the network)
 //       codec: int8                 # a registry name, "name:k=v,...", or auto (cost model)
+//       max_rel_err: 0.01           # auto only: the error bound its choice must keep
+//                                   #   (also auto:max_rel_err=0.01; default 0.01)
 //       params: {block: 128, rounding: stochastic}  # codec parameters (also allowed in codec)
 //       memory: residual            # none | residual | momentum (dgc); default per codec,
 //                                   #   see default_memory_kind() in memory_kind.h
@@ -234,9 +236,10 @@ class PolicyFileParser {
   ncclResult_t parse_rule(const YAML::Node& node, PolicyRule* rule) {
     if (!node.IsMap()) return refuse(node, "expected a map with 'codec', found %s", kind_of(node));
     rule->origin = source_ + ":" + std::to_string(line_of(node));
-    std::optional<YAML::Node> match, codec, params, memory, schedule, fallback;
+    std::optional<YAML::Node> match, codec, params, memory, schedule, fallback, max_rel_err;
     TERSE_CHECK(for_each_key(node, "rule",
-                             {"match", "codec", "params", "memory", "schedule", "fallback"},
+                             {"match", "codec", "params", "memory", "schedule", "fallback",
+                              "max_rel_err"},
                              [&](const std::string& key, const YAML::Node& value) {
                                if (key == "match") match.emplace(value);
                                if (key == "codec") codec.emplace(value);
@@ -244,11 +247,12 @@ class PolicyFileParser {
                                if (key == "memory") memory.emplace(value);
                                if (key == "schedule") schedule.emplace(value);
                                if (key == "fallback") fallback.emplace(value);
+                               if (key == "max_rel_err") max_rel_err.emplace(value);
                                return ncclSuccess;
                              }));
     if (!codec) return refuse(node, "no 'codec' (a codec name, or none to leave tensors alone)");
     if (match) TERSE_CHECK(parse_match(*match, &rule->match));
-    TERSE_CHECK(parse_codec(*codec, params, memory, &rule->codec));
+    TERSE_CHECK(parse_codec(*codec, params, memory, max_rel_err, &rule->codec));
     if (schedule) TERSE_CHECK(parse_schedule(*schedule, &rule->schedule));
     if (fallback) TERSE_CHECK(parse_fallback(*fallback, &rule->fallback));
     return ncclSuccess;
@@ -360,7 +364,8 @@ class PolicyFileParser {
 
   ncclResult_t parse_codec(const YAML::Node& codec_node,
                            const std::optional<YAML::Node>& params_node,
-                           const std::optional<YAML::Node>& memory_node, CodecChoice* choice) {
+                           const std::optional<YAML::Node>& memory_node,
+                           const std::optional<YAML::Node>& max_rel_err_node, CodecChoice* choice) {
     std::string spec;
     TERSE_CHECK(scalar(codec_node, "codec", &spec));
     std::string name;
@@ -383,6 +388,21 @@ class PolicyFileParser {
         params.set(key, value);
       }
     }
+    // `max_rel_err: 0.01` beside `codec: auto` is the same as the parameter.
+    if (max_rel_err_node) {
+      std::string value;
+      TERSE_CHECK(scalar(*max_rel_err_node, "max_rel_err", &value));
+      if (name != kAutoCodec) {
+        return refuse(*max_rel_err_node,
+                      "max_rel_err: only codec auto takes an error bound to choose by (codec '%s' "
+                      "is fixed)",
+                      name.c_str());
+      }
+      if (params.has(kAutoMaxRelErr)) {
+        return refuse(*max_rel_err_node, "max_rel_err: given twice (in codec or params too)");
+      }
+      params.set(kAutoMaxRelErr, value);
+    }
     std::optional<MemoryKind> memory;
     if (memory_node) {
       std::string text;
@@ -402,6 +422,8 @@ class PolicyFileParser {
       if (name == kAutoCodec || find_codec(name) != nullptr) {
         if (memory_node && reason.find("memory") != std::string::npos) {
           where = &*memory_node;
+        } else if (max_rel_err_node && reason.find(kAutoMaxRelErr) != std::string::npos) {
+          where = &*max_rel_err_node;
         } else if (params_node) {
           where = &*params_node;
         }

@@ -86,6 +86,9 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) try
   stats->fallback_calls = now.fallback_calls;
   stats->residual_idle_steps = residuals.idle_steps;
   stats->residual_step = residuals.step;
+  terse::copy_text(now.last_inner_algorithm, stats->last_inner_algorithm,
+                   sizeof(stats->last_inner_algorithm));
+  stats->last_predicted_seconds = now.last_predicted_seconds;
   return ncclSuccess;
 } catch (...) {
   return terse::result_of_current_exception("terseCommGetStats");

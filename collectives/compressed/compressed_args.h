@@ -28,6 +28,7 @@
 namespace terse {
 
 class Transport;
+struct CompressedAlgorithmInfo;  // compressed_algorithm_table.h
 
 // The ranks a compressed call spans, in the order the algorithm arranges them (ring order,
 // tree order); `index` is this rank's position. ranks[index] == transport->rank(). `hosts` says
@@ -84,6 +85,9 @@ struct CompressedContext {
   uint32_t first_step = 0;
   Deadline deadline = Deadline::at({});
   PeerGroup group;
+  // The hierarchical algorithm's algorithm between node leaders, as the planner chose it; null:
+  // the table's default for the codec and size.
+  const CompressedAlgorithmInfo* inner = nullptr;
   // Pipeline piece size for algorithms that cut messages (TERSE_PIECE_BYTES).
   size_t piece_bytes = size_t{1} << 20;
   // Reused across calls of one communicator: no allocation on the hot path once warm.

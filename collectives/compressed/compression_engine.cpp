@@ -12,7 +12,6 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
-#include "topology/node_layout.h"
 #include "transport/transport.h"
 
 namespace terse {
@@ -24,8 +23,6 @@ namespace {
 constexpr size_t kMaxTrackedTensors = size_t{1} << 16;
 // How often (in communicator steps) the tensors gone idle are looked for.
 constexpr uint64_t kForgetSweepSteps = 64;
-// `auto` compresses tensors from this size across nodes (see the file comment of the header).
-constexpr uint64_t kAutoMinBytes = uint64_t{1} << 20;
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -36,20 +33,6 @@ uint64_t mix(uint64_t x) {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-ncclResult_t parse_hierarchy(const std::string& text, HierarchyMode* mode) {
-  if (text.empty() || text == "auto") {
-    *mode = HierarchyMode::kAuto;
-  } else if (text == "on" || text == "1") {
-    *mode = HierarchyMode::kOn;
-  } else if (text == "off" || text == "0") {
-    *mode = HierarchyMode::kOff;
-  } else {
-    return fail(ncclInvalidArgument, "TERSE_HIERARCHICAL=%s: expected auto, on or off",
-                text.c_str());
-  }
-  return ncclSuccess;
 }
 
 // The matrix view a tensor request gives: shape[0] x the product of the rest.
@@ -76,15 +59,17 @@ ncclResult_t CompressionEngine::create(Transport* transport,
   engine->transport_ = transport;
   engine->comm_id_ = next_comm_id.fetch_add(1);
   TERSE_CHECK(load_policy_from_env(&engine->policy_));
+  Planner::Settings settings;
   const std::string forced = env_string("TERSE_COMPRESSED_ALGO", "");
   if (!forced.empty()) {
-    engine->forced_ = find_compressed_algorithm(forced);
-    if (engine->forced_ == nullptr) {
+    settings.forced = find_compressed_algorithm(forced);
+    if (settings.forced == nullptr) {
       return fail(ncclInvalidArgument, "TERSE_COMPRESSED_ALGO=%s: no such algorithm (known: %s)",
                   forced.c_str(), compressed_algorithm_names().c_str());
     }
   }
-  TERSE_CHECK(parse_hierarchy(env_string("TERSE_HIERARCHICAL", "auto"), &engine->hierarchy_));
+  TERSE_CHECK(
+      parse_hierarchy_mode(env_string("TERSE_HIERARCHICAL", "auto"), &settings.hierarchy));
   uint64_t piece_bytes = 0;
   TERSE_CHECK(
       env_bytes("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &piece_bytes));
@@ -92,28 +77,27 @@ ncclResult_t CompressionEngine::create(Transport* transport,
     return fail(ncclInvalidArgument,
                 "TERSE_COMPRESSED_PIECE_BYTES is 0; a pipeline piece needs a byte");
   }
-  engine->piece_bytes_ = static_cast<size_t>(piece_bytes);
+  settings.piece_bytes = static_cast<size_t>(piece_bytes);
   uint64_t max_bytes = 0, idle_steps = 0;
   TERSE_CHECK(ResidualMemory::max_bytes_from_env(&max_bytes));
   TERSE_CHECK(ResidualMemory::idle_steps_from_env(&idle_steps));
   engine->residuals_ = std::make_unique<ResidualMemory>(max_bytes, idle_steps);
-  const int n = transport->nranks();
-  for (int r = 0; r < n; ++r) engine->hosts_.push_back(transport->host_identity(r));
-  const NodeLayout nodes = group_into_nodes(engine->hosts_);
-  engine->multi_node_ = nodes.multi_node();
-  engine->node_with_several_ranks_ = nodes.node_with_several_ranks();
-  engine->link_ = engine->multi_node_ ? LinkClass::kInter : LinkClass::kIntra;
+  CompressionEngine* self = engine.get();
+  TERSE_CHECK(Planner::create(
+      transport, settings,
+      [self](const std::string& spec, Codec** codec) {
+        std::string name;
+        CodecParams params;
+        TERSE_CHECK(parse_codec_spec(spec, &name, &params));
+        return self->codec_for(spec, name, params, codec);
+      },
+      &engine->planner_));
+  engine->link_ = engine->planner_->multi_node() ? LinkClass::kInter : LinkClass::kIntra;
   *out = std::move(engine);
   return ncclSuccess;
 }
 
 CompressionEngine::~CompressionEngine() = default;
-
-PeerGroup CompressionEngine::whole_group() const {
-  PeerGroup group = PeerGroup::whole(transport_->rank(), transport_->nranks());
-  group.hosts = hosts_;
-  return group;
-}
 
 ncclResult_t CompressionEngine::codec_for(const std::string& spec, const std::string& name,
                                           const CodecParams& params, Codec** codec) {
@@ -128,18 +112,7 @@ ncclResult_t CompressionEngine::codec_for(const std::string& spec, const std::st
   return ncclSuccess;
 }
 
-const CompressedAlgorithmInfo* CompressionEngine::algorithm_for(const Codec& codec, size_t count,
-                                                                size_t element_bytes) const {
-  if (forced_ != nullptr) return forced_;
-  const bool hierarchical =
-      hierarchy_ == HierarchyMode::kOn
-          ? multi_node_
-          : hierarchy_ == HierarchyMode::kAuto && multi_node_ && node_with_several_ranks_;
-  if (hierarchical) return find_compressed_algorithm("hierarchical");
-  return default_compressed_algorithm(codec, count, element_bytes);
-}
-
-ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
+ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree, Plan* plan) {
   *plan = Plan{};
   const TensorRequest* tensor = args.tensor.get();
   plan->key.comm = comm_id_;
@@ -172,10 +145,6 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
     plan->why = "not a float sum or average";
     return ncclSuccess;
   }
-  if (plan->decision.codec == kAutoCodec) {
-    const bool worth_it = link_ == LinkClass::kInter && info.bytes >= kAutoMinBytes;
-    TERSE_CHECK(decide_with_spec(worth_it ? "int8" : "none", info, &plan->decision));
-  }
   if (!plan->decision.compressed()) {
     plan->why = plan->decision.rule < 0 ? "no rule matches" : "the rule says none now";
     return ncclSuccess;
@@ -184,17 +153,43 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, Plan* plan) {
     plan->why = args.count == 0 ? "empty" : "one rank";
     return ncclSuccess;
   }
-  TERSE_CHECK(
-      codec_for(plan->decision.spec, plan->decision.codec, plan->decision.params, &plan->codec));
   plan->shape = shape_of(tensor, args.count);
-  plan->algorithm = algorithm_for(*plan->codec, args.count, dtype_size(dtype));
-  if (!plan->algorithm->accepts(*plan->codec, args.count)) {
-    return fail(ncclInvalidArgument,
-                "TERSE_COMPRESSED_ALGO=%s cannot run codec %s (it needs another family or a "
-                "codec without per-tensor state; unset it to let terse choose)",
-                plan->algorithm->name, plan->codec->spec().c_str());
+  if (plan->decision.codec == kAutoCodec) {
+    TERSE_CHECK(plan_call(nullptr, plan->decision.max_rel_err, may_agree, plan));
+    if (plan->codec == nullptr) {
+      plan->why = "auto: the uncompressed allreduce is predicted fastest, " + plan->call.describe();
+      plan->decision.spec = plan->decision.codec = "none";
+      return ncclSuccess;
+    }
+    // The chosen codec as a rule of its own would give it, with auto's memory and schedule.
+    const Decision automatic = plan->decision;
+    TERSE_CHECK(decide_with_spec(plan->codec->spec(), info, &plan->decision));
+    plan->decision.memory = automatic.memory;
+    plan->decision.rule = automatic.rule;
+    plan->decision.warmup_progress = automatic.warmup_progress;
+    plan->decision.fallback = automatic.fallback;
+  } else {
+    Codec* codec = nullptr;
+    TERSE_CHECK(
+        codec_for(plan->decision.spec, plan->decision.codec, plan->decision.params, &codec));
+    TERSE_CHECK(plan_call(codec, 0, may_agree, plan));
   }
   plan->compressed = true;
+  return ncclSuccess;
+}
+
+ncclResult_t CompressionEngine::plan_call(Codec* codec, double max_rel_err, bool may_agree,
+                                          Plan* plan) {
+  PlanRequest request;
+  request.count = plan->key.count;
+  request.dtype = plan->dtype;
+  request.codec = codec;
+  request.max_rel_err = max_rel_err;
+  request.error_feedback = plan->decision.memory == MemoryKind::kResidual;
+  request.may_agree = may_agree;
+  TERSE_CHECK(planner_->plan(request, &plan->call));
+  plan->codec = plan->call.codec;
+  plan->algorithm = plan->call.algorithm;
   return ncclSuccess;
 }
 
@@ -215,9 +210,12 @@ void CompressionEngine::log_first_decision(const Plan& plan, const CollectiveArg
   if (logged_.size() >= kMaxTrackedTensors) logged_.clear();
   if (!logged_.insert(plan.key).second) return;
   if (plan.compressed) {
-    TERSE_INFO("rank %d: %s: codec %s (rule %d, memory %s), algorithm %s", transport_->rank(),
-               plan.key.describe().c_str(), plan.codec->spec().c_str(), plan.decision.rule,
-               memory_kind_name(plan.decision.memory), plan.algorithm->name);
+    TERSE_INFO("rank %d: %s: codec %s (rule %d, memory %s), algorithm %s%s%s; plan: %s",
+               transport_->rank(), plan.key.describe().c_str(), plan.codec->spec().c_str(),
+               plan.decision.rule, memory_kind_name(plan.decision.memory), plan.algorithm->name,
+               plan.call.inner != nullptr ? " around " : "",
+               plan.call.inner != nullptr ? plan.call.inner->name : "",
+               plan.call.describe().c_str());
   } else {
     TERSE_INFO("rank %d: %s (%s x %zu): uncompressed, %s", transport_->rank(),
                plan.key.describe().c_str(), nccl_type_name(args.type), args.count,
@@ -264,30 +262,28 @@ EntryOptions CompressionEngine::entry_options(const Plan& plan) const {
   EntryOptions options;
   options.shape = plan.shape;
   if (plan.decision.memory == MemoryKind::kResidual) {
-    options.stage_count =
-        plan.algorithm->stage_elements(*plan.codec, plan.key.count, plan.dtype, whole_group());
+    options.stage_count = plan.call.stage_elements;
   }
   return options;
 }
 
-ncclResult_t CompressionEngine::switch_to_fallback(Plan* plan, std::string* path) {
+ncclResult_t CompressionEngine::switch_to_fallback(Plan* plan, bool may_agree, std::string* path) {
   const CodecChoice fallback = plan->decision.fallback;
   plan->compressed = false;
   *path = "uncompressed (the exact dense allreduce)";
   if (fallback.spec != "none") {
     Codec* codec = nullptr;
     TERSE_CHECK(codec_for(fallback.spec, fallback.name, fallback.params, &codec));
-    const CompressedAlgorithmInfo* algorithm =
-        algorithm_for(*codec, plan->key.count, dtype_size(plan->dtype));
-    if (algorithm->accepts(*codec, plan->key.count)) {
+    Plan fallback_plan = *plan;
+    if (plan_call(codec, 0, may_agree, &fallback_plan) == ncclSuccess) {
       plan->compressed = true;
-      plan->codec = codec;
-      plan->algorithm = algorithm;
+      plan->codec = fallback_plan.codec;
+      plan->algorithm = fallback_plan.algorithm;
+      plan->call = fallback_plan.call;
       *path = "with its rule's fallback codec " + fallback.spec + " (memory none) through " +
-              algorithm->name;
+              plan->algorithm->name;
     } else {
-      *path += " (TERSE_COMPRESSED_ALGO=" + std::string(algorithm->name) +
-               " cannot run its fallback codec " + fallback.spec + ")";
+      *path += std::string(" (") + last_error() + ")";
     }
   }
   plan->decision.spec = fallback.spec;
@@ -301,7 +297,7 @@ ncclResult_t CompressionEngine::fall_back(const Admission& admission, Plan* plan
   const TensorKey key = plan->key;
   const uint64_t cap = residuals_->max_bytes();
   std::string path;
-  TERSE_CHECK(switch_to_fallback(plan, &path));
+  TERSE_CHECK(switch_to_fallback(plan, /*may_agree=*/true, &path));
   ++stats_.fallback_calls;
   if (refused_.size() >= kMaxTrackedTensors) refused_.clear();
   auto [known, first] = refused_.emplace(key, true);
@@ -346,9 +342,15 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   // The common case of an application without any compression: nothing to decide.
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   Plan plan;
-  TERSE_CHECK(this->plan(args, &plan));
+  TERSE_CHECK(this->plan(args, /*may_agree=*/true, &plan));
   advance_clock(plan);
   log_first_decision(plan, args);
+  // `auto` plans uncompressed calls too; their prediction goes with the dense call's record.
+  stats_.last_inner_algorithm.clear();
+  stats_.last_predicted_seconds =
+      plan.call.chosen >= 0
+          ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds
+          : 0;
   if (!plan.compressed) return ncclSuccess;
 
   std::shared_ptr<ResidualEntry> entry;
@@ -382,8 +384,9 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed_context.transport = transport_;
   compressed_context.sequence = context.sequence;
   compressed_context.deadline = context.deadline;
-  compressed_context.group = whole_group();
-  compressed_context.piece_bytes = piece_bytes_;
+  compressed_context.group = plan.call.group;
+  compressed_context.inner = plan.call.inner;
+  compressed_context.piece_bytes = plan.call.piece_bytes;
   compressed_context.scratch = &scratch_;
   CompressionCounters counters;
   compressed_context.counters = &counters;
@@ -391,14 +394,24 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   *handled = true;
   const uint64_t sent_before = transport_->bytes_sent();
   const auto start = std::chrono::steady_clock::now();
+  // The network part runs without the engine's lock, so that the C API (statistics, policy,
+  // residual resets) never waits for a transfer. The communicator's call lock keeps its other
+  // calls out, and what the run uses stays put: codecs are never removed, the entry is shared.
+  lock.unlock();
   const ncclResult_t result =
       run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
+  lock.lock();
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
          transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);
   stats_.last_seed = compressed.encode.seed;
   stats_.last_step = plan.step;
-  stats_.last_piece_bytes = piece_bytes_;
+  stats_.last_piece_bytes = plan.call.piece_bytes;
+  stats_.last_inner_algorithm = plan.call.inner != nullptr ? plan.call.inner->name : "";
+  stats_.last_predicted_seconds =
+      plan.call.chosen >= 0 ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)]
+                                  .prediction.seconds
+                            : 0;
   return ncclSuccess;
 }
 
@@ -464,7 +477,7 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
                                        std::string* algorithm) {
   std::lock_guard<std::mutex> lock(mutex_);
   Plan plan;
-  TERSE_CHECK(this->plan(args, &plan));
+  TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
   // As allreduce() would find residual memory at that step (an entry of the tensor that exists
   // counts as admitted).
   if (plan.compressed && needs_entry(plan) && !residuals_->contains(plan.key)) {
@@ -472,7 +485,7 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
                                                        entry_options(plan));
     if (!residuals_->would_admit(bytes, std::max(comm_step_, step_base_ + plan.step))) {
       std::string path;
-      TERSE_CHECK(switch_to_fallback(&plan, &path));
+      TERSE_CHECK(switch_to_fallback(&plan, /*may_agree=*/false, &path));
     }
   }
   *codec = plan.compressed ? plan.codec->spec() : "none";

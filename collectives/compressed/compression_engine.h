@@ -13,11 +13,12 @@
 //      back starts again at step 0 (its residual entry, unless evicted meanwhile, is kept);
 //   2. the decision: the tensor's codec override (terseAllReduceTensor), else the policy
 //      (TERSE_CODEC / TERSE_POLICY / terseCommSetPolicy) for {name, bytes, dtype, op, comm size,
-//      link class, step}; `auto` becomes int8 across nodes for tensors of 1 MiB and more, none
-//      otherwise (a placeholder for the topology cost model of the next issue, said in the log);
-//   3. the algorithm: TERSE_COMPRESSED_ALGO when set (refused if it cannot run the codec), else
-//      hierarchical when the communicator spans several nodes and a node holds several ranks
-//      (TERSE_HIERARCHICAL=auto|on|off, default auto), else the table's default for the codec;
+//      link class, step};
+//   3. the plan (planner.h): for the decision's codec, the algorithm (flat or hierarchical, and
+//      the algorithm between node leaders) the cost model predicts fastest, or the one
+//      TERSE_COMPRESSED_ALGO forces (refused if it cannot run the codec); for `auto`, also the
+//      codec: the fastest whose stated bound keeps the rule's max_rel_err, or none when the
+//      uncompressed allreduce is predicted fastest;
 //   4. the tensor's residual entry, from this communicator's residual memory (cap
 //      TERSE_MEMORY_MAX_BYTES, admission with idle eviction after TERSE_MEMORY_IDLE_STEPS,
 //      codecs/residual_memory.h), whose clock is the communicator's step: the largest step of
@@ -29,10 +30,11 @@
 //      alike and takes the same path;
 //   5. the run, with a seed every rank derives alike (communicator, operation, step), and the
 //      statistics (terse.h: terseCommGetStats).
-// TERSE_DEBUG=INFO prints each tensor key's first decision.
+// TERSE_DEBUG=INFO prints each tensor key's first decision, with the plan's predicted times.
 //
 // Threading: allreduce()/record_dense() run under the communicator's call lock; the policy,
-// statistics and residual calls of the C API may come from any thread (a mutex guards them).
+// statistics and residual calls of the C API may come from any thread (a mutex guards them,
+// and is not held while an allreduce's messages are on the wire).
 #pragma once
 
 #include <nccl.h>
@@ -54,6 +56,7 @@
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/compressed/planner.h"
 
 namespace terse {
 
@@ -82,6 +85,9 @@ struct CompressionStats {
   uint64_t last_seed = 0;
   uint64_t last_step = 0;
   uint64_t last_piece_bytes = 0;
+  // The plan's algorithm between node leaders ("" unless hierarchical) and predicted seconds.
+  std::string last_inner_algorithm;
+  double last_predicted_seconds = 0;
   // Calls whose tensor residual memory did not admit, run without memory (uncompressed, or
   // with the rule's fallback codec): every such call counts.
   uint64_t fallback_calls = 0;
@@ -95,14 +101,12 @@ struct CompressionStats {
 // uncompressed against 3.36x with 1 MiB and 2.7x with 4 MiB (perf/RESULTS.md).
 constexpr size_t kDefaultCompressedPieceBytes = size_t{256} << 10;
 
-// Whether TERSE_HIERARCHICAL lets a multi-node communicator run hierarchically.
-enum class HierarchyMode { kAuto, kOn, kOff };
-
 class CompressionEngine {
  public:
   // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL,
   // TERSE_COMPRESSED_PIECE_BYTES, TERSE_MEMORY_MAX_BYTES and TERSE_MEMORY_IDLE_STEPS (refusing
-  // bad values, naming the variable), and learns the nodes from the transport's host identities.
+  // bad values, naming the variable), and makes the planner (collective: it agrees on the link
+  // model with every rank).
   static ncclResult_t create(Transport* transport, std::unique_ptr<CompressionEngine>* out);
   ~CompressionEngine();
   CompressionEngine(const CompressionEngine&) = delete;
@@ -147,6 +151,7 @@ class CompressionEngine {
     Decision decision;
     Codec* codec = nullptr;
     const CompressedAlgorithmInfo* algorithm = nullptr;
+    CallPlan call;  // the planner's plan: algorithm, group, pieces, predictions
     TensorKey key;
     MatrixShape shape;
     DType dtype = DType::kFloat32;
@@ -154,8 +159,11 @@ class CompressionEngine {
   };
 
   CompressionEngine() = default;
-  // The tensor key, its step, the decision, codec and algorithm for `args` (mutex_ held).
-  ncclResult_t plan(const CollectiveArgs& args, Plan* plan);
+  // The tensor key, its step, the decision, codec and algorithm for `args` (mutex_ held);
+  // `may_agree`: inside an allreduce, where the planner may agree on codec speeds.
+  ncclResult_t plan(const CollectiveArgs& args, bool may_agree, Plan* plan);
+  // The planner's plan for `codec` (null: auto within `max_rel_err`) on `plan`'s tensor.
+  ncclResult_t plan_call(Codec* codec, double max_rel_err, bool may_agree, Plan* plan);
   // The codec of canonical spec `spec`, made once from `name` and `params`.
   ncclResult_t codec_for(const std::string& spec, const std::string& name,
                          const CodecParams& params, Codec** codec);
@@ -170,7 +178,7 @@ class CompressionEngine {
   EntryOptions entry_options(const Plan& plan) const;
   // Turns `plan` into its rule's fallback: the fallback codec with memory none when the rule
   // names one and the algorithm can run it, else uncompressed; `path` says which, for messages.
-  ncclResult_t switch_to_fallback(Plan* plan, std::string* path);
+  ncclResult_t switch_to_fallback(Plan* plan, bool may_agree, std::string* path);
   // switch_to_fallback for a call the memory refused, counted, with one WARN per tensor.
   ncclResult_t fall_back(const Admission& admission, Plan* plan);
   // After an admission: an INFO line when the tensor had been refused before.
@@ -178,23 +186,15 @@ class CompressionEngine {
   // The decision of the one-rule policy naming `spec` (mutex_ held).
   ncclResult_t decide_with_spec(const std::string& spec, const TensorInfo& info,
                                 Decision* decision);
-  const CompressedAlgorithmInfo* algorithm_for(const Codec& codec, size_t count,
-                                               size_t element_bytes) const;
   void log_first_decision(const Plan& plan, const CollectiveArgs& args);
   void record(const std::string& codec, const std::string& algorithm, uint64_t raw_bytes,
               uint64_t wire_bytes, const CompressionCounters& counters, double seconds,
               bool compressed);
-  PeerGroup whole_group() const;
 
   Transport* transport_ = nullptr;
   uint64_t comm_id_ = 0;  // TensorKey::comm of this communicator's tensors
-  std::vector<std::string> hosts_;
-  bool multi_node_ = false;
-  bool node_with_several_ranks_ = false;
   LinkClass link_ = LinkClass::kIntra;
-  const CompressedAlgorithmInfo* forced_ = nullptr;
-  HierarchyMode hierarchy_ = HierarchyMode::kAuto;
-  size_t piece_bytes_ = kDefaultCompressedPieceBytes;
+  std::unique_ptr<Planner> planner_;
   // This communicator's error-feedback memory (thread-safe on its own).
   std::unique_ptr<ResidualMemory> residuals_;
 

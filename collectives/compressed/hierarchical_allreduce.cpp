@@ -7,8 +7,8 @@
 //   1. reduce: every member sends its tensor, in its own dtype (lossless, and half the bytes of
 //      fp32 for 16-bit tensors), to its leader in pieces; the leader adds the pieces to its own
 //      tensor as fp32, members in position order, while the next pieces arrive;
-//   2. the leaders run the default compressed algorithm for the codec and size
-//      (default_compressed_algorithm, as a flat call would choose) on the node sums;
+//   2. the leaders run the planner's inner algorithm (CompressedContext::inner; without one the
+//      default for the codec and size, default_compressed_algorithm) on the node sums;
 //   3. broadcast: each leader sends its finished result, in the output dtype, to its members.
 // Every member ends with its leader's bits, and the leaders with identical bits (the inner
 // algorithm guarantees it). With one node, or one rank per node, the default algorithm runs on
@@ -256,7 +256,9 @@ ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const Compressed
                 group.rank_at(group.index), group.hosts.size(), group.size());
   }
   const CompressedAlgorithmInfo* inner =
-      default_compressed_algorithm(*args.codec, args.count, dtype_size(args.dtype));
+      context.inner != nullptr
+          ? context.inner
+          : default_compressed_algorithm(*args.codec, args.count, dtype_size(args.dtype));
   const NodeLayout layout = layout_nodes(group);
   if (!worth_it(layout)) return inner->run(args, context);
   HierarchicalAllreduce hierarchical(args, context, layout, *inner);

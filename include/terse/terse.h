@@ -117,6 +117,11 @@ typedef struct {
   uint64_t fallback_calls;
   uint64_t residual_idle_steps;
   uint64_t residual_step;
+  /* The planner's plan of the last compressed allreduce: the algorithm between node leaders when
+   * last_algorithm is "hierarchical" ("" otherwise), and the time its cost model predicted for
+   * the call, in seconds (TERSE_DEBUG=INFO logs every candidate's prediction, once per tensor). */
+  char last_inner_algorithm[TERSE_NAME_BYTES];
+  double last_predicted_seconds;
 } terseStats;
 
 /* Copies the communicator's statistics into *stats. */

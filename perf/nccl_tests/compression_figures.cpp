@@ -25,6 +25,11 @@ CompressionFigures compression_figures(const terseStats& before, const terseStat
   const double per_call = calls > 0 ? 1e6 / calls : 0;
   figures.encode_us = (after.encode_seconds - before.encode_seconds) * per_call;
   figures.decode_us = (after.decode_seconds - before.decode_seconds) * per_call;
+  figures.algorithm = after.last_algorithm;
+  if (after.last_inner_algorithm[0] != '\0') {
+    figures.algorithm += std::string("/") + after.last_inner_algorithm;
+  }
+  figures.predicted_us = after.last_predicted_seconds * 1e6;
   return figures;
 }
 

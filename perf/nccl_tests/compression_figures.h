@@ -24,6 +24,10 @@ struct CompressionFigures {
   double ratio = 1.0;          // wire bytes / dense ring bytes
   double encode_us = 0;        // per call, this rank
   double decode_us = 0;
+  // The last call's algorithm ("hierarchical/sra" for a hierarchical one; the dense algorithm's
+  // name when uncompressed) and the time the planner predicted for it (0 when it made no plan).
+  std::string algorithm;
+  double predicted_us = 0;
 };
 
 // Fills the traffic figures from two snapshots around `calls` calls.

@@ -26,7 +26,9 @@ std::string json_half(const HalfResult& half) {
             ", \"rel_err\": " + json_number(half.rel_err) +
             ", \"mean_err\": " + json_number(half.mean_err) +
             ", \"encode_us\": " + json_number(half.encode_us) +
-            ", \"decode_us\": " + json_number(half.decode_us);
+            ", \"decode_us\": " + json_number(half.decode_us) +
+            ", \"algorithm\": " + json_string(half.algorithm) +
+            ", \"predicted_us\": " + json_number(half.predicted_us);
   }
   return text + "}";
 }

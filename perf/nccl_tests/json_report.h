@@ -8,7 +8,7 @@
 //       "out_of_place": {"time_us": 21.4, "algbw": 0.0004, "busbw": 0.0006, "wrong": 0},
 //       "in_place": {"time_us": 20.9, "algbw": 0.0004, "busbw": 0.0006, "wrong": null}}, ...],
 //    (with compression each half adds "codec", "ratio", "rel_err", "mean_err", "encode_us",
-//    "decode_us")
+//    "decode_us", "algorithm" and "predicted_us", the planner's prediction for the call)
 //    "out_of_bounds": 0, "avg_busbw": 1.234}
 //
 // "wrong" is null where the table prints N/A. Numbers are those the table rounds, unrounded.
@@ -38,6 +38,8 @@ struct HalfResult {
   double mean_err = 0;  // mean |result - exact| / largest |exact|
   double encode_us = 0;
   double decode_us = 0;
+  std::string algorithm;
+  double predicted_us = 0;
 };
 
 struct ResultRow {

@@ -119,6 +119,8 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
     result.ratio = -context.sync.min(-figures.ratio);  // the largest of any rank
     result.encode_us = figures.encode_us;
     result.decode_us = figures.decode_us;
+    result.algorithm = figures.algorithm;
+    result.predicted_us = figures.predicted_us;
   }
   if (!checked) return result;
   for (int pass = 0; pass < options.check; ++pass) {
@@ -128,9 +130,10 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
     if (compression) TERSE_PERF_NCCL(terseResidualReset(context.comm, nullptr));
     launch_call(context, row, in_place, 0);
     int64_t wrong = 0;
-    if (compression) {
-      terseStats stats{};
-      TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));
+    terseStats stats{};
+    if (compression) TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));
+    // A call the policy or `auto` left uncompressed (every rank alike) is checked exactly.
+    if (compression && std::strcmp(stats.last_codec, "none") != 0) {
       // Every rank sees the same algorithm, so every rank joins the gather or none does.
       std::vector<std::string> hosts;
       if (std::strcmp(stats.last_algorithm, "hierarchical") == 0) hosts = gather_hosts(context);

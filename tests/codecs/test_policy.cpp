@@ -388,9 +388,41 @@ TEST(PolicyCodec, AutoIsDeferredToTheCostModel) {
   CodecParams params("auto");
   params.set("block", "64");
   EXPECT_EQ(CodecChoice::make("auto", params, std::nullopt, &choice), ncclInvalidArgument);
-  EXPECT_NE(error_text().find("'auto' takes no parameters"), std::string::npos) << error_text();
+  EXPECT_NE(error_text().find("'auto' takes one parameter, max_rel_err"), std::string::npos)
+      << error_text();
   EXPECT_EQ(CodecChoice::make("auto", CodecParams("auto"), MemoryKind::kMomentum, &choice),
             ncclInvalidArgument);
+}
+
+TEST(PolicyCodec, AutoTakesTheErrorBoundItMayChooseWithin) {
+  CodecChoice choice;
+  ASSERT_EQ(CodecChoice::make("auto", CodecParams("auto"), std::nullopt, &choice), ncclSuccess);
+  EXPECT_DOUBLE_EQ(choice.max_rel_err, 0.01);
+  CodecParams params("auto");
+  params.set("max_rel_err", "0.05");
+  ASSERT_EQ(CodecChoice::make("auto", params, std::nullopt, &choice), ncclSuccess) << error_text();
+  EXPECT_DOUBLE_EQ(choice.max_rel_err, 0.05);
+  EXPECT_EQ(choice.spec, "auto:max_rel_err=0.05");
+  params.set("max_rel_err", "-1");
+  EXPECT_EQ(CodecChoice::make("auto", params, std::nullopt, &choice), ncclInvalidArgument);
+  EXPECT_NE(error_text().find("max_rel_err"), std::string::npos) << error_text();
+
+  // The shorthand and a file rule both carry it to the decision.
+  Policy policy;
+  ASSERT_EQ(Policy::from_codec_spec("auto:max_rel_err=0.2", &policy), ncclSuccess) << error_text();
+  TensorInfo info;
+  info.dtype = DType::kFloat32;
+  info.bytes = 1 << 20;
+  info.comm_size = 4;
+  EXPECT_DOUBLE_EQ(policy.decide(info).max_rel_err, 0.2);
+  ASSERT_EQ(Policy::from_yaml("rules:\n  - codec: auto\n    max_rel_err: 0.03\n", "t", &policy),
+            ncclSuccess)
+      << error_text();
+  EXPECT_DOUBLE_EQ(policy.decide(info).max_rel_err, 0.03);
+  EXPECT_EQ(Policy::from_yaml("rules:\n  - codec: int8\n    max_rel_err: 0.03\n", "t", &policy),
+            ncclInvalidArgument);
+  EXPECT_NE(error_text().find("t:3: rule 1: max_rel_err: only codec auto"), std::string::npos)
+      << error_text();
 }
 
 TEST(PolicyCodec, LossyCodecsDefaultToResidualMemory) {
@@ -731,7 +763,7 @@ const BadFile kBadFiles[] = {
     {"rule_not_map", "rules:\n  - fp16\n", "2: rule 1: expected a map with 'codec'"},
     {"unknown_rule_key", "rules:\n  - codec: fp16\n    memroy: none\n",
      "3: rule 1: unknown key 'memroy' in rule (known: match, codec, params, memory, schedule, "
-     "fallback)"},
+     "fallback, max_rel_err)"},
     {"missing_codec", "rules:\n  - match: {max_bytes: 1K}\n", "2: rule 1: no 'codec'"},
     {"unknown_codec", "rules:\n  - codec: fp16\n  - match: {link: inter}\n    codec: int9\n",
      "4: rule 2: unknown codec 'int9' (known: none, fp16, bf16"},
@@ -780,7 +812,7 @@ const BadFile kBadFiles[] = {
     {"residual_with_none", "rules:\n  - codec: none\n    memory: residual\n",
      "3: rule 1: memory 'residual' with codec 'none' would keep nothing"},
     {"auto_with_params", "rules:\n  - codec: auto\n    params: {block: 64}\n",
-     "3: rule 1: codec 'auto' takes no parameters"},
+     "3: rule 1: codec 'auto' takes one parameter, max_rel_err"},
     {"every_zero", "rules:\n  - codec: fp16\n    schedule: {start: 0, every: 0}\n",
      "3: rule 1: schedule: every must be at least 1"},
     {"end_before_start", "rules:\n  - codec: fp16\n    schedule:\n      start: 50\n      end: 10\n",

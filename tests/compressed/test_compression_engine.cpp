@@ -55,7 +55,9 @@ TEST(CompressionEngine, PolicyDecidesByNameSizeAndOp) {
         comm.compression()->decide(allreduce_args(big, &out_big, "layer.w"), &codec, &algorithm),
         ncclSuccess);
     EXPECT_EQ(codec.rfind("int8:", 0), 0u) << codec;
-    EXPECT_EQ(algorithm, "sra");
+    // Which algorithm is the planner's business (test_planner.cpp); one of int8's.
+    EXPECT_TRUE(algorithm == "sra" || algorithm == "recursive_doubling" || algorithm == "tree")
+        << algorithm;
     ASSERT_EQ(comm.compression()->decide(allreduce_args(big, &out_big, "embedding.w"), &codec,
                                          &algorithm),
               ncclSuccess);
@@ -76,8 +78,8 @@ TEST(CompressionEngine, PolicyDecidesByNameSizeAndOp) {
 }
 
 TEST(CompressionEngine, AutoStaysUncompressedInsideOneNode) {
-  // Until the cost model exists, `auto` compresses (int8) only across nodes: these threads share
-  // one host, so a 4 MiB tensor stays uncompressed.
+  // These threads share one host, whose shared memory no codec beats: the planner leaves a
+  // 4 MiB tensor uncompressed (with this machine's own measured codec speeds).
   CommunicatorWorld world(2);
   ASSERT_TRUE(world.ok()) << world.error();
   world.run([&](Communicator& comm) {

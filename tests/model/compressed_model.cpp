@@ -131,7 +131,9 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
   const bool hierarchical = spec.algorithm == "hierarchical" && nodes.size() > 1 && several;
   std::string algorithm = spec.algorithm;
   if (spec.algorithm == "hierarchical") {
-    algorithm = default_algorithm(*codec_, count * dtype_size(spec.dtype));
+    algorithm = !spec.inner_algorithm.empty()
+                    ? spec.inner_algorithm
+                    : default_algorithm(*codec_, count * dtype_size(spec.dtype));
   }
   GroupCall call;
   call.codec = codec_.get();

@@ -25,6 +25,9 @@ namespace model {
 // What every rank knows about one call: the same inputs the code under test runs with.
 struct CallSpec {
   std::string algorithm;  // a compressed algorithm's table name: "sra", ..., "hierarchical"
+  // Hierarchical: the algorithm between node leaders (terseStats::last_inner_algorithm); "": the
+  // table's default for the codec and size.
+  std::string inner_algorithm;
   DType dtype = DType::kFloat32;
   size_t count = 0;
   uint64_t seed = 0;  // the call's seed (the same on every rank)

@@ -16,6 +16,7 @@ CallSpec spec_of_last_call(const terseStats& stats, DType dtype, size_t count,
                            double result_scale) {
   CallSpec spec;
   spec.algorithm = stats.last_algorithm;
+  spec.inner_algorithm = stats.last_inner_algorithm;
   spec.dtype = dtype;
   spec.count = count;
   spec.seed = stats.last_seed;

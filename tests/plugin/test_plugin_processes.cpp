@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <string>
 #include <vector>
@@ -163,6 +167,9 @@ TEST_P(PluginCompressedProcesses, WithinTheStatedBound) {
   ScopedEnv nodes("PLUGIN_TEST_RANKS_PER_NODE",
                   run_case.ranks_per_node > 0 ? per_node.c_str() : nullptr);
   ScopedEnv expect("PLUGIN_TEST_EXPECT_HIERARCHICAL", run_case.hierarchical ? "1" : "0");
+  // Emulated nodes behind a 1 Gbit/s network: there compression and the hierarchy pay (the
+  // planner weighs them; on shared memory it would not compress at all).
+  ScopedEnv network("TERSE_NET_GBPS", run_case.ranks_per_node > 0 ? "1" : nullptr);
   ScopedEnv hostid("TERSE_HOSTID", nullptr);
   ScopedEnv hierarchy("TERSE_HIERARCHICAL", nullptr);
   expect_all_ok(run(plugin_test::kScenarioCompressed, run_case.nranks, new_id()),
@@ -210,6 +217,48 @@ TEST_F(PluginProcesses, ResidualMemoryAdmitsWhatFitsAndWarnsOncePerRankAboutTheR
     }
     EXPECT_EQ(warnings, 1u) << describe(result);
   }
+}
+
+// `auto` with ranks whose speed tables disagree: rank 0 finds int8 fast and int4 slow, rank 1
+// the reverse, so each alone would plan another codec and their messages would not match. The
+// planner agrees on the slowest rank's figures first: both ranks run the same codec and
+// algorithm, and the result holds within its bound.
+TEST_F(PluginProcesses, AutoPlansAgreeWhenTheRanksMeasuredDifferentSpeeds) {
+  char dir_template[] = "/tmp/terse_speed_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const char* tables[] = {"int8 20 20\nint4 1 1\nfp16 0.5 0.5\nbf16 0.5 0.5\nreduce 5\n",
+                          "int8 1 1\nint4 20 20\nfp16 0.5 0.5\nbf16 0.5 0.5\nreduce 5\n"};
+  for (int rank = 0; rank < 2; ++rank) {
+    FILE* file = fopen((dir + "/rank" + std::to_string(rank) + ".txt").c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    fputs(tables[rank], file);
+    fclose(file);
+  }
+  ScopedEnv codec("TERSE_CODEC", "auto:max_rel_err=0.2");
+  ScopedEnv speeds("PLUGIN_TEST_CODEC_SPEED_DIR", dir.c_str());
+  ScopedEnv nodes("PLUGIN_TEST_RANKS_PER_NODE", "1");
+  ScopedEnv network("TERSE_NET_GBPS", "1");
+  ScopedEnv hostid("TERSE_HOSTID", nullptr);
+  ScopedEnv hierarchy("TERSE_HIERARCHICAL", nullptr);
+  ScopedEnv algo("TERSE_COMPRESSED_ALGO", nullptr);
+  const std::vector<RankProcessResult> results =
+      run(plugin_test::kScenarioAutoAgreement, 2, new_id());
+  expect_all_ok(results, 2);
+  std::string plans[2];
+  for (int rank = 0; rank < 2 && rank < static_cast<int>(results.size()); ++rank) {
+    const std::string& output = results[static_cast<size_t>(rank)].output;
+    const size_t at = output.find("plan: ");
+    ASSERT_NE(at, std::string::npos) << describe(results[static_cast<size_t>(rank)]);
+    plans[rank] = output.substr(at, output.find('\n', at) - at);
+  }
+  EXPECT_EQ(plans[0], plans[1]);
+  EXPECT_TRUE(plans[0].rfind("plan: int8", 0) == 0 || plans[0].rfind("plan: int4", 0) == 0)
+      << plans[0];
+  for (int rank = 0; rank < 2; ++rank) {
+    std::remove((dir + "/rank" + std::to_string(rank) + ".txt").c_str());
+  }
+  rmdir(dir.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, PluginCompressedProcesses,

@@ -117,7 +117,8 @@ int check_decisions(ncclComm_t comm, int rank, bool multi_node) {
                        std::string(e.name) + ": policy chose " + codec + ", expected " + e.codec);
     }
   }
-  // `auto`: int8 across nodes from 1 MiB, none inside one node (until the cost model exists).
+  // `auto`: compressed across nodes behind a slow link (the multi-node runs set TERSE_NET_GBPS=1),
+  // none inside one node, where shared memory is faster than any codec.
   if (terseCommSetPolicy(comm, "rules:\n  - codec: auto\n") != ncclSuccess) {
     return fail_with(rank, std::string("terseCommSetPolicy auto: ") + ncclGetLastError(comm));
   }
@@ -189,6 +190,22 @@ int run_compressed(ncclComm_t comm, int rank, int nranks) {
     }
   }
   return check_decisions(comm, rank, multi_node);
+}
+
+int run_auto_agreement(ncclComm_t comm, int rank, int nranks) {
+  std::vector<float> result;
+  double bound = 0;
+  std::string algorithm;
+  const int code = checked_allreduce(comm, rank, nranks, 1 << 18, ncclSum, &result, &bound,
+                                     &algorithm);
+  if (code != kPluginRankOk) return code;
+  terseStats stats{};
+  if (terseCommGetStats(comm, &stats) != ncclSuccess) {
+    return fail_with(rank, std::string("terseCommGetStats: ") + ncclGetLastError(comm));
+  }
+  printf("plan: %s %s\n", stats.last_codec, stats.last_algorithm);
+  fflush(stdout);
+  return kPluginRankOk;
 }
 
 }  // namespace plugin_test

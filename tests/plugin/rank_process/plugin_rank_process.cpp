@@ -333,6 +333,11 @@ int run(int argc, char** argv) {
     const int ranks_per_node = atoi(per_node) > 0 ? atoi(per_node) : 1;
     setenv("TERSE_HOSTID", ("node" + std::to_string(rank / ranks_per_node)).c_str(), 1);
   }
+  if (const char* dir = getenv("PLUGIN_TEST_CODEC_SPEED_DIR")) {
+    // A speed table of this rank's own (read when a plan first needs a codec's speed).
+    setenv("TERSE_CODEC_SPEED", (std::string(dir) + "/rank" + std::to_string(rank) + ".txt").c_str(),
+           1);
+  }
 
   ncclComm_t comm = nullptr;
   if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
@@ -344,6 +349,8 @@ int run(int argc, char** argv) {
     code = run_collectives(comm, rank, nranks);
   } else if (scenario == kScenarioCompressed) {
     code = run_compressed(comm, rank, nranks);
+  } else if (scenario == kScenarioAutoAgreement) {
+    code = run_auto_agreement(comm, rank, nranks);
   } else if (scenario == kScenarioResidualAdmission) {
     code = run_residual_admission(comm, rank, nranks);
   } else if (scenario == kScenarioKilled) {

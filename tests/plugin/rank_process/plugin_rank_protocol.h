@@ -36,6 +36,12 @@ constexpr const char* kScenarioStranger = "stranger";
 // name, size and link class (compressed_scenario.cpp).
 constexpr const char* kScenarioCompressed = "compressed";
 int run_compressed(ncclComm_t comm, int rank, int nranks);
+// One compressed allreduce of 1 MiB under TERSE_CODEC=auto:... (from the test), checked within
+// the bound of what it ran, which it prints as "plan: <codec spec> <algorithm>" for the test to
+// compare across ranks. With PLUGIN_TEST_CODEC_SPEED_DIR set, each rank reads its own speed table
+// (TERSE_CODEC_SPEED=<dir>/rank<r>.txt), so ranks that did not agree would plan differently.
+constexpr const char* kScenarioAutoAgreement = "auto-agreement";
+int run_auto_agreement(ncclComm_t comm, int rank, int nranks);
 // Three 4 MiB sign tensors under a TERSE_MEMORY_MAX_BYTES for two (from the test): the first
 // two within a few percent of the inputs over the steps, the third exact at every step, the
 // counters as admission says; prints "admission counters: ..." for the test to compare across

@@ -1,0 +1,199 @@
+#include "collectives/compressed/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace terse {
+namespace {
+
+int ceil_log2(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
+// The link a group's messages cross: the network once it spans nodes.
+const LinkCost& link_of(const GroupShape& group, const LinkModel& links) {
+  return group.nodes > 1 ? links.inter : links.intra;
+}
+
+// A pipeline of `pieces` pieces. Over a network the wire and the codec work overlap: the longer
+// of the two, plus one piece of the shorter (the first piece's encode before anything is sent,
+// or the last piece's decode after everything arrived). Over shared memory the "wire" is a copy
+// the ranks' own cores make (cma, shared-memory fragments), competing with the codec for them:
+// the two add up.
+double pipelined(double wire, double codec, double pieces, const GroupShape& group) {
+  if (group.nodes <= 1) return wire + codec;
+  return std::max(wire, codec) + std::min(wire, codec) / std::max(1.0, pieces);
+}
+
+// Seconds for every rank to send `bytes` to every other rank at once (a direct all-to-all or
+// allgatherv, `bytes` per destination): across nodes, the ranks of a node share its link.
+double all_to_all_wire(double bytes, const GroupShape& group, const LinkModel& links) {
+  const int n = group.ranks;
+  if (group.nodes <= 1) return (n - 1) * bytes / links.intra.bytes_per_s;
+  const int local = std::min(group.most_ranks_per_node, n);
+  return static_cast<double>(local) * (n - local) * bytes / links.inter.bytes_per_s;
+}
+
+// Rounds of recursive doubling that cross nodes (partners further apart than a node), and the
+// ranks of a node that then share its link; the other rounds stay on the node.
+struct DoublingRounds {
+  int total = 0;
+  int far = 0;
+};
+DoublingRounds doubling_rounds(const GroupShape& group) {
+  DoublingRounds rounds;
+  rounds.total = ceil_log2(group.ranks);
+  // Ranks beyond a power of two fold in before and get the result after: two more exchanges.
+  if ((1 << rounds.total) != group.ranks && group.ranks > 1) rounds.total += 1;
+  rounds.far = group.nodes > 1 ? std::min(rounds.total, ceil_log2(group.nodes)) : 0;
+  return rounds;
+}
+
+// One message of `bytes` per round of recursive doubling, the far rounds on the network.
+double doubling_wire(double bytes, const GroupShape& group, const LinkModel& links) {
+  const DoublingRounds rounds = doubling_rounds(group);
+  const double far_share = group.nodes > 1 ? std::min(group.most_ranks_per_node, group.ranks) : 1;
+  const double near =
+      (rounds.total - rounds.far) * (links.intra.latency_s + bytes / links.intra.bytes_per_s);
+  const double far =
+      rounds.far * (links.inter.latency_s + far_share * bytes / links.inter.bytes_per_s);
+  return near + far;
+}
+
+// An exact fp32 ring allreduce of `bytes` (PowerSGD's factors, Random-K's values, the dense
+// fallback of sparse allgather, and the uncompressed ring itself with the tensor's raw bytes).
+Prediction ring_allreduce(double raw_bytes, double fp32_bytes, const CodecFigures& codec,
+                          const GroupShape& group, const LinkModel& links, double piece_bytes) {
+  const int n = group.ranks;
+  const LinkCost& link = link_of(group, links);
+  Prediction p;
+  p.wire_bytes = 2.0 * (n - 1) / n * raw_bytes;
+  p.wire_seconds = p.wire_bytes / link.bytes_per_s;
+  p.codec_seconds = (n - 1.0) / n * fp32_bytes * codec.reduce_seconds_per_byte;
+  const double pieces = raw_bytes / n / std::max(1.0, piece_bytes);
+  p.seconds =
+      2.0 * (n - 1) * link.latency_s + pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
+  return p;
+}
+
+}  // namespace
+
+bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const GroupShape& group,
+                  const LinkModel& links, double piece_bytes, Prediction* prediction) {
+  Prediction p;
+  const int n = std::max(1, group.ranks);
+  const double b = codec.input_bytes;
+  const double w = codec.wire_bytes;
+  const double e = codec.encode_seconds_per_byte;
+  const double d = codec.decode_seconds_per_byte;
+  const LinkCost& link = link_of(group, links);
+  if (n == 1) {
+    // One rank: a copy (or an encode and decode of the tensor, for compressed algorithms).
+    p.codec_seconds = algorithm.rfind("dense", 0) == 0 ? 0 : (e + d) * b;
+    p.seconds = p.codec_seconds;
+    *prediction = p;
+    return true;
+  }
+  if (algorithm == "dense_ring") {
+    p = ring_allreduce(codec.raw_bytes, b, codec, group, links, piece_bytes);
+  } else if (algorithm == "dense_recursive_doubling") {
+    const DoublingRounds rounds = doubling_rounds(group);
+    p.wire_bytes = rounds.total * codec.raw_bytes;
+    p.wire_seconds = doubling_wire(codec.raw_bytes, group, links);
+    p.codec_seconds = rounds.total * b * codec.reduce_seconds_per_byte;
+    p.seconds = p.wire_seconds + p.codec_seconds;
+  } else if (algorithm == "sra") {
+    // Encode all, all-to-all chunks, owners decode n versions and re-encode, allgather, decode.
+    p.wire_bytes = 2.0 * (n - 1) / n * w;
+    p.wire_seconds = 2 * all_to_all_wire(w / n, group, links);
+    p.codec_seconds = e * b * (1.0 + 1.0 / n) + d * 2.0 * b;
+    const double pieces = b / n / std::max(1.0, piece_bytes);
+    // Each rank issues its n - 1 messages of a phase one after another.
+    p.seconds =
+        2.0 * (n - 1) * link.latency_s + pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
+  } else if (algorithm == "ring") {
+    // Each hop decodes, adds and re-encodes a chunk; the allgather forwards and decodes.
+    p.wire_bytes = 2.0 * (n - 1) / n * w;
+    p.wire_seconds = p.wire_bytes / link.bytes_per_s;
+    p.codec_seconds = (n - 1.0) / n * b * (e + d) + e * b / n + d * b;
+    const double pieces = b / n / std::max(1.0, piece_bytes);
+    p.seconds =
+        2.0 * (n - 1) * link.latency_s + pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
+  } else if (algorithm == "recursive_doubling") {
+    // Every round encodes the running sum, exchanges it whole and decodes the partner's.
+    const DoublingRounds rounds = doubling_rounds(group);
+    p.wire_bytes = rounds.total * w;
+    p.wire_seconds = doubling_wire(w, group, links);
+    p.codec_seconds = rounds.total * (e + d) * b;
+    p.seconds = p.wire_seconds + p.codec_seconds;
+  } else if (algorithm == "tree") {
+    // Up: a parent receives two children's messages, decodes both and re-encodes the sum;
+    // down: each level forwards the root's message; everyone decodes it once.
+    const int depth = ceil_log2(n + 1);
+    p.wire_bytes = 2 * w;
+    p.wire_seconds = depth * (3 * w / link.bytes_per_s);
+    p.codec_seconds = depth * (e + 2 * d) * b + d * b;
+    p.seconds = 2 * depth * link.latency_s + p.wire_seconds + p.codec_seconds;
+  } else if (algorithm == "sparse_allgather") {
+    // Encode once (the selection), every message straight to every rank, n scatter-adds; dense
+    // when the messages together outweigh a dense ring of the tensor (sparse_allgather.cpp).
+    const double dense_ring = 2.0 * (n - 1) / n * b;
+    if (n * w > dense_ring) {
+      p = ring_allreduce(b, b, codec, group, links, piece_bytes);
+      p.codec_seconds += (e + d) * b;
+      p.seconds += (e + d) * b;
+    } else {
+      p.wire_bytes = (n - 1) * w;
+      p.wire_seconds = all_to_all_wire(w, group, links);
+      p.codec_seconds = e * b + n * d * b;
+      // The sizes to every rank, then the messages to every rank.
+      p.seconds = 2.0 * (n - 1) * link.latency_s + p.wire_seconds + p.codec_seconds;
+    }
+  } else if (algorithm == "randomk" || algorithm == "powersgd") {
+    // Encode (selection, or PowerSGD's products), exact rings of the small payload (PowerSGD:
+    // P then Q, each about half of it), decode.
+    const int rings = algorithm == "powersgd" ? 2 : 1;
+    Prediction ring = ring_allreduce(w / rings, w / rings, codec, group, links, piece_bytes);
+    p.wire_bytes = rings * ring.wire_bytes;
+    p.wire_seconds = rings * ring.wire_seconds;
+    p.codec_seconds = (e + d) * b + rings * ring.codec_seconds;
+    p.seconds = rings * ring.seconds + (e + d) * b;
+  } else {
+    return false;
+  }
+  *prediction = p;
+  return true;
+}
+
+bool predict_hierarchical(const std::string& inner, const CodecFigures& codec,
+                          const GroupShape& group, const LinkModel& links, double piece_bytes,
+                          Prediction* prediction) {
+  const int local = std::min(group.most_ranks_per_node, group.ranks);
+  // As the algorithm does: with one node, or one rank per node, the inner algorithm runs flat.
+  if (group.nodes <= 1 || local <= 1) {
+    return predict_flat(inner, codec, group, links, piece_bytes, prediction);
+  }
+  // The leaders reduce fp32 node sums.
+  CodecFigures node_sum = codec;
+  node_sum.raw_bytes = codec.input_bytes;
+  if (inner.rfind("dense", 0) == 0) node_sum.wire_bytes = codec.input_bytes;
+  GroupShape leaders{group.nodes, group.nodes, 1};
+  Prediction between;
+  if (!predict_flat(inner, node_sum, leaders, links, piece_bytes, &between)) return false;
+  // A leader receives every member's tensor and adds it, piece by piece; then sends the result
+  // to each member.
+  const double gathered = (local - 1) * codec.raw_bytes;
+  const double gather = links.intra.latency_s +
+                        std::max(gathered / links.intra.bytes_per_s,
+                                 (local - 1) * codec.input_bytes * codec.reduce_seconds_per_byte);
+  const double broadcast = links.intra.latency_s + gathered / links.intra.bytes_per_s;
+  Prediction p = between;
+  p.seconds = gather + between.seconds + broadcast;
+  p.codec_seconds += (local - 1) * codec.input_bytes * codec.reduce_seconds_per_byte;
+  *prediction = p;
+  return true;
+}
+
+}  // namespace terse

@@ -1,0 +1,64 @@
+// The alpha-beta cost model of the planner (DESIGN.md sections 5 and 7): how long one allreduce
+// of a tensor takes with a given (codec, algorithm) pair, from what every rank agreed on: the
+// latency and bandwidth of the intra-node and inter-node links (topology/link_model.h), the
+// node layout, and each codec's measured speed (codec_speed.h). Pure arithmetic: no transport,
+// no codec calls, so tests feed it figures of their own.
+//
+// Each algorithm is modelled as it is written (collectives/compressed/*.cpp):
+//   bytes on the busiest link / bandwidth + messages in sequence * latency (a rank that sends to
+//   n - 1 peers issues n - 1 messages one after another), and the codec work
+//   on one rank (encode and decode seconds per byte of fp32 input, times the bytes it touches).
+// Pipelined algorithms (the dense ring, sra, the compressed ring) overlap a network's wire time
+// with the codec work: max(wire, codec) plus one piece of the smaller as the pipeline's fill.
+// Over shared memory, where the ranks' own cores copy the bytes, and in the algorithms that run
+// their phases one after the other, wire and codec add up. On a group that spans nodes, the link is
+// the inter-node one, and traffic that several ranks of a node send across at once shares the
+// node's link (all-to-all patterns: sra, sparse allgather, and recursive doubling's far rounds).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "topology/link_model.h"
+
+namespace terse {
+
+// What the model needs to know about a codec on one tensor.
+struct CodecFigures {
+  double raw_bytes = 0;    // the tensor in its own dtype (what an uncompressed call moves)
+  double input_bytes = 0;  // the tensor as fp32 (what codecs and reductions read)
+  double wire_bytes = 0;   // one whole-tensor message of the codec (raw_bytes for none)
+  // Per byte of fp32 input; 0 for none. With error feedback it includes adding the residual.
+  double encode_seconds_per_byte = 0;
+  double decode_seconds_per_byte = 0;  // decode-accumulate, per byte of fp32 output
+  double reduce_seconds_per_byte = 0;  // an fp32 add of two buffers, per byte
+};
+
+// The ranks a call spans, as nodes: how many nodes, and the most ranks one node holds.
+struct GroupShape {
+  int ranks = 1;
+  int nodes = 1;
+  int most_ranks_per_node = 1;
+};
+
+struct Prediction {
+  double seconds = 0;
+  double wire_seconds = 0;   // the busiest link's share
+  double codec_seconds = 0;  // encode, decode and reductions on one rank
+  double wire_bytes = 0;     // sent by one rank
+};
+
+// Seconds of `algorithm` (a name of the compressed table, or "dense_ring" /
+// "dense_recursive_doubling" for the uncompressed allreduce) on `group` with `codec`, the codec
+// cut into pieces of `piece_bytes` of fp32 by pipelined algorithms. False for a name it does not
+// model.
+bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const GroupShape& group,
+                  const LinkModel& links, double piece_bytes, Prediction* prediction);
+
+// The hierarchical algorithm: the node sums gathered at each node's leader over the intra-node
+// link, `inner` (flat) between the leaders over the inter-node link, the result broadcast back.
+bool predict_hierarchical(const std::string& inner, const CodecFigures& codec,
+                          const GroupShape& group, const LinkModel& links, double piece_bytes,
+                          Prediction* prediction);
+
+}  // namespace terse

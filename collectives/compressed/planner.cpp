@@ -1,0 +1,400 @@
+#include "collectives/compressed/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include <sched.h>
+
+#include "collectives/compressed/compressed_error_bound.h"
+#include "common/result.h"
+#include "topology/local_topology.h"
+#include "topology/node_layout.h"
+#include "transport/transport.h"
+
+namespace terse {
+namespace {
+
+// The algorithms a codec family runs when nothing is forced (file comment of planner.h).
+bool automatic_choice(const CompressedAlgorithmInfo& algorithm) {
+  const std::string name = algorithm.name;
+  return name != "ring" && name != "hierarchical";
+}
+
+double relative_bound(const ErrorBound& bound, int lossy_steps) {
+  if (!bound.stated) return INFINITY;
+  return std::pow(1.0 + bound.factor, lossy_steps) - 1.0;
+}
+
+std::string milliseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g ms", seconds * 1e3);
+  return text;
+}
+
+GroupShape shape_of(const NodeLayout& layout, int nranks) {
+  GroupShape shape;
+  shape.ranks = nranks;
+  shape.nodes = std::max<int>(1, static_cast<int>(layout.members.size()));
+  shape.most_ranks_per_node = 1;
+  for (const std::vector<int>& members : layout.members) {
+    shape.most_ranks_per_node =
+        std::max(shape.most_ranks_per_node, static_cast<int>(members.size()));
+  }
+  return shape;
+}
+
+// The link model every rank agrees on, the reduction's speed and the share of a core: the
+// slowest rank's.
+struct AgreedFigures {
+  double intra_latency, intra_bandwidth, inter_latency, inter_bandwidth, reduce, cpu_share;
+};
+
+// Cores this process may run on.
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+}  // namespace
+
+ncclResult_t parse_hierarchy_mode(const std::string& text, HierarchyMode* mode) {
+  if (text.empty() || text == "auto") {
+    *mode = HierarchyMode::kAuto;
+  } else if (text == "on" || text == "1") {
+    *mode = HierarchyMode::kOn;
+  } else if (text == "off" || text == "0") {
+    *mode = HierarchyMode::kOff;
+  } else {
+    return fail(ncclInvalidArgument, "TERSE_HIERARCHICAL=%s: expected auto, on or off",
+                text.c_str());
+  }
+  return ncclSuccess;
+}
+
+const std::vector<std::string>& auto_codec_candidates() {
+  // Stable under error feedback (auto's memory is residual by default), from the most exact to
+  // the smallest on the wire; max_rel_err decides how far down the list a call may go.
+  static const std::vector<std::string> candidates = {
+      "fp16", "bf16", "int8", "int4", "int2", "sign", "topk:ratio=0.01", "powersgd:rank=4"};
+  return candidates;
+}
+
+std::string CallPlan::describe() const {
+  std::string text;
+  if (chosen >= 0) {
+    const PlanCandidate& best = candidates[static_cast<size_t>(chosen)];
+    text = best.codec + " " + best.algorithm + " " + milliseconds(best.prediction.seconds);
+  }
+  if (candidates.size() > 1) {
+    text += " (predicted:";
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const PlanCandidate& c = candidates[i];
+      text += (i == 0 ? " " : ", ") + c.codec + " " + c.algorithm + " " +
+              milliseconds(c.prediction.seconds);
+    }
+    text += ")";
+  }
+  return text;
+}
+
+ncclResult_t Planner::create(Transport* transport, const Settings& settings, CodecMaker make_codec,
+                             std::unique_ptr<Planner>* out) {
+  std::unique_ptr<Planner> planner(new Planner());
+  planner->transport_ = transport;
+  planner->settings_ = settings;
+  planner->make_codec_ = std::move(make_codec);
+  planner->rank_ = transport->rank();
+  for (int r = 0; r < transport->nranks(); ++r) {
+    planner->hosts_.push_back(transport->host_identity(r));
+  }
+  const NodeLayout layout = group_into_nodes(planner->hosts_);
+  planner->node_of_ = layout.node_of;
+  planner->shape_ = shape_of(layout, transport->nranks());
+
+  LinkModel mine;
+  TERSE_CHECK(assumed_link_model(local_topology(), "", &mine));
+  double reduce = 0;
+  TERSE_CHECK(reduce_speed(&reduce));
+  // The ranks of this rank's node share its cores (ranks of one process included).
+  const int local_ranks = static_cast<int>(
+      layout.members[static_cast<size_t>(layout.node_of[transport->rank()])].size());
+  const double cpu_share = std::min(1.0, double(available_cores()) / std::max(1, local_ranks));
+  const AgreedFigures own{mine.intra.latency_s,
+                          mine.intra.bytes_per_s,
+                          mine.inter.latency_s,
+                          mine.inter.bytes_per_s,
+                          reduce,
+                          cpu_share};
+  std::vector<AgreedFigures> all(static_cast<size_t>(transport->nranks()));
+  TERSE_CHECK(transport->allgather(&own, sizeof own, all.data()));
+  AgreedFigures agreed = own;
+  for (const AgreedFigures& f : all) {
+    agreed.intra_latency = std::max(agreed.intra_latency, f.intra_latency);
+    agreed.intra_bandwidth = std::min(agreed.intra_bandwidth, f.intra_bandwidth);
+    agreed.inter_latency = std::max(agreed.inter_latency, f.inter_latency);
+    agreed.inter_bandwidth = std::min(agreed.inter_bandwidth, f.inter_bandwidth);
+    agreed.reduce = std::min(agreed.reduce, f.reduce);
+    agreed.cpu_share = std::min(agreed.cpu_share, f.cpu_share);
+  }
+  planner->links_ = mine;
+  planner->links_.intra = LinkCost{agreed.intra_latency, agreed.intra_bandwidth};
+  planner->links_.inter = LinkCost{agreed.inter_latency, agreed.inter_bandwidth};
+  planner->reduce_bytes_per_s_ = agreed.reduce;
+  planner->cpu_share_ = agreed.cpu_share;
+  *out = std::move(planner);
+  return ncclSuccess;
+}
+
+std::unique_ptr<Planner> Planner::for_figures(int rank, const std::vector<std::string>& hosts,
+                                              const LinkModel& links, const Settings& settings,
+                                              CodecMaker make_codec,
+                                              std::map<std::string, CodecSpeed> speeds,
+                                              double reduce_bytes_per_s, double cpu_share) {
+  std::unique_ptr<Planner> planner(new Planner());
+  planner->settings_ = settings;
+  planner->make_codec_ = std::move(make_codec);
+  planner->rank_ = rank;
+  planner->hosts_ = hosts;
+  const NodeLayout layout = group_into_nodes(hosts);
+  planner->node_of_ = layout.node_of;
+  planner->shape_ = shape_of(layout, static_cast<int>(hosts.size()));
+  planner->links_ = links;
+  planner->agreed_ = std::move(speeds);
+  planner->reduce_bytes_per_s_ = reduce_bytes_per_s;
+  planner->cpu_share_ = cpu_share;
+  return planner;
+}
+
+ncclResult_t Planner::speeds_of(const std::vector<Codec*>& codecs, bool may_agree) {
+  std::vector<std::string> missing_specs;
+  std::vector<double> mine;
+  std::set<std::string> seen;
+  for (Codec* codec : codecs) {
+    const std::string spec = codec->spec();
+    if (agreed_.count(spec) != 0 || !seen.insert(spec).second) continue;
+    CodecSpeed speed;
+    const auto known = own_.find(spec);
+    if (known != own_.end()) {
+      speed = known->second;
+    } else {
+      TERSE_CHECK(codec_speed(*codec, &speed));
+      own_[spec] = speed;
+    }
+    missing_specs.push_back(spec);
+    mine.push_back(speed.encode_bytes_per_s);
+    mine.push_back(speed.decode_bytes_per_s);
+  }
+  if (missing_specs.empty() || !may_agree || transport_ == nullptr) return ncclSuccess;
+  // Every rank asks for the same specs in the same order (their plans are the same so far).
+  const size_t n = static_cast<size_t>(transport_->nranks());
+  std::vector<double> all(n * mine.size());
+  TERSE_CHECK(transport_->allgather(mine.data(), mine.size() * sizeof(double), all.data()));
+  for (size_t i = 0; i < missing_specs.size(); ++i) {
+    CodecSpeed slowest{INFINITY, INFINITY};
+    for (size_t r = 0; r < n; ++r) {
+      slowest.encode_bytes_per_s =
+          std::min(slowest.encode_bytes_per_s, all[r * mine.size() + 2 * i]);
+      slowest.decode_bytes_per_s =
+          std::min(slowest.decode_bytes_per_s, all[r * mine.size() + 2 * i + 1]);
+    }
+    agreed_[missing_specs[i]] = slowest;
+    own_.erase(missing_specs[i]);
+  }
+  return ncclSuccess;
+}
+
+CodecFigures Planner::figures_of(const Codec* codec, size_t count, DType dtype,
+                                 bool error_feedback) const {
+  CodecFigures figures;
+  figures.raw_bytes = static_cast<double>(count * dtype_size(dtype));
+  figures.input_bytes = static_cast<double>(count * sizeof(float));
+  figures.reduce_seconds_per_byte = 1.0 / std::max(reduce_bytes_per_s_ * cpu_share_, 1.0);
+  if (codec == nullptr) {
+    figures.wire_bytes = figures.raw_bytes;
+    return figures;
+  }
+  figures.wire_bytes = static_cast<double>(codec->wire_bytes(count, dtype, MatrixShape{}));
+  const std::string spec = codec->spec();
+  const CodecSpeed* speed = nullptr;
+  if (const auto agreed = agreed_.find(spec); agreed != agreed_.end()) {
+    speed = &agreed->second;
+  } else if (const auto own = own_.find(spec); own != own_.end()) {
+    speed = &own->second;
+  }
+  if (speed != nullptr) {
+    figures.encode_seconds_per_byte = 1.0 / std::max(speed->encode_bytes_per_s * cpu_share_, 1.0);
+    figures.decode_seconds_per_byte = 1.0 / std::max(speed->decode_bytes_per_s * cpu_share_, 1.0);
+  }
+  if (error_feedback) figures.encode_seconds_per_byte += figures.reduce_seconds_per_byte;
+  return figures;
+}
+
+std::vector<const CompressedAlgorithmInfo*> Planner::algorithms_for(const Codec& codec,
+                                                                    size_t count) const {
+  std::vector<const CompressedAlgorithmInfo*> algorithms;
+  // The family's own algorithm first: a sparse or low-rank codec runs only that one.
+  for (const char* special : {"powersgd", "randomk", "sparse_allgather"}) {
+    const CompressedAlgorithmInfo* algorithm = find_compressed_algorithm(special);
+    if (algorithm->accepts(codec, count)) return {algorithm};
+  }
+  for (const CompressedAlgorithmInfo& algorithm : compressed_algorithm_table()) {
+    if (automatic_choice(algorithm) && algorithm.accepts(codec, count)) {
+      algorithms.push_back(&algorithm);
+    }
+  }
+  return algorithms;
+}
+
+void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool bounded, CallPlan* plan,
+                             std::vector<const CompressedAlgorithmInfo*>* runs,
+                             std::vector<const CompressedAlgorithmInfo*>* inners) const {
+  const CodecFigures figures =
+      figures_of(&codec, request.count, request.dtype, request.error_feedback);
+  const ErrorBound bound = codec.error_bound(request.count);
+  const double piece = static_cast<double>(settings_.piece_bytes);
+  const CompressedAlgorithmInfo* hierarchical = find_compressed_algorithm("hierarchical");
+  const bool forced_hierarchical = settings_.forced == hierarchical;
+  const bool forced_flat = settings_.forced != nullptr && !forced_hierarchical;
+  // Hierarchical pays only where a node holds several ranks; TERSE_HIERARCHICAL=on asks for it
+  // on any multi-node communicator, =off never; a forced algorithm is run as it is.
+  const bool hierarchical_candidates =
+      forced_hierarchical ||
+      (settings_.forced == nullptr && shape_.nodes > 1 &&
+       settings_.hierarchy != HierarchyMode::kOff &&
+       (shape_.most_ranks_per_node > 1 || settings_.hierarchy == HierarchyMode::kOn));
+  const bool flat_candidates =
+      forced_flat || (settings_.forced == nullptr &&
+                      !(shape_.nodes > 1 && settings_.hierarchy == HierarchyMode::kOn));
+  // Where the hierarchical algorithm runs its inner one: between node leaders, or on the whole
+  // group when that gains nothing (one node, or one rank per node).
+  const bool nodes_apart = shape_.nodes > 1 && shape_.most_ranks_per_node > 1;
+  const int inner_ranks = nodes_apart ? shape_.nodes : shape_.ranks;
+
+  std::vector<const CompressedAlgorithmInfo*> algorithms;
+  if (!forced_flat) {
+    algorithms = algorithms_for(codec, request.count);
+  } else if (settings_.forced->accepts(codec, request.count)) {
+    algorithms = {settings_.forced};
+  }
+  for (const CompressedAlgorithmInfo* algorithm : algorithms) {
+    PlanCandidate candidate;
+    candidate.codec = codec.spec();
+    if (flat_candidates) {
+      candidate.algorithm = algorithm->name;
+      candidate.error_bound = relative_bound(bound, algorithm->lossy_steps(shape_.ranks));
+      if (!bounded || candidate.error_bound <= request.max_rel_err) {
+        if (predict_flat(algorithm->name, figures, shape_, links_, piece, &candidate.prediction)) {
+          plan->candidates.push_back(candidate);
+          runs->push_back(algorithm);
+          inners->push_back(nullptr);
+        }
+      }
+    }
+    if (hierarchical_candidates) {
+      candidate.algorithm = std::string("hierarchical/") + algorithm->name;
+      candidate.error_bound = relative_bound(bound, algorithm->lossy_steps(inner_ranks));
+      if (!bounded || candidate.error_bound <= request.max_rel_err) {
+        if (predict_hierarchical(algorithm->name, figures, shape_, links_, piece,
+                                 &candidate.prediction)) {
+          plan->candidates.push_back(candidate);
+          runs->push_back(hierarchical);
+          inners->push_back(algorithm);
+        }
+      }
+    }
+  }
+}
+
+ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
+  *plan = CallPlan{};
+  plan->piece_bytes = settings_.piece_bytes;
+  plan->group = PeerGroup::whole(rank_, static_cast<int>(hosts_.size()));
+  plan->group.hosts = hosts_;
+
+  std::vector<Codec*> codecs;
+  if (request.codec != nullptr) {
+    codecs.push_back(request.codec);
+  } else {
+    for (const std::string& spec : auto_codec_candidates()) {
+      Codec* codec = nullptr;
+      TERSE_CHECK(make_codec_(spec, &codec));
+      // Only the codecs whose bound can hold on some algorithm are worth measuring.
+      const ErrorBound bound = codec->error_bound(request.count);
+      if (relative_bound(bound, 1) <= request.max_rel_err) codecs.push_back(codec);
+    }
+  }
+  TERSE_CHECK(speeds_of(codecs, request.may_agree));
+
+  std::vector<const CompressedAlgorithmInfo*> runs, inners;
+  std::vector<Codec*> codec_of;
+  if (request.codec == nullptr) {
+    // The uncompressed allreduce: whichever of the communicator's dense algorithms is faster.
+    const CodecFigures raw = figures_of(nullptr, request.count, request.dtype, false);
+    for (const char* dense : {"dense_ring", "dense_recursive_doubling"}) {
+      PlanCandidate candidate;
+      candidate.algorithm = dense;
+      predict_flat(dense, raw, shape_, links_, static_cast<double>(settings_.piece_bytes),
+                   &candidate.prediction);
+      plan->candidates.push_back(candidate);
+      runs.push_back(nullptr);
+      inners.push_back(nullptr);
+      codec_of.push_back(nullptr);
+    }
+  }
+  for (Codec* codec : codecs) {
+    add_candidates(*codec, request, request.codec == nullptr, plan, &runs, &inners);
+    codec_of.resize(plan->candidates.size(), codec);
+  }
+  if (plan->candidates.empty()) {
+    // A fixed codec always has an algorithm; only a forced one that cannot run it leaves none.
+    return fail(ncclInvalidArgument,
+                "TERSE_COMPRESSED_ALGO=%s cannot run codec %s here (it needs another family, a "
+                "codec without per-tensor state, or a communicator over several nodes; unset it "
+                "to let terse choose)",
+                settings_.forced != nullptr ? settings_.forced->name : "?",
+                request.codec != nullptr ? request.codec->spec().c_str() : "auto");
+  }
+  int best = 0;
+  for (size_t i = 1; i < plan->candidates.size(); ++i) {
+    if (plan->candidates[i].prediction.seconds <
+        plan->candidates[static_cast<size_t>(best)].prediction.seconds) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (request.codec == nullptr && codec_of[static_cast<size_t>(best)] != nullptr) {
+    // auto: the two uncompressed candidates come first; compression must win clearly.
+    const int uncompressed =
+        plan->candidates[1].prediction.seconds < plan->candidates[0].prediction.seconds ? 1 : 0;
+    if (plan->candidates[static_cast<size_t>(best)].prediction.seconds * kAutoMinGain >
+        plan->candidates[static_cast<size_t>(uncompressed)].prediction.seconds) {
+      best = uncompressed;
+    }
+  }
+  plan->chosen = best;
+  const size_t chosen = static_cast<size_t>(best);
+  plan->codec = codec_of[chosen];
+  plan->algorithm = runs[chosen];
+  plan->inner = inners[chosen];
+  if (plan->codec != nullptr && plan->algorithm != nullptr) {
+    if (plan->inner != nullptr && shape_.nodes > 1 && shape_.most_ranks_per_node > 1) {
+      // The leaders' group, as the hierarchical algorithm forms it: only its size matters.
+      PeerGroup leaders;
+      leaders.ranks.resize(static_cast<size_t>(shape_.nodes));
+      plan->stage_elements =
+          plan->inner->stage_elements(*plan->codec, request.count, DType::kFloat32, leaders);
+    } else if (plan->inner != nullptr) {
+      plan->stage_elements =
+          plan->inner->stage_elements(*plan->codec, request.count, request.dtype, plan->group);
+    } else {
+      plan->stage_elements =
+          plan->algorithm->stage_elements(*plan->codec, request.count, request.dtype, plan->group);
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace terse

@@ -1,0 +1,159 @@
+// The planner: the one place that decides how a compressed allreduce runs (DESIGN.md sections 3
+// and 5). Once per call it turns the tensor (count, dtype), the policy's codec (or `auto` with its
+// max_rel_err), the node layout and link model from topology, and the codecs' measured speeds
+// into a plan: codec, algorithm (hierarchical or flat, and the algorithm between node leaders),
+// rank group and pipeline piece size, with the predicted time of every candidate it weighed
+// (cost_model.h). Every compressed allreduce executes a plan.
+//
+// Candidates:
+//   a fixed codec     the algorithms its family runs (compressed_algorithm_table.h: dense codecs
+//                     tree, recursive_doubling and sra; sparse ones sparse_allgather; shared-seed
+//                     Random-K randomk; PowerSGD powersgd), each flat and, on a communicator that
+//                     spans nodes with several ranks on some node, hierarchical around it
+//                     (TERSE_HIERARCHICAL=off drops the hierarchical ones, =on the flat ones).
+//                     The compressed ring is never chosen (sra moves the same bytes through two
+//                     lossy steps instead of n); TERSE_COMPRESSED_ALGO forces one algorithm.
+//   auto              the candidates of every codec of kAutoCodecs whose stated error bound for
+//                     the whole allreduce, (1 + c)^k - 1 with c the codec's per-encode bound and
+//                     k the algorithm's lossy steps (compressed_error_bound.h), is at most
+//                     max_rel_err; and the uncompressed allreduce (ring or recursive doubling),
+//                     which wins wherever compression cannot pay.
+// The fastest prediction wins; ties go to the earlier candidate. `auto` compresses only when the
+// fastest compressed candidate is predicted kAutoMinGain times faster than the uncompressed
+// allreduce: compression costs accuracy, and a model that is off by a little must not make a
+// call slower for nothing.
+//
+// Codec speeds enter the model as measured by one thread (codec_speed.h), times the share of a
+// core each rank of the busiest node gets (available cores / ranks on the node, at most 1), and,
+// with error feedback, the pass that adds the residual (at the reduction's speed).
+//
+// Every rank reaches the same plan: the inputs are the same on every rank (the call, the agreed
+// policy and host identities) or agreed explicitly: the link model when the planner is created,
+// and each codec's speed the first time a plan needs it (a control allgather inside that call,
+// which every rank makes at the same call because their decisions are the same), both taking the
+// slowest rank's figures.
+#pragma once
+
+#include <nccl.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "collectives/compressed/codec_speed.h"
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/cost_model.h"
+#include "topology/link_model.h"
+
+namespace terse {
+
+class Transport;
+
+// Whether TERSE_HIERARCHICAL lets a multi-node communicator run hierarchically.
+enum class HierarchyMode { kAuto, kOn, kOff };
+ncclResult_t parse_hierarchy_mode(const std::string& text, HierarchyMode* mode);
+
+// How much faster than uncompressed `auto` wants a compressed plan to be (file comment).
+constexpr double kAutoMinGain = 1.2;
+
+// The codecs `auto` weighs (canonical specs as the registry makes them from these).
+const std::vector<std::string>& auto_codec_candidates();
+
+struct PlanCandidate {
+  std::string codec = "none";  // canonical spec; "none" for the uncompressed allreduce
+  std::string algorithm;       // a table name, "hierarchical/<inner>", or "dense_ring" ...
+  Prediction prediction;
+  double error_bound = 0;  // relative bound of the result, (1 + c)^k - 1
+};
+
+struct CallPlan {
+  Codec* codec = nullptr;  // null: run the uncompressed allreduce
+  const CompressedAlgorithmInfo* algorithm = nullptr;
+  // The algorithm between node leaders when `algorithm` is hierarchical.
+  const CompressedAlgorithmInfo* inner = nullptr;
+  PeerGroup group;
+  size_t piece_bytes = 0;
+  // With memory residual: the stage residual the algorithm keeps (EntryOptions::stage_count).
+  size_t stage_elements = 0;
+  std::vector<PlanCandidate> candidates;
+  int chosen = -1;  // index into candidates
+
+  // "int8 sra 12.3 ms (of: none dense_ring 80.1 ms, int8 tree 40.2 ms, ...)", for the log.
+  std::string describe() const;
+};
+
+struct PlanRequest {
+  size_t count = 0;
+  DType dtype = DType::kFloat32;
+  Codec* codec = nullptr;       // the policy's codec, or null for `auto`
+  double max_rel_err = 0;       // `auto`'s bound
+  bool error_feedback = false;  // the call adds a residual before encoding (memory residual)
+  // Whether this call may agree on codec speeds with the other ranks (a control allgather):
+  // true inside an allreduce, false for questions (CompressionEngine::decide), which then use
+  // this rank's own figures where none were agreed yet.
+  bool may_agree = true;
+};
+
+class Planner {
+ public:
+  struct Settings {
+    const CompressedAlgorithmInfo* forced = nullptr;  // TERSE_COMPRESSED_ALGO
+    HierarchyMode hierarchy = HierarchyMode::kAuto;
+    size_t piece_bytes = 0;
+  };
+  // Makes (once) the codec of a canonical spec: auto's candidates.
+  using CodecMaker = std::function<ncclResult_t(const std::string& spec, Codec** codec)>;
+
+  // Collective: every rank of `transport` calls it at communicator creation. Learns the nodes
+  // from the ranks' host identities, this process's link model from topology, and agrees on the
+  // link model with every rank (the slowest link, the longest latency).
+  static ncclResult_t create(Transport* transport, const Settings& settings, CodecMaker make_codec,
+                             std::unique_ptr<Planner>* out);
+
+  ncclResult_t plan(const PlanRequest& request, CallPlan* plan);
+
+  const LinkModel& links() const { return links_; }
+  const GroupShape& shape() const { return shape_; }
+  // Whether the communicator spans several nodes (the policy's link class).
+  bool multi_node() const { return shape_.nodes > 1; }
+
+  // For tests: a planner over given figures, without a transport (speeds are never measured
+  // or agreed: `speeds` must hold every codec the plans need, by spec, and "reduce").
+  static std::unique_ptr<Planner> for_figures(int rank, const std::vector<std::string>& hosts,
+                                              const LinkModel& links, const Settings& settings,
+                                              CodecMaker make_codec,
+                                              std::map<std::string, CodecSpeed> speeds,
+                                              double reduce_bytes_per_s, double cpu_share = 1.0);
+
+ private:
+  Planner() = default;
+  // Agreed speeds of `codecs` (and of the reduction), measuring and agreeing what is missing
+  // when `may_agree`, else this rank's own figures for those.
+  ncclResult_t speeds_of(const std::vector<Codec*>& codecs, bool may_agree);
+  CodecFigures figures_of(const Codec* codec, size_t count, DType dtype, bool error_feedback) const;
+  // The algorithms `codec` may run here, as the file comment lists them.
+  std::vector<const CompressedAlgorithmInfo*> algorithms_for(const Codec& codec,
+                                                             size_t count) const;
+  void add_candidates(Codec& codec, const PlanRequest& request, bool bounded, CallPlan* plan,
+                      std::vector<const CompressedAlgorithmInfo*>* runs,
+                      std::vector<const CompressedAlgorithmInfo*>* inners) const;
+
+  Transport* transport_ = nullptr;
+  Settings settings_;
+  CodecMaker make_codec_;
+  int rank_ = 0;
+  std::vector<std::string> hosts_;
+  std::vector<int> node_of_;  // by rank
+  GroupShape shape_;
+  LinkModel links_;
+  std::map<std::string, CodecSpeed> agreed_;  // by spec
+  std::map<std::string, CodecSpeed> own_;     // this rank's, not yet agreed
+  double reduce_bytes_per_s_ = 0;             // agreed with the link model
+  double cpu_share_ = 1;                      // of a core, per rank of the busiest node
+};
+
+}  // namespace terse

@@ -1,0 +1,238 @@
+// The planner (collectives/compressed/planner.h) over given figures: where it switches from the
+// latency-bound algorithm to the bandwidth-bound one, what `auto` picks on a slow network and on
+// shared memory, how max_rel_err limits it, and that hierarchical and flat plans compete. Expected
+// values come from closed forms written here, not from the cost model's code.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codecs/codec_registry.h"
+#include "collectives/compressed/planner.h"
+
+namespace terse {
+namespace {
+
+// Codecs made on demand and kept, as the engine does.
+class Codecs {
+ public:
+  Codec* get(const std::string& spec) {
+    auto found = made_.find(spec);
+    if (found == made_.end()) {
+      std::unique_ptr<Codec> codec;
+      EXPECT_EQ(create_codec(spec, &codec), ncclSuccess) << spec;
+      found = made_.emplace(spec, std::move(codec)).first;
+    }
+    return found->second.get();
+  }
+  Planner::CodecMaker maker() {
+    return [this](const std::string& spec, Codec** codec) {
+      *codec = get(spec);
+      return ncclSuccess;
+    };
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<Codec>> made_;
+};
+
+LinkModel links(double intra_latency, double intra_bandwidth, double inter_latency,
+                double inter_bandwidth) {
+  LinkModel model;
+  model.intra = LinkCost{intra_latency, intra_bandwidth};
+  model.inter = LinkCost{inter_latency, inter_bandwidth};
+  return model;
+}
+
+std::vector<std::string> hosts(int nodes, int ranks_per_node) {
+  std::vector<std::string> names;
+  for (int node = 0; node < nodes; ++node) {
+    for (int r = 0; r < ranks_per_node; ++r) names.push_back("node" + std::to_string(node));
+  }
+  return names;
+}
+
+const PlanCandidate& chosen(const CallPlan& plan) {
+  return plan.candidates.at(static_cast<size_t>(plan.chosen));
+}
+
+// Speeds as this machine's codec_perf measured them (perf/RESULTS.md, rounded), by spec as the
+// registry spells each auto candidate.
+std::map<std::string, CodecSpeed> realistic_speeds(Codecs& codecs) {
+  const std::map<std::string, std::pair<double, double>> gbps = {{"fp16", {2.0, 4.0}},
+                                                                 {"bf16", {2.0, 4.0}},
+                                                                 {"int8", {1.5, 3.0}},
+                                                                 {"int4", {1.2, 2.5}},
+                                                                 {"int2", {1.2, 2.5}},
+                                                                 {"sign", {1.0, 2.0}},
+                                                                 {"topk:ratio=0.01", {0.3, 20.0}},
+                                                                 {"powersgd:rank=4", {0.5, 2.0}}};
+  std::map<std::string, CodecSpeed> speeds;
+  for (const auto& [spec, speed] : gbps) {
+    speeds[codecs.get(spec)->spec()] = CodecSpeed{speed.first * 1e9, speed.second * 1e9};
+  }
+  return speeds;
+}
+
+TEST(Planner, SwitchesFromRecursiveDoublingToSraWhereAlphaBetaSaysSo) {
+  // 4 ranks on one node, codec work free: recursive doubling takes 2 (alpha + W / beta), sra
+  // 2 (n - 1) alpha + 2 (n - 1) / n W / beta, so sra wins once W > 8 alpha beta.
+  Codecs codecs;
+  Codec* int8 = codecs.get("int8");
+  const double alpha = 10e-6, beta = 1e9;
+  std::map<std::string, CodecSpeed> speeds = {{int8->spec(), CodecSpeed{1e18, 1e18}}};
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  auto planner = Planner::for_figures(0, hosts(1, 4), links(alpha, beta, alpha, beta), settings,
+                                      codecs.maker(), speeds, 1e18);
+  const double crossing = 8 * alpha * beta;
+  int below = 0, above = 0;
+  for (size_t count = 256; count <= (size_t{4} << 20); count *= 2) {
+    PlanRequest request;
+    request.count = count;
+    request.codec = int8;
+    CallPlan plan;
+    ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+    const double wire = static_cast<double>(int8->wire_bytes(count, DType::kFloat32, {}));
+    const std::string algorithm = chosen(plan).algorithm;
+    if (wire < crossing * 0.95) {
+      EXPECT_EQ(algorithm, "recursive_doubling") << count << " elements, " << wire << " bytes";
+      ++below;
+    } else if (wire > crossing * 1.05) {
+      EXPECT_EQ(algorithm, "sra") << count << " elements, " << wire << " bytes";
+      ++above;
+    }
+    EXPECT_EQ(plan.algorithm, find_compressed_algorithm(algorithm));
+  }
+  EXPECT_GT(below, 3);
+  EXPECT_GT(above, 3);
+}
+
+TEST(Planner, ChoosesTheFastestPredictionAndReportsEveryCandidate) {
+  Codecs codecs;
+  Codec* int8 = codecs.get("int8");
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  auto planner = Planner::for_figures(1, hosts(2, 2), links(2e-6, 4e9, 20e-6, 125e6), settings,
+                                      codecs.maker(), realistic_speeds(codecs), 5e9);
+  PlanRequest request;
+  request.count = 16 << 20;
+  request.codec = int8;
+  CallPlan plan;
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  // tree, recursive doubling and sra, each flat and hierarchical.
+  ASSERT_EQ(plan.candidates.size(), 6u);
+  for (const PlanCandidate& candidate : plan.candidates) {
+    EXPECT_GE(candidate.prediction.seconds, chosen(plan).prediction.seconds) << candidate.algorithm;
+    EXPECT_GT(candidate.prediction.seconds, 0);
+  }
+  EXPECT_EQ(plan.group.ranks.size(), 4u);
+  EXPECT_EQ(plan.group.index, 1);
+  EXPECT_EQ(plan.piece_bytes, size_t{256} << 10);
+  EXPECT_NE(plan.describe().find("predicted"), std::string::npos);
+}
+
+TEST(Planner, AutoCompressesOnASlowNetworkWithinItsBound) {
+  Codecs codecs;
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  // 4 nodes at 1 Gbit/s, one rank each: uncompressed, 64 MiB takes 2 * 3/4 * 64 MiB / 125 MB/s.
+  auto planner = Planner::for_figures(0, hosts(4, 1), links(2e-6, 4e9, 50e-6, 125e6), settings,
+                                      codecs.maker(), realistic_speeds(codecs), 5e9);
+  PlanRequest request;
+  request.count = 16 << 20;
+  request.max_rel_err = 0.01;
+  CallPlan plan;
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  ASSERT_NE(plan.codec, nullptr) << plan.describe();
+  // int8 minmax nearest: c = 1/255 per encode, sra's 2 steps give 0.0079 <= 0.01; int4 (c = 1/15)
+  // and the sparse and low-rank codecs (c = 1) cannot keep it.
+  EXPECT_EQ(plan.codec->spec(), codecs.get("int8")->spec()) << plan.describe();
+  EXPECT_LE(chosen(plan).error_bound, 0.01);
+  const double uncompressed = 2.0 * 3 / 4 * (64 << 20) / 125e6;
+  EXPECT_LT(chosen(plan).prediction.seconds, uncompressed / 3) << plan.describe();
+  for (const PlanCandidate& candidate : plan.candidates) {
+    EXPECT_LE(candidate.error_bound, 0.01) << candidate.codec << " " << candidate.algorithm;
+  }
+
+  // A looser bound lets it go further down the list.
+  request.max_rel_err = 0.2;
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  ASSERT_NE(plan.codec, nullptr);
+  EXPECT_EQ(plan.codec->spec(), codecs.get("int4")->spec()) << plan.describe();
+
+  // A bound no codec keeps: uncompressed.
+  request.max_rel_err = 1e-9;
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  EXPECT_EQ(plan.codec, nullptr) << plan.describe();
+}
+
+TEST(Planner, AutoLeavesSharedMemoryUncompressed) {
+  Codecs codecs;
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  // One node of 4 ranks whose shared memory moves 4 GB/s: no codec here encodes that fast.
+  auto planner = Planner::for_figures(2, hosts(1, 4), links(2e-6, 4e9, 20e-6, 1.25e9), settings,
+                                      codecs.maker(), realistic_speeds(codecs), 5e9);
+  for (size_t count : {size_t{1} << 10, size_t{1} << 18, size_t{16} << 20}) {
+    PlanRequest request;
+    request.count = count;
+    request.max_rel_err = 0.01;
+    CallPlan plan;
+    ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+    EXPECT_EQ(plan.codec, nullptr) << count << ": " << plan.describe();
+    EXPECT_EQ(chosen(plan).codec, "none");
+  }
+}
+
+TEST(Planner, HierarchicalWinsWhenNodesHoldSeveralRanksBehindASlowLink) {
+  Codecs codecs;
+  Codec* int8 = codecs.get("int8");
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  auto planner = Planner::for_figures(0, hosts(2, 4), links(2e-6, 8e9, 50e-6, 125e6), settings,
+                                      codecs.maker(), realistic_speeds(codecs), 5e9);
+  PlanRequest request;
+  request.count = 16 << 20;
+  request.codec = int8;
+  CallPlan plan;
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  // Flat sra sends 4 ranks' chunks through each node's link at once (4 * 4 / 8 of the encoded
+  // tensor, twice); hierarchical sends one node sum's chunk (1 / 2, twice).
+  EXPECT_EQ(chosen(plan).algorithm.rfind("hierarchical/", 0), 0u) << plan.describe();
+  EXPECT_STREQ(plan.algorithm->name, "hierarchical");
+  ASSERT_NE(plan.inner, nullptr);
+
+  settings.hierarchy = HierarchyMode::kOff;
+  planner = Planner::for_figures(0, hosts(2, 4), links(2e-6, 8e9, 50e-6, 125e6), settings,
+                                 codecs.maker(), realistic_speeds(codecs), 5e9);
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  EXPECT_EQ(plan.inner, nullptr);
+  for (const PlanCandidate& candidate : plan.candidates) {
+    EXPECT_EQ(candidate.algorithm.find("hierarchical"), std::string::npos);
+  }
+}
+
+TEST(Planner, ForcedAlgorithmIsTheOnlyCandidate) {
+  Codecs codecs;
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  settings.forced = find_compressed_algorithm("ring");
+  auto planner = Planner::for_figures(0, hosts(1, 3), links(2e-6, 4e9, 20e-6, 1.25e9), settings,
+                                      codecs.maker(), realistic_speeds(codecs), 5e9);
+  PlanRequest request;
+  request.count = 1 << 20;
+  request.codec = codecs.get("int8");
+  CallPlan plan;
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  ASSERT_EQ(plan.candidates.size(), 1u);
+  EXPECT_STREQ(plan.algorithm->name, "ring");
+  // ...and a codec it cannot run is refused, naming the variable.
+  request.codec = codecs.get("powersgd:rank=4");
+  EXPECT_EQ(planner->plan(request, &plan), ncclInvalidArgument);
+}
+
+}  // namespace
+}  // namespace terse
