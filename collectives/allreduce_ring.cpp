@@ -17,6 +17,12 @@
 // piece, exactly (n-1) * pieces units earlier) has finished. `send` is only read, so
 // send == recv (in place) needs nothing special.
 //
+// Groups. The ring runs over positions of an ordered group (GroupPhase, allreduce_algorithms.h):
+// position p receives from the rank at p-1 and sends to the rank at p+1, and the whole
+// communicator is the group of every rank in rank order. The tag of a unit is its ring step
+// (first_step + step); pieces of one step share it, which is safe because each link's messages
+// are sent and received in unit order and UCX matches a sender's messages of one tag in order.
+//
 // No deadlock: a rank blocks only on (a) the receive of the unit it handles, whose send the
 // previous rank posts as soon as it has handled the unit a step earlier, or (b) the send of a
 // unit (n-1) * pieces units before the one it handles, which the next rank receives into a
@@ -56,13 +62,29 @@ size_t ring_piece_elements(const AlgorithmContext& context, ncclDataType_t type,
   return std::max(piece_elements(context, type), fewest);
 }
 
+// The group's size and this rank's position in it.
+int group_size(const AlgorithmContext& context, const GroupPhase& phase) {
+  return phase.group != nullptr ? phase.group->size() : context.transport->nranks();
+}
+int group_position(const AlgorithmContext& context, const GroupPhase& phase) {
+  return phase.group != nullptr ? phase.group->index : context.transport->rank();
+}
+int rank_at(const GroupPhase& phase, int position) {
+  return phase.group != nullptr ? phase.group->rank_at(position) : position;
+}
+
 class RingAllreduce {
  public:
-  RingAllreduce(const CollectiveArgs& args, const AlgorithmContext& context)
+  RingAllreduce(const CollectiveArgs& args, const AlgorithmContext& context,
+                const GroupPhase& phase)
       : args_(args),
         context_(context),
         transport_(context.transport),
-        ring_(context.transport->rank(), context.transport->nranks()),
+        ring_(group_position(context, phase), group_size(context, phase)),
+        next_rank_(rank_at(phase, ring_.next())),
+        previous_rank_(rank_at(phase, ring_.previous())),
+        first_step_(phase.first_step),
+        sent_(phase.sent),
         element_bytes_(nccl_type_size(args.type)),
         piece_elements_(ring_piece_elements(context, args.type, ring_.block(args.count, 0).count)),
         pieces_(pipeline_piece_count(ring_.block(args.count, 0).count, piece_elements_)),
@@ -90,7 +112,7 @@ class RingAllreduce {
   size_t send_slot(size_t unit) const { return unit; }
   size_t recv_slot(size_t unit) const { return units_ + unit; }
   uint32_t operation(size_t unit) const {
-    return make_operation(context_.sequence, static_cast<uint32_t>(unit));
+    return make_operation(context_.sequence, first_step_ + static_cast<uint32_t>(unit / pieces_));
   }
 
   ElementRange piece(int block, size_t unit) const {
@@ -133,8 +155,12 @@ class RingAllreduce {
           data = send_at(range);
         }
       }
-      TERSE_CHECK(transfers_.send(send_slot(next_send_), ring_.next(), operation(next_send_), data,
+      TERSE_CHECK(transfers_.send(send_slot(next_send_), next_rank_, operation(next_send_), data,
                                   range.count * element_bytes_));
+      if (sent_ != nullptr) {
+        sent_->bytes += range.count * element_bytes_;
+        sent_->messages += 1;
+      }
     }
     return ncclSuccess;
   }
@@ -147,7 +173,7 @@ class RingAllreduce {
     for (; next_recv_ < units_ && next_recv_ < unit + slots_; ++next_recv_) {
       const ElementRange range = recv_range(next_recv_);
       if (in_reduce_scatter(next_recv_)) {
-        TERSE_CHECK(transfers_.recv(recv_slot(next_recv_), ring_.previous(), operation(next_recv_),
+        TERSE_CHECK(transfers_.recv(recv_slot(next_recv_), previous_rank_, operation(next_recv_),
                                     scratch_slot(next_recv_), range.count * element_bytes_));
         continue;
       }
@@ -157,7 +183,7 @@ class RingAllreduce {
         if (next_recv_ != unit) break;
         TERSE_CHECK(transfers_.wait(overlapping_send));
       }
-      TERSE_CHECK(transfers_.recv(recv_slot(next_recv_), ring_.previous(), operation(next_recv_),
+      TERSE_CHECK(transfers_.recv(recv_slot(next_recv_), previous_rank_, operation(next_recv_),
                                   recv_at(range), range.count * element_bytes_));
     }
     return ncclSuccess;
@@ -185,7 +211,11 @@ class RingAllreduce {
   const CollectiveArgs& args_;
   const AlgorithmContext& context_;
   Transport* transport_;
-  RingPattern ring_;
+  RingPattern ring_;  // over group positions
+  int next_rank_;     // transport ranks of the neighbours
+  int previous_rank_;
+  uint32_t first_step_;
+  SentTraffic* sent_;
   size_t element_bytes_;
   size_t piece_elements_;
   size_t pieces_;       // per block, the same for every block (the last ones may be empty)
@@ -202,14 +232,19 @@ class RingAllreduce {
 
 }  // namespace
 
-ncclResult_t ring_allreduce(const CollectiveArgs& args, const AlgorithmContext& context) {
+ncclResult_t ring_allreduce_in_group(const CollectiveArgs& args, const AlgorithmContext& context,
+                                     const GroupPhase& phase) {
   if (args.count == 0) return ncclSuccess;
-  if (context.transport->nranks() == 1) {
+  if (group_size(context, phase) == 1) {
     prepare_contribution(args.type, args.op, args.recv, args.send, args.count);
     finish_result(args.type, args.op, args.recv, args.count);
     return ncclSuccess;
   }
-  return RingAllreduce(args, context).run();
+  return RingAllreduce(args, context, phase).run();
+}
+
+ncclResult_t ring_allreduce(const CollectiveArgs& args, const AlgorithmContext& context) {
+  return ring_allreduce_in_group(args, context, GroupPhase{});
 }
 
 }  // namespace terse

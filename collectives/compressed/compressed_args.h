@@ -3,9 +3,10 @@
 // policy's decision: the codec, the tensor's residual entry, the encode settings of this step.
 //
 // Compressed algorithms reduce a *sum* (or an average: a sum scaled by 1/n at the end) of
-// fp32/fp16/bf16 tensors in host memory. They run over a PeerGroup: a list of transport ranks
-// this call spans (all ranks of the communicator, or the node leaders of a hierarchical call),
-// so the same code serves the flat and the hierarchical case. Every rank of the group must call
+// fp32/fp16/bf16 tensors in host memory. They run over a PeerGroup (collectives/peer_group.h,
+// shared with the dense allreduces): a list of transport ranks this call spans (all ranks of the
+// communicator, or the node leaders of a hierarchical call), so the same code serves the flat
+// and the hierarchical case. Every rank of the group must call
 // with the same count, dtype, codec and algorithm, and every rank ends with bitwise identical
 // results (the algorithms decode and add in a fixed order).
 #pragma once
@@ -23,27 +24,13 @@
 #include "codecs/residual_entry.h"
 #include "codecs/tensor_key.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/peer_group.h"
 #include "transport/deadline.h"
 
 namespace terse {
 
 class Transport;
 struct CompressedAlgorithmInfo;  // compressed_algorithm_table.h
-
-// The ranks a compressed call spans, in the order the algorithm arranges them (ring order,
-// tree order); `index` is this rank's position. ranks[index] == transport->rank(). `hosts` says
-// which node each of them runs on (host identities, transport/host_identity.h, which
-// TERSE_HOSTID overrides): the hierarchical algorithm groups by it; empty means one node.
-struct PeerGroup {
-  std::vector<int> ranks;
-  int index = 0;
-  std::vector<std::string> hosts;
-
-  int size() const { return static_cast<int>(ranks.size()); }
-  int rank_at(int position) const { return ranks[static_cast<size_t>(position)]; }
-  // Every rank of a communicator of `nranks`, this one at `rank`.
-  static PeerGroup whole(int rank, int nranks);
-};
 
 // What a call did, accumulated by the algorithms (the engine adds it to the statistics).
 struct CompressionCounters {

@@ -48,14 +48,6 @@ bool compensate(const void* send, DType dtype, const float* residual, size_t fir
 
 }  // namespace
 
-PeerGroup PeerGroup::whole(int rank, int nranks) {
-  PeerGroup group;
-  group.ranks.resize(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) group.ranks[static_cast<size_t>(r)] = r;
-  group.index = rank;
-  return group;
-}
-
 ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
                                float* values, bool* finite) {
   return make_contribution_range(args, context, values, ElementRange{0, args.count}, finite);

@@ -81,9 +81,6 @@ class DistributedPowerSgd {
     q_ = factors + p_floats;
     q_local_ = q_ + q_floats;
     q_sum_ = q_local_ + q_floats;
-    ring_scratch_ =
-        scratch.floats(ScratchSlot::kTertiary,
-                       group_allreduce_scratch(p_floats > q_floats ? p_floats : q_floats, n_));
     workspace_ = state != nullptr ? &state->workspace() : &own_workspace_;
 
     const auto start = Clock::now();
@@ -143,8 +140,7 @@ class DistributedPowerSgd {
     TERSE_CHECK(powersgd_compute_p(m_, DType::kFloat32, rows_, cols_, q_, r_, p_, workspace_,
                                    Memory::kHost, nullptr));
     add_encode_time(start);
-    TERSE_CHECK(
-        group_allreduce_sum(p_, p_floats, context_, first_step(2 * iteration), ring_scratch_));
+    TERSE_CHECK(group_allreduce_sum(p_, p_floats, context_, first_step(2 * iteration)));
     start = Clock::now();
     TERSE_CHECK(powersgd_orthogonalize(p_, rows_, r_, Memory::kHost, nullptr));
     TERSE_CHECK(powersgd_compute_q(m_, DType::kFloat32, rows_, cols_, p_, r_, q_local_, workspace_,
@@ -156,18 +152,15 @@ class DistributedPowerSgd {
     }
     std::memcpy(q_sum_, q_local_, q_floats * sizeof(float));
     add_encode_time(start);
-    return group_allreduce_sum(q_sum_, q_floats, context_, first_step(2 * iteration + 1),
-                               ring_scratch_);
+    return group_allreduce_sum(q_sum_, q_floats, context_, first_step(2 * iteration + 1));
   }
 
   // The exact sum of the contributions; nothing was dropped, so no residual remains.
   ncclResult_t dense_sum() {
     float* sum = result_buffer(args_, context_, ScratchSlot::kAccumulator);
     std::memcpy(sum, m_, args_.count * sizeof(float));
-    float* ring_scratch =
-        context_.scratch->floats(ScratchSlot::kTertiary, group_allreduce_scratch(args_.count, n_));
-    TERSE_CHECK(group_allreduce_sum(sum, args_.count, context_,
-                                    first_step(2 * parameters_.iterations), ring_scratch));
+    TERSE_CHECK(
+        group_allreduce_sum(sum, args_.count, context_, first_step(2 * parameters_.iterations)));
     float* residual = args_.entry != nullptr ? args_.entry->residual() : nullptr;
     if (residual != nullptr) std::memset(residual, 0, args_.count * sizeof(float));
     write_result(args_, sum, ElementRange{0, args_.count});
@@ -187,7 +180,6 @@ class DistributedPowerSgd {
   float* q_ = nullptr;
   float* q_local_ = nullptr;
   float* q_sum_ = nullptr;
-  float* ring_scratch_ = nullptr;
   PowerSgdWorkspace* workspace_ = nullptr;
   PowerSgdWorkspace own_workspace_;  // only when the tensor keeps no state
 };

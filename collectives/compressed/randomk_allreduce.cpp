@@ -120,8 +120,7 @@ ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedConte
   float* values = scratch.floats(ScratchSlot::kSecondary, summed);
   std::memcpy(values, message + layout.values_offset(), layout.kept * sizeof(float));
   values[layout.kept] = escapes.empty() ? 0.0f : 1.0f;
-  float* ring_scratch = scratch.floats(ScratchSlot::kTertiary, group_allreduce_scratch(summed, n));
-  TERSE_CHECK(group_allreduce_sum(values, summed, context, context.first_step, ring_scratch));
+  TERSE_CHECK(group_allreduce_sum(values, summed, context, context.first_step));
   std::memcpy(message + layout.values_offset(), values, layout.kept * sizeof(float));
   float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
   TERSE_CHECK(decode_message(args, context, message, finite_bytes, sum, args.count, false));

@@ -88,10 +88,8 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
   float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
   if (dense_is_cheaper(sizes, args.count)) {
     TERSE_CHECK(decode_message(args, context, own, own_bytes, sum, args.count, false));
-    float* ring_scratch =
-        scratch.floats(ScratchSlot::kTertiary, group_allreduce_scratch(args.count, n));
-    TERSE_CHECK(group_allreduce_sum(sum, args.count, context, context.first_step + kDenseFirstStep,
-                                    ring_scratch));
+    TERSE_CHECK(
+        group_allreduce_sum(sum, args.count, context, context.first_step + kDenseFirstStep));
     write_result(args, sum, ElementRange{0, args.count});
     return ncclSuccess;
   }
