@@ -14,6 +14,8 @@
 // slack of 1 ns.
 //
 // Runs until SIGTERM or SIGINT; packets still held then are dropped by the kernel with the queue.
+// Prints one line once the queue is bound (what perf/emulated_cluster.sh waits for) and one with
+// the packets and batches it let go when it ends.
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -39,8 +41,12 @@
 namespace {
 
 volatile sig_atomic_t stop = 0;
+volatile sig_atomic_t stopped_by = 0;  // the pid that sent the signal, for the last line
 
-void on_signal(int) { stop = 1; }
+void on_signal(int, siginfo_t* info, void*) {
+  stop = 1;
+  stopped_by = info != nullptr ? info->si_pid : 0;
+}
 
 int64_t now_ns() {
   timespec ts{};
@@ -134,9 +140,19 @@ int main(int argc, char** argv) {
   const int64_t delay_ns = static_cast<int64_t>(delay_us * 1000);
 
   struct sigaction action{};
-  action.sa_handler = on_signal;
+  action.sa_sigaction = on_signal;
+  action.sa_flags = SA_SIGINFO;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  // The signals stay blocked except inside ppoll, which unblocks them atomically: one that came
+  // between the check of `stop` and the wait would otherwise be noticed only by the next packet.
+  sigset_t stopping, waiting;
+  sigemptyset(&stopping);
+  sigaddset(&stopping, SIGTERM);
+  sigaddset(&stopping, SIGINT);
+  sigprocmask(SIG_BLOCK, &stopping, &waiting);
+  sigdelset(&waiting, SIGTERM);
+  sigdelset(&waiting, SIGINT);
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   sched_param priority{};
   priority.sched_priority = 10;
@@ -227,7 +243,7 @@ int main(int argc, char** argv) {
       timeout = &wait;
     }
     pollfd readable{sock, POLLIN, 0};
-    const int ready = ppoll(&readable, 1, timeout, nullptr);
+    const int ready = ppoll(&readable, 1, timeout, &waiting);
     if (ready < 0 && errno != EINTR) {
       std::fprintf(stderr, "delay_line: poll failed: %s\n", std::strerror(errno));
       return 1;
@@ -269,8 +285,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("delay_line: %llu packets in %llu batches\n",
-              static_cast<unsigned long long>(packets), static_cast<unsigned long long>(batches));
+  std::printf("delay_line: %llu packets in %llu batches; stopped by pid %d\n",
+              static_cast<unsigned long long>(packets), static_cast<unsigned long long>(batches),
+              static_cast<int>(stopped_by));
   close(sock);
   return 0;
 }

@@ -4,8 +4,8 @@
 # One network namespace per node, each with one rank of all_reduce_perf; every node's veth goes
 # into a bridge that lives in a namespace of its own (the "switch"), and `tc` limits each node's
 # link to RATE in both directions (token bucket on the node's side and on the switch's port).
-# With an RTT, the switch delays every frame it forwards by RTT/2, so that a round trip between
-# two nodes takes RTT more than it would. Nodes are told apart by TERSE_HOSTID and talk over
+# With an RTT, the switch delays every frame it forwards, so that a ping between two nodes takes
+# RTT (at least the 0.1-0.2 ms the delaying itself costs). Nodes are told apart by TERSE_HOSTID and talk over
 # UCX's TCP transport on their veth, as ranks on different hosts would. The nodes share this
 # machine's cores, so each rank's BLAS (PowerSGD) gets one thread (OPENBLAS_NUM_THREADS, unless
 # set). Every run is all_reduce_perf with -J; the table at the end gives, per rate, RTT and
@@ -19,8 +19,9 @@
 #        [-B BUILDDIR] [-P]
 #
 # Defaults: 4 nodes, rates 1gbit and 10gbit, RTT 0 (no added delay), codecs none int8 int4
-# topk:ratio=0.01 powersgd:rank=4, 64M fp32, 5 timed iterations, output (JSON, logs, table.md,
-# and the chart unless -p) in build/emulated_cluster/, binaries from build/. Rates are tc's
+# topk:ratio=0.01 powersgd:rank=4 (-c "": only the link checks), 64M fp32, 5 timed iterations,
+# output (JSON, logs, table.md, and the chart unless -p) in build/emulated_cluster/, binaries
+# from build/. Rates are tc's
 # (100mbit, 1gbit, 2.5gbit, ...), RTTs a number with us, ms or s (0.1ms, 10ms, 50ms). Each rank
 # is told the link it sits behind (TERSE_NET_GBPS = the rate, TERSE_NET_LATENCY_US = half the
 # measured ping RTT), which the planner reads; -P leaves them unset, to see what it does
@@ -116,9 +117,15 @@ switch=$prefix-sw
 pids=()
 delay_pid=
 holder=
+# Ends a process this script started: SIGTERM, then SIGKILL after 5 s.
+end_process() {
+  kill "$1" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
-  for pid in "${pids[@]}" $delay_pid $holder; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for pid in "${pids[@]}" $delay_pid $holder; do end_process "$pid"; done
   for ((i = 0; i < nodes; ++i)); do ip netns del "$prefix-n$i" 2>/dev/null || true; done
   ip netns del "$switch" 2>/dev/null || true
 }
@@ -165,42 +172,61 @@ limit_links() {
 }
 
 # The RTT. This machine's kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off: "Specified qdisc
-# kind is unknown"), so the switch holds each IPv4 frame it forwards for RTT/2 in user space:
-# iptables queues every bridged frame (net.bridge.bridge-nf-call-iptables, set in the switch's
-# namespace only) to perf/delay_line, which lets each go RTT/2 after it arrived, in order. The
-# delay sits between the sender's and the receiver's token buckets, as a long wire would, and in
-# the switch, not in the sender's own stack, where holding packets would throttle TCP (TCP small
+# kind is unknown"), so the switch holds each IPv4 frame it forwards in user space: iptables
+# queues every bridged frame (net.bridge.bridge-nf-call-iptables, set in the switch's namespace
+# only) to perf/delay_line, which lets each go a fixed time after it arrived, in order. The delay
+# sits between the sender's and the receiver's token buckets, as a long wire would, and in the
+# switch, not in the sender's own stack, where holding packets would throttle TCP (TCP small
 # queues). With no delay_line listening, queued frames are dropped, never let through undelayed.
-set_delay() {
-  local one_way_us=$1 log=$out/delay_line_$2.log
-  if [[ -n $delay_pid ]]; then
-    ip netns exec "$switch" iptables -w -D FORWARD -j NFQUEUE --queue-num 0
-    kill "$delay_pid"
-    wait "$delay_pid" || true
-    delay_pid=
-  fi
-  awk -v u="$one_way_us" 'BEGIN { exit !(u == 0) }' && return 0
+# The time held is half of RTT less what a ping takes through the queue with no delay (veth,
+# bridge and the trip through user space, 0.1-0.2 ms here), so that ping shows the RTT asked for;
+# an RTT below that floor gets the floor.
+stop_delay() {
+  [[ -n $delay_pid ]] || return 0
+  ip netns exec "$switch" iptables -w -D FORWARD -j NFQUEUE --queue-num 0
+  end_process "$delay_pid"
+  delay_pid=
+}
+start_delay() {
+  local one_way_us=$1 log=$2
   ip netns exec "$switch" sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  rm -f "$log"  # a log of an earlier run would read as this one's start (the child truncates it late)
   ip netns exec "$switch" "$delay_line" 0 "$one_way_us" >"$log" 2>&1 &
   delay_pid=$!
-  for _ in $(seq 50); do
-    grep -q "^delay_line: queue 0, " "$log" && break
+  for _ in $(seq 300); do  # up to 30 s: `ip netns exec` alone can take seconds on a busy machine
+    grep -qs "^delay_line: queue 0, " "$log" && break
     kill -0 "$delay_pid" 2>/dev/null || fail "delay_line did not start; see $log"
     sleep 0.1
   done
   grep -q "^delay_line: queue 0, " "$log" || fail "delay_line did not start; see $log"
   ip netns exec "$switch" iptables -w -A FORWARD -j NFQUEUE --queue-num 0
 }
+# min avg max of 10 pings from node 0 to node 1 (ms), after one that resolves the address.
+ping_ms() {
+  ip netns exec "$prefix-n0" ping -c 1 -W 5 "$(address 1)" >/dev/null
+  # rtt min/avg/max/mdev = 10.100/10.163/10.243/0.048 ms
+  ip netns exec "$prefix-n0" ping -c 10 -i 0.05 -q "$(address 1)" | tail -1 |
+    sed 's/.*= //; s/ ms//; s#/# #g' | cut -d' ' -f1-3
+}
+set_rtt() {
+  local rtt_us=$1 tag=$2 floor_ms one_way_us
+  stop_delay
+  awk -v u="$rtt_us" 'BEGIN { exit !(u == 0) }' && return 0
+  start_delay 0 "$out/delay_line_${tag}_floor.log"
+  read -r _ floor_ms _ <<<"$(ping_ms)"
+  stop_delay
+  one_way_us=$(awk -v u="$rtt_us" -v f="$floor_ms" \
+    'BEGIN { d = (u - f * 1000) / 2; printf "%.1f", (d > 0 ? d : 0) }')
+  echo "  RTT $rtt: $floor_ms ms through the switch's queue alone; it holds frames $one_way_us us" >&2
+  start_delay "$one_way_us" "$out/delay_line_$tag.log"
+}
 
 # What the link does now, node 0 to node 1: ping RTT (after one ping that resolves the address)
 # and a TCP transfer of about 1.5 s at the rate. Writes link_TAG.json; prints half the average
 # ping RTT in microseconds, the one-way latency the ranks are told.
 check_link() {
-  local rate=$1 rtt=$2 tag=$3 ping_line bytes transfer
-  ip netns exec "$prefix-n0" ping -c 1 -W 5 "$(address 1)" >/dev/null
-  ping_line=$(ip netns exec "$prefix-n0" ping -c 10 -i 0.05 -q "$(address 1)" | tail -1)
-  # rtt min/avg/max/mdev = 10.100/10.163/10.243/0.048 ms
-  read -r ping_min ping_avg ping_max _ <<<"$(echo "$ping_line" | sed 's/.*= //; s/ ms//; s#/# #g')"
+  local rate=$1 rtt=$2 tag=$3 bytes transfer ping_min ping_avg ping_max
+  read -r ping_min ping_avg ping_max <<<"$(ping_ms)"
   bytes=$(awk -v bps="$(rate_bps "$rate")" \
     'BEGIN { b = bps / 8 * 1.5; if (b > 536870912) b = 536870912; printf "%.0f", b }')
   transfer=$(python3 perf/link_check.py "$prefix-n0" "$prefix-n1" "$(address 1)" "$bytes")
@@ -259,7 +285,7 @@ for rate in $rates; do
   for rtt in $rtts; do
     tag=${rate}_$rtt
     us=$(rtt_us "$rtt")
-    set_delay "$(awk -v u="$us" 'BEGIN { print u / 2 }')" "$tag"
+    set_rtt "$us" "$tag"
     latency_us=$(check_link "$rate" "$rtt" "$tag")
     files+=("$out/link_$tag.json")
     for codec in $codecs; do
@@ -269,7 +295,8 @@ for rate in $rates; do
     done
   done
 done
-set_delay 0 end
+stop_delay
 
 python3 perf/emulated_cluster_table.py "${files[@]}" | tee "$out/table.md"
+[[ -z ${codecs// /} ]] && exit 0  # -c "": the links only
 perf/plot "$png" "${files[@]}" || echo "emulated_cluster.sh: no chart (perf/plot failed)" >&2

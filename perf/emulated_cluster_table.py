@@ -67,6 +67,8 @@ def main(paths):
     runs = [p for p in paths if p not in links]
     if links:
         link_table(links)
+    if not runs:
+        return
     rows = rows_of(runs)
     base = {(row["rate"], row["rtt"]): row["time_us"] for row in rows if row["uncompressed"]}
     print("| link | RTT | codec | size | time (ms) | effective algbw (GB/s) | vs uncompressed | "
