@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,8 +286,14 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("delay_line: %llu packets in %llu batches; stopped by pid %d\n",
+  // CPU time includes the rest of each packet's path that the verdict runs in this thread
+  // (forwarding, the token bucket, and often the receiving node's TCP).
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("delay_line: %llu packets in %llu batches, %.2f s CPU; stopped by pid %d\n",
               static_cast<unsigned long long>(packets), static_cast<unsigned long long>(batches),
+              usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+                  (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6,
               static_cast<int>(stopped_by));
   close(sock);
   return 0;
