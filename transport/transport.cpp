@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 
 #include "common/env.h"
 #include "common/exception_guard.h"
@@ -9,6 +11,7 @@
 #include "common/result.h"
 #include "transport/bootstrap_client.h"
 #include "transport/host_identity.h"
+#include "transport/nic_binding.h"
 #include "transport/peer_info.h"
 #include "transport/tag_layout.h"
 #include "transport/transport_settings.h"
@@ -51,7 +54,15 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   TERSE_CHECK(transport_timeout_seconds(&transport->timeout_seconds_));
   UcxErrorModeSetting error_mode = UcxErrorModeSetting::kAuto;
   TERSE_CHECK(ucx_error_mode(&error_mode));
-  TERSE_CHECK(UcxContext::create(nranks, nullptr, &transport->context_));
+  // This rank's NIC on a node with several (nic_binding.h); said once per process.
+  std::string nic_reason;
+  const std::string net_devices = net_devices_for_this_process(&nic_reason);
+  static std::once_flag nic_logged;
+  std::call_once(nic_logged, [&] {
+    TERSE_INFO("transport: network devices %s (%s)",
+               net_devices.empty() ? "as UCX chooses" : net_devices.c_str(), nic_reason.c_str());
+  });
+  TERSE_CHECK(UcxContext::create(nranks, nullptr, &transport->context_, net_devices));
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
   if (error_mode != UcxErrorModeSetting::kPeer && getenv("UCX_TLS") == nullptr) {
     // Best effort: without it, ranks on this host use the network worker.

@@ -6,7 +6,7 @@
 namespace terse {
 
 ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transports,
-                                std::shared_ptr<UcxContext>* out) {
+                                std::shared_ptr<UcxContext>* out, const std::string& net_devices) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
@@ -18,6 +18,14 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transpor
     if (status != UCS_OK) {
       ucp_config_release(config);
       return fail(ncclSystemError, "UCX refuses the transport list %s: %s", transports,
+                  ucs_status_string(status));
+    }
+  }
+  if (!net_devices.empty()) {
+    status = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return fail(ncclSystemError, "UCX refuses the network device %s: %s", net_devices.c_str(),
                   ucs_status_string(status));
     }
   }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace terse {
 
@@ -15,9 +16,11 @@ class UcxContext {
  public:
   // Reads the UCX_* environment (UCX_TLS and friends pick the wires) and initialises UCX for
   // tagged messages and worker wake-up events. `estimated_endpoints` is a sizing hint.
-  // `transports`, when not null, replaces UCX_TLS (e.g. "sm,self").
+  // `transports`, when not null, replaces UCX_TLS (e.g. "sm,self"); `net_devices`, when not
+  // empty, restricts the network devices (UCX_NET_DEVICES, e.g. "mlx5_3:1": nic_binding.h).
   static ncclResult_t create(size_t estimated_endpoints, const char* transports,
-                             std::shared_ptr<UcxContext>* out);
+                             std::shared_ptr<UcxContext>* out,
+                             const std::string& net_devices = std::string());
 
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;
