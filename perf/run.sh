@@ -8,7 +8,8 @@
 # rel_err, #wrong), the time and speed-up at every size and the bytes each codec saved
 # (perf/main_job_summary.py), and a PNG chart. Where it cannot, it says why in one line and runs
 # the shared-memory sweep instead: 4 processes on this machine, 64 KiB to 64 MiB, uncompressed,
-# int8 and top-k 1% (where the link is memory, compression costs more CPU than it saves).
+# auto, int8 and top-k 1% (where the link is memory, compression costs more CPU than it saves,
+# and auto should not compress).
 #
 #   ./perf/run.sh                    # the cluster if it can, else the shared-memory sweep
 #   MAIN_JOB=local ./perf/run.sh     # the shared-memory sweep even where the cluster could run
@@ -74,9 +75,7 @@ echo "perf/run.sh: no emulated cluster because $why; running the shared-memory s
      "machine instead (as root, with network namespaces, ./perf/run.sh runs 4 nodes at 1 Gbit/s)"
 sweep=(-b 64K -e 64M -f 4 -n 10 -w 3)
 json=()
-# Not `auto` yet: on one host it runs uncompressed, and all_reduce_perf -Z then counts every
-# element wrong (its model check takes a call that ran `none` for one no model knows).
-for codec in none int8 topk:ratio=0.01; do
+for codec in none auto int8 topk:ratio=0.01; do
   name=${codec%%:*}
   echo "### all_reduce_perf, $ranks ranks, codec $codec"
   ./perf/launch.sh "$ranks" ./build/perf/all_reduce_perf "${sweep[@]}" -Z "$codec" \
