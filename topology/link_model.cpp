@@ -1,5 +1,6 @@
 #include "topology/link_model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -139,6 +140,17 @@ ncclResult_t assumed_link_model(const MachineTopology* topology,
                               : "TCP") +
            ")";
 
+  model->nics = 1;
+  if (topology != nullptr) {
+    int usable = 0;
+    for (const NicDevice& nic : topology->nics) {
+      const bool kind =
+          rdma != nullptr ? nic.kind == NicKind::kRdma : nic.kind == NicKind::kEthernet;
+      usable += kind && nic.usable() ? 1 : 0;
+    }
+    model->nics = std::max(1, usable);
+  }
+  inter += ", " + std::to_string(model->nics) + " NIC(s)";
   model->intra = LinkCost{shm_latency_us * 1e-6, bytes_per_s(shm_gbps)};
   model->inter = LinkCost{net_latency_us * 1e-6, bytes_per_s(net_gbps)};
   model->source = "intra-node: shared memory " + number(shm_gbps) + " Gbit/s (" +

@@ -3,7 +3,8 @@
 //               GPU pair could assume more, later);
 //   inter-node: the NIC's speed (the fastest usable RDMA port's ibverbs speed, else the inter-node
 //               interface's sysfs speed, else 10 Gbit/s), with 5 us latency over RDMA and 20 us
-//               over TCP. RDMA counts only where UCX_TLS leaves UCX its verbs transports.
+//               over TCP. RDMA counts only where UCX_TLS leaves UCX its verbs transports;
+//               `nics` says how many such NICs the node has (a rail each).
 // Environment overrides, each validated (an error names the variable and the value):
 //   TERSE_NET_GBPS (Gbit/s), TERSE_NET_LATENCY_US, TERSE_SHM_GBPS (Gbit/s), TERSE_SHM_LATENCY_US.
 // This is one process's view: a caller that plans collectives with it must agree the values
@@ -25,8 +26,12 @@ struct LinkCost {
 
 struct LinkModel {
   LinkCost intra;
-  LinkCost inter;
+  LinkCost inter;      // one NIC's
   std::string source;  // where the numbers came from, one line
+  // NICs of the node the inter-node traffic may spread over (usable RDMA ports when UCX uses
+  // RDMA, else usable Ethernet NICs; at least 1): the rails a rail-aligned algorithm may run
+  // side by side, each at `inter`.
+  int nics = 1;
 };
 
 // `topology` may be null (then only sysfs and the defaults are consulted); `inter_node_interface`

@@ -103,6 +103,11 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
        "uncompressed inside each node, the default compressed algorithm between node leaders",
        accepts_any, hierarchical_steps, hierarchical_allreduce,
        hierarchical_stage_residual_elements},
+      {9, "rail",
+       "reduce-scatter inside each node, local rank i compresses chunk i with local rank i of "
+       "every node (its rail, its NIC), allgather inside each node; nodes of equal size, "
+       "stateless codecs",
+       accepts_reencoding, hierarchical_steps, rail_allreduce, rail_stage_residual_elements},
   };
   return table;
 }

@@ -3,15 +3,15 @@
 // through, run}. Selection, TERSE_COMPRESSED_ALGO, the error bounds of tests and perf tools, and
 // `--help` texts all read this table.
 //
-// Choosing (choose_compressed_algorithm): TERSE_COMPRESSED_ALGO=name forces one (refused when
-// it cannot run the call's codec); otherwise by the codec:
+// Choosing is the planner's (planner.h): it weighs the algorithms a codec's family runs, flat,
+// rail-aligned and hierarchical, with the cost model. default_compressed_algorithm below is the
+// fixed rule that remains for calls made without a plan (an algorithm's inner choice when the
+// caller names none, the test harness) and for the reference model:
 //   low-rank (powersgd)              powersgd
 //   randomk with shared_seed=true    randomk (dense allreduce of the k shared positions)
 //   other sparse codecs              sparse_allgather
 //   dense codecs (casts, quantizers) tree below kCompressedTreeMaxBytes, recursive_doubling
 //                                    below kCompressedRecursiveDoublingMaxBytes, sra above
-// and, when the communicator spans several nodes and one of them holds more than one rank,
-// hierarchical around that choice (TERSE_HIERARCHICAL=auto|on|off, compression_engine.h).
 #pragma once
 
 #include <cstddef>

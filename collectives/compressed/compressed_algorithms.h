@@ -56,4 +56,13 @@ ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const Compressed
 size_t hierarchical_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
                                             const PeerGroup& group);
 
+// Rail-aligned (rail_allreduce.cpp): a reduce-scatter inside each node, local rank i running
+// the compressed algorithm for chunk i with local rank i of every other node (its rail), an
+// allgather inside each node. Nodes of equal size; stateless codecs.
+ncclResult_t rail_allreduce(const CompressedArgs& args, const CompressedContext& context);
+// The stage residual of the algorithm a rail runs on the largest chunk (or of the flat algorithm
+// it runs instead on uneven layouts).
+size_t rail_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+                                    const PeerGroup& group);
+
 }  // namespace terse

@@ -61,6 +61,10 @@ struct CompressedArgs {
   // Seed, step, warm-up progress and matrix shape for the encodes of this call; error, state
   // and memory are filled per encode (contribution.h). The seed is the same on every rank.
   EncodeContext encode;
+  // Where element 0 of this call sits in the entry's residual: 0, or the offset of the chunk a
+  // rail call reduces (rail_allreduce.cpp), so that residual index = tensor element everywhere.
+  // Algorithms reach the residual through call_residual() (contribution.h).
+  size_t residual_offset = 0;
 };
 
 struct CompressedContext {

@@ -53,7 +53,7 @@ class CompressedRecursiveDoubling {
     while ((1 << rounds_) < p_) ++rounds_;
     extra_ = n_ - p_;
     capacity_ = message_capacity(args, args.count);
-    residual_ = args.entry != nullptr ? args.entry->residual() : nullptr;
+    residual_ = call_residual(args);
   }
 
   ncclResult_t run() {

@@ -167,7 +167,7 @@ class CompressedRing {
         decode_message(args_, context_, received(unit), bytes, partial_, range.count, false));
     const float* own = values_ + range.offset;
     for (size_t i = 0; i < range.count; ++i) partial_[i] += own[i];
-    float* residual = args_.entry != nullptr ? args_.entry->residual() : nullptr;
+    float* residual = call_residual(args_);
     float* error = residual != nullptr ? residual + range.offset : nullptr;
     const bool last = last_step(unit);
     uint8_t* message = last ? owned(k) : sent(unit + pieces_);

@@ -74,7 +74,7 @@ ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
   uint8_t* up = scratch.bytes(ScratchSlot::kOutgoing, capacity);
   uint8_t* from_children = scratch.bytes(ScratchSlot::kIncoming, 2 * capacity);
   uint8_t* down = scratch.bytes(ScratchSlot::kSecondary, capacity);
-  float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
+  float* residual = call_residual(args);
   bool finite = false;
   TERSE_CHECK(make_contribution(args, context, values, &finite));
 

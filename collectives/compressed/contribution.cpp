@@ -56,7 +56,7 @@ ncclResult_t make_contribution(const CompressedArgs& args, const CompressedConte
 ncclResult_t make_contribution_range(const CompressedArgs& args, const CompressedContext& context,
                                      float* values, const ElementRange& range, bool* finite) {
   const Clock::time_point start = Clock::now();
-  const float* residual = args.entry != nullptr ? args.entry->residual() : nullptr;
+  const float* residual = call_residual(args);
   // Not ResidualEntry::compensate: a hierarchical leader compensates an fp32 node sum with the
   // residual of a tensor whose own dtype may be 16-bit.
   *finite = compensate(args.send, args.dtype, residual, range.offset, range.count, values);
@@ -75,7 +75,7 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
   encode.error = nullptr;
   encode.state = nullptr;
   if (args.entry != nullptr) {
-    if (args.entry->residual() != nullptr) encode.error = args.entry->residual() + range.offset;
+    if (args.entry->residual() != nullptr) encode.error = call_residual(args) + range.offset;
     if (range.offset == 0 && range.count == args.count) encode.state = args.entry->state();
   }
   const ncclResult_t result =

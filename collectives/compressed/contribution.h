@@ -95,6 +95,13 @@ ncclResult_t copy_single_rank(const CompressedArgs& args);
 ncclResult_t stage_residual(const CompressedArgs& args, size_t count, float** residual);
 
 // Counts a message this rank sends.
+// The residual of this call's elements (the entry's, from args.residual_offset), or null when
+// the call keeps none.
+inline float* call_residual(const CompressedArgs& args) {
+  if (args.entry == nullptr || args.entry->residual() == nullptr) return nullptr;
+  return args.entry->residual() + args.residual_offset;
+}
+
 inline void count_sent(const CompressedContext& context, size_t bytes) {
   if (context.counters == nullptr) return;
   context.counters->wire_bytes += bytes;

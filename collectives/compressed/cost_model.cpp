@@ -196,4 +196,35 @@ bool predict_hierarchical(const std::string& inner, const CodecFigures& codec,
   return true;
 }
 
+bool predict_rail(const std::string& inner, const CodecFigures& codec, const GroupShape& group,
+                  const LinkModel& links, double piece_bytes, Prediction* prediction) {
+  const int local = std::min(group.most_ranks_per_node, group.ranks);
+  if (group.nodes <= 1 || local <= 1) {
+    return predict_flat(inner, codec, group, links, piece_bytes, prediction);
+  }
+  // Each rank's chunk, as fp32 node sums.
+  CodecFigures chunk = codec;
+  chunk.input_bytes = codec.input_bytes / local;
+  chunk.raw_bytes = chunk.input_bytes;
+  chunk.wire_bytes = codec.wire_bytes / local;
+  if (inner.rfind("dense", 0) == 0) chunk.wire_bytes = chunk.input_bytes;
+  // The rails share the node's NICs.
+  LinkModel shared = links;
+  const int per_nic = (local + std::max(1, links.nics) - 1) / std::max(1, links.nics);
+  shared.inter.bytes_per_s = links.inter.bytes_per_s / per_nic;
+  const GroupShape rail{group.nodes, group.nodes, 1};
+  Prediction between;
+  if (!predict_flat(inner, chunk, rail, shared, piece_bytes, &between)) return false;
+  // Inside the node: every rank sends and receives (L - 1)/L of the tensor twice (reduce-scatter
+  // and allgather), its cores copying it, and adds (L - 1) chunks.
+  const double moved = (local - 1.0) / local * codec.raw_bytes;
+  const double reduce = (local - 1.0) / local * codec.input_bytes * codec.reduce_seconds_per_byte;
+  const double intra = 2 * links.intra.latency_s + 2 * moved / links.intra.bytes_per_s + reduce;
+  Prediction p = between;
+  p.seconds = intra + between.seconds;
+  p.codec_seconds += reduce;
+  *prediction = p;
+  return true;
+}
+
 }  // namespace terse

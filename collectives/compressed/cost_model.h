@@ -61,4 +61,10 @@ bool predict_hierarchical(const std::string& inner, const CodecFigures& codec,
                           const GroupShape& group, const LinkModel& links, double piece_bytes,
                           Prediction* prediction);
 
+// The rail-aligned algorithm: a reduce-scatter inside each node, `inner` (flat) on each rank's
+// 1/L chunk between local rank i of every node, the L rails sharing the node's links.nics NICs,
+// an allgather inside each node. `group` must have nodes of equal size.
+bool predict_rail(const std::string& inner, const CodecFigures& codec, const GroupShape& group,
+                  const LinkModel& links, double piece_bytes, Prediction* prediction);
+
 }  // namespace terse

@@ -47,8 +47,16 @@ GroupShape shape_of(const NodeLayout& layout, int nranks) {
 
 // The link model every rank agrees on, the reduction's speed and the share of a core: the
 // slowest rank's.
+// Every node holds as many ranks as the first (what the rail algorithm needs).
+bool equal_nodes(const NodeLayout& layout) {
+  for (const std::vector<int>& members : layout.members) {
+    if (members.size() != layout.members.front().size()) return false;
+  }
+  return true;
+}
+
 struct AgreedFigures {
-  double intra_latency, intra_bandwidth, inter_latency, inter_bandwidth, reduce, cpu_share;
+  double intra_latency, intra_bandwidth, inter_latency, inter_bandwidth, reduce, cpu_share, nics;
 };
 
 // Cores this process may run on.
@@ -114,6 +122,7 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
   const NodeLayout layout = group_into_nodes(planner->hosts_);
   planner->node_of_ = layout.node_of;
   planner->shape_ = shape_of(layout, transport->nranks());
+  planner->equal_nodes_ = equal_nodes(layout);
 
   LinkModel mine;
   TERSE_CHECK(assumed_link_model(local_topology(), "", &mine));
@@ -128,7 +137,8 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
                           mine.inter.latency_s,
                           mine.inter.bytes_per_s,
                           reduce,
-                          cpu_share};
+                          cpu_share,
+                          static_cast<double>(mine.nics)};
   std::vector<AgreedFigures> all(static_cast<size_t>(transport->nranks()));
   TERSE_CHECK(transport->allgather(&own, sizeof own, all.data()));
   AgreedFigures agreed = own;
@@ -139,10 +149,12 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
     agreed.inter_bandwidth = std::min(agreed.inter_bandwidth, f.inter_bandwidth);
     agreed.reduce = std::min(agreed.reduce, f.reduce);
     agreed.cpu_share = std::min(agreed.cpu_share, f.cpu_share);
+    agreed.nics = std::min(agreed.nics, f.nics);
   }
   planner->links_ = mine;
   planner->links_.intra = LinkCost{agreed.intra_latency, agreed.intra_bandwidth};
   planner->links_.inter = LinkCost{agreed.inter_latency, agreed.inter_bandwidth};
+  planner->links_.nics = static_cast<int>(agreed.nics);
   planner->reduce_bytes_per_s_ = agreed.reduce;
   planner->cpu_share_ = agreed.cpu_share;
   *out = std::move(planner);
@@ -162,6 +174,7 @@ std::unique_ptr<Planner> Planner::for_figures(int rank, const std::vector<std::s
   const NodeLayout layout = group_into_nodes(hosts);
   planner->node_of_ = layout.node_of;
   planner->shape_ = shape_of(layout, static_cast<int>(hosts.size()));
+  planner->equal_nodes_ = equal_nodes(layout);
   planner->links_ = links;
   planner->agreed_ = std::move(speeds);
   planner->reduce_bytes_per_s_ = reduce_bytes_per_s;
@@ -258,7 +271,9 @@ void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool boun
   const double piece = static_cast<double>(settings_.piece_bytes);
   const CompressedAlgorithmInfo* hierarchical = find_compressed_algorithm("hierarchical");
   const bool forced_hierarchical = settings_.forced == hierarchical;
-  const bool forced_flat = settings_.forced != nullptr && !forced_hierarchical;
+  const CompressedAlgorithmInfo* rail = find_compressed_algorithm("rail");
+  const bool forced_rail = settings_.forced == rail;
+  const bool forced_flat = settings_.forced != nullptr && !forced_hierarchical && !forced_rail;
   // Hierarchical pays only where a node holds several ranks; TERSE_HIERARCHICAL=on asks for it
   // on any multi-node communicator, =off never; a forced algorithm is run as it is.
   const bool hierarchical_candidates =
@@ -269,6 +284,12 @@ void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool boun
   const bool flat_candidates =
       forced_flat || (settings_.forced == nullptr &&
                       !(shape_.nodes > 1 && settings_.hierarchy == HierarchyMode::kOn));
+  // Rails: nodes of equal size above one and a codec without per-tensor state; weighed where
+  // the hierarchical plans are, or forced.
+  const bool rail_candidates =
+      rail->accepts(codec, request.count) &&
+      (forced_rail || (settings_.forced == nullptr && hierarchical_candidates && equal_nodes_ &&
+                       shape_.nodes > 1 && shape_.most_ranks_per_node > 1));
   // Where the hierarchical algorithm runs its inner one: between node leaders, or on the whole
   // group when that gains nothing (one node, or one rank per node).
   const bool nodes_apart = shape_.nodes > 1 && shape_.most_ranks_per_node > 1;
@@ -291,6 +312,17 @@ void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool boun
           plan->candidates.push_back(candidate);
           runs->push_back(algorithm);
           inners->push_back(nullptr);
+        }
+      }
+    }
+    if (rail_candidates) {
+      candidate.algorithm = std::string("rail/") + algorithm->name;
+      candidate.error_bound = relative_bound(bound, algorithm->lossy_steps(shape_.nodes));
+      if (!bounded || candidate.error_bound <= request.max_rel_err) {
+        if (predict_rail(algorithm->name, figures, shape_, links_, piece, &candidate.prediction)) {
+          plan->candidates.push_back(candidate);
+          runs->push_back(rail);
+          inners->push_back(algorithm);
         }
       }
     }
@@ -380,7 +412,16 @@ ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
   plan->algorithm = runs[chosen];
   plan->inner = inners[chosen];
   if (plan->codec != nullptr && plan->algorithm != nullptr) {
-    if (plan->inner != nullptr && shape_.nodes > 1 && shape_.most_ranks_per_node > 1) {
+    const bool nodes_apart = shape_.nodes > 1 && shape_.most_ranks_per_node > 1;
+    if (plan->algorithm == find_compressed_algorithm("rail") && nodes_apart && equal_nodes_) {
+      // A rail: the largest chunk, over one rank per node.
+      PeerGroup rail;
+      rail.ranks.resize(static_cast<size_t>(shape_.nodes));
+      const size_t largest = (request.count + static_cast<size_t>(shape_.most_ranks_per_node) - 1) /
+                             static_cast<size_t>(shape_.most_ranks_per_node);
+      plan->stage_elements =
+          plan->inner->stage_elements(*plan->codec, largest, DType::kFloat32, rail);
+    } else if (plan->algorithm == find_compressed_algorithm("hierarchical") && nodes_apart) {
       // The leaders' group, as the hierarchical algorithm forms it: only its size matters.
       PeerGroup leaders;
       leaders.ranks.resize(static_cast<size_t>(shape_.nodes));

@@ -10,7 +10,10 @@
 //                     tree, recursive_doubling and sra; sparse ones sparse_allgather; shared-seed
 //                     Random-K randomk; PowerSGD powersgd), each flat and, on a communicator that
 //                     spans nodes with several ranks on some node, hierarchical around it
-//                     (TERSE_HIERARCHICAL=off drops the hierarchical ones, =on the flat ones).
+//                     and, where nodes hold equal numbers of ranks and the codec keeps no
+//                     per-tensor state, rail-aligned around it (rail_allreduce.cpp)
+//                     (TERSE_HIERARCHICAL=off drops the hierarchical and rail ones, =on the
+//                     flat ones).
 //                     The compressed ring is never chosen (sra moves the same bytes through two
 //                     lossy steps instead of n); TERSE_COMPRESSED_ALGO forces one algorithm.
 //   auto              the candidates of every codec of kAutoCodecs whose stated error bound for
@@ -149,6 +152,7 @@ class Planner {
   std::vector<std::string> hosts_;
   std::vector<int> node_of_;  // by rank
   GroupShape shape_;
+  bool equal_nodes_ = true;  // every node holds as many ranks (rails apply)
   LinkModel links_;
   std::map<std::string, CodecSpeed> agreed_;  // by spec
   std::map<std::string, CodecSpeed> own_;     // this rank's, not yet agreed

@@ -136,7 +136,10 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
     if (compression && std::strcmp(stats.last_codec, "none") != 0) {
       // Every rank sees the same algorithm, so every rank joins the gather or none does.
       std::vector<std::string> hosts;
-      if (std::strcmp(stats.last_algorithm, "hierarchical") == 0) hosts = gather_hosts(context);
+      if (std::strcmp(stats.last_algorithm, "hierarchical") == 0 ||
+          std::strcmp(stats.last_algorithm, "rail") == 0) {
+        hosts = gather_hosts(context);
+      }
       const ModelFigures figures = check_compressed_row(context, row, in_place, hosts);
       wrong = figures.wrong;
       result.rel_err = -context.sync.min(-figures.max_rel_err);  // the largest of any rank

@@ -161,7 +161,9 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
   expected_ = model_->call(spec, inputs);
   last_dtype_ = dtype;
   last_count_ = count;
-  last_sra_ = std::string(algorithm.name) == "sra" || std::string(algorithm.name) == "hierarchical";
+  last_sra_ = std::string(algorithm.name) == "sra" ||
+              std::string(algorithm.name) == "hierarchical" ||
+              std::string(algorithm.name) == "rail";
   return results;
 }
 

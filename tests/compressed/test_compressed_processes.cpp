@@ -106,6 +106,25 @@ std::vector<ProcessCase> algorithm_cases() {
        {{"TERSE_COMPRESSED_ALGO", "hierarchical"},
         {"TERSE_CODEC", "topk:ratio=0.05"},
         {"MODEL_RANKS_PER_NODE", "2"}}},
+      {"rail_int8",
+       4,
+       {{"TERSE_COMPRESSED_ALGO", "rail"},
+        {"TERSE_CODEC", "int8"},
+        {"MODEL_COUNT", "100003"},
+        {"MODEL_RANKS_PER_NODE", "2"}}},
+      {"rail_topk",
+       6,
+       {{"TERSE_COMPRESSED_ALGO", "rail"},
+        {"TERSE_CODEC", "topk:ratio=0.05"},
+        {"MODEL_RANKS_PER_NODE", "3"}}},
+      // No algorithm forced: the planner's choice behind a 1 Gbit/s network (rails, leaders or
+      // flat, and the algorithm between nodes), which the model follows from the statistics.
+      {"planned_int8",
+       4,
+       {{"TERSE_CODEC", "int8"},
+        {"TERSE_NET_GBPS", "1"},
+        {"MODEL_COUNT", "300007"},
+        {"MODEL_RANKS_PER_NODE", "2"}}},
   };
 }
 

@@ -66,5 +66,16 @@ TEST(ConservationHierarchical, LeadersKeepTheNodesResiduals) {
   expect_conserved(ranks, "hierarchical", "topk", 3001);
 }
 
+TEST(ConservationRail, EachRankKeepsItsChunksResidual) {
+  CompressedRanks ranks(6, "int8", MemoryKind::kResidual, {"a", "b", "c", "a", "b", "c"});
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  ranks.set_piece_bytes(4096);
+  for (size_t count : {size_t{1001}, size_t{140001}}) {
+    expect_conserved(ranks, "rail", "int8", count);
+  }
+  ranks.use_codec("topk:ratio=0.05", MemoryKind::kResidual);
+  expect_conserved(ranks, "rail", "topk", 3001);
+}
+
 }  // namespace
 }  // namespace terse

@@ -116,5 +116,29 @@ TEST(ExactModelHierarchical, EveryInnerAlgorithmOnUnevenNodes) {
   }
 }
 
+// Rails: exact node sums of each rank's chunk, the default algorithm for the chunk over local
+// rank i of every node, allgathered inside the node; on even layouts of 2, 3 and 4 nodes, and an
+// uneven one where the inner algorithm runs flat instead.
+TEST(ExactModelRail, EveryInnerAlgorithmOnEvenNodes) {
+  const std::vector<std::vector<std::string>> layouts = {{"a", "a", "b", "b"},
+                                                         {"a", "b", "c", "a", "b", "c"},
+                                                         {"a", "a", "b", "b", "c", "c", "d", "d"},
+                                                         {"a", "a", "a", "b"}};
+  for (const std::vector<std::string>& hosts : layouts) {
+    CompressedRanks ranks(static_cast<int>(hosts.size()), "int8", MemoryKind::kResidual, hosts);
+    ASSERT_TRUE(ranks.ok()) << ranks.error();
+    ranks.set_piece_bytes(4096);
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{20000}, size_t{140001}}) {
+      expect_matches_model(ranks, "rail", "int8", DType::kFloat32, count);
+    }
+    expect_matches_model(ranks, "rail", "int8", DType::kFloat16, 20000, 0.125);
+    expect_matches_model(ranks, "rail", "int8", DType::kBFloat16, 20000, 0.125);
+    for (const char* codec : {"topk:ratio=0.05", "sign", "randomk:ratio=0.05,unbiased=false"}) {
+      ranks.use_codec(codec, MemoryKind::kResidual);
+      expect_matches_model(ranks, "rail", codec, DType::kFloat32, 60 * 50);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace terse

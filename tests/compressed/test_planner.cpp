@@ -122,8 +122,8 @@ TEST(Planner, ChoosesTheFastestPredictionAndReportsEveryCandidate) {
   request.codec = int8;
   CallPlan plan;
   ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
-  // tree, recursive doubling and sra, each flat and hierarchical.
-  ASSERT_EQ(plan.candidates.size(), 6u);
+  // tree, recursive doubling and sra, each flat, rail-aligned and hierarchical.
+  ASSERT_EQ(plan.candidates.size(), 9u);
   for (const PlanCandidate& candidate : plan.candidates) {
     EXPECT_GE(candidate.prediction.seconds, chosen(plan).prediction.seconds) << candidate.algorithm;
     EXPECT_GT(candidate.prediction.seconds, 0);
@@ -187,31 +187,69 @@ TEST(Planner, AutoLeavesSharedMemoryUncompressed) {
   }
 }
 
-TEST(Planner, HierarchicalWinsWhenNodesHoldSeveralRanksBehindASlowLink) {
+TEST(Planner, NodesOfSeveralRanksBehindASlowLinkGoByRailsOrThroughTheirLeaders) {
   Codecs codecs;
   Codec* int8 = codecs.get("int8");
   Planner::Settings settings;
   settings.piece_bytes = 256 << 10;
-  auto planner = Planner::for_figures(0, hosts(2, 4), links(2e-6, 8e9, 50e-6, 125e6), settings,
-                                      codecs.maker(), realistic_speeds(codecs), 5e9);
+  LinkModel one_nic = links(2e-6, 8e9, 50e-6, 125e6);
+  auto planner = Planner::for_figures(0, hosts(2, 4), one_nic, settings, codecs.maker(),
+                                      realistic_speeds(codecs), 5e9);
   PlanRequest request;
   request.count = 16 << 20;
   request.codec = int8;
   CallPlan plan;
   ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
   // Flat sra sends 4 ranks' chunks through each node's link at once (4 * 4 / 8 of the encoded
-  // tensor, twice); hierarchical sends one node sum's chunk (1 / 2, twice).
-  EXPECT_EQ(chosen(plan).algorithm.rfind("hierarchical/", 0), 0u) << plan.describe();
-  EXPECT_STREQ(plan.algorithm->name, "hierarchical");
+  // tensor, twice); through leaders or by rails each node sends one node sum's (1 / 2, twice),
+  // and by rails four ranks share the codec work a leader does alone.
+  auto find = [&](const std::string& algorithm) -> const PlanCandidate* {
+    for (const PlanCandidate& c : plan.candidates) {
+      if (c.algorithm == algorithm) return &c;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(find("sra"), nullptr);
+  ASSERT_NE(find("rail/sra"), nullptr);
+  ASSERT_NE(find("hierarchical/sra"), nullptr);
+  EXPECT_LT(find("hierarchical/sra")->prediction.seconds, find("sra")->prediction.seconds / 2);
+  EXPECT_LT(find("rail/sra")->prediction.seconds, find("hierarchical/sra")->prediction.seconds);
+  EXPECT_STREQ(plan.algorithm->name, "rail") << plan.describe();
   ASSERT_NE(plan.inner, nullptr);
+  // With a NIC per local rank the four rails run side by side: the wire part shrinks 4x.
+  LinkModel four_nics = one_nic;
+  four_nics.nics = 4;
+  auto railed = Planner::for_figures(0, hosts(2, 4), four_nics, settings, codecs.maker(),
+                                     realistic_speeds(codecs), 5e9);
+  CallPlan with_rails;
+  ASSERT_EQ(railed->plan(request, &with_rails), ncclSuccess);
+  EXPECT_LT(with_rails.candidates[static_cast<size_t>(with_rails.chosen)].prediction.seconds,
+            find("rail/sra")->prediction.seconds * 0.6)
+      << with_rails.describe();
+
+  // Nodes of unequal size (3 + 1): no rails; the leaders' plan wins.
+  auto uneven = Planner::for_figures(0, {"a", "a", "a", "b"}, one_nic, settings, codecs.maker(),
+                                     realistic_speeds(codecs), 5e9);
+  ASSERT_EQ(uneven->plan(request, &plan), ncclSuccess);
+  EXPECT_EQ(find("rail/sra"), nullptr);
+  EXPECT_STREQ(plan.algorithm->name, "hierarchical") << plan.describe();
+
+  // A codec with per-tensor state (PowerSGD) has no rails either.
+  request.codec = codecs.get("powersgd:rank=4");
+  ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+  for (const PlanCandidate& candidate : plan.candidates) {
+    EXPECT_EQ(candidate.algorithm.find("rail"), std::string::npos) << candidate.algorithm;
+  }
 
   settings.hierarchy = HierarchyMode::kOff;
-  planner = Planner::for_figures(0, hosts(2, 4), links(2e-6, 8e9, 50e-6, 125e6), settings,
-                                 codecs.maker(), realistic_speeds(codecs), 5e9);
+  request.codec = int8;
+  planner = Planner::for_figures(0, hosts(2, 4), one_nic, settings, codecs.maker(),
+                                 realistic_speeds(codecs), 5e9);
   ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
   EXPECT_EQ(plan.inner, nullptr);
   for (const PlanCandidate& candidate : plan.candidates) {
     EXPECT_EQ(candidate.algorithm.find("hierarchical"), std::string::npos);
+    EXPECT_EQ(candidate.algorithm.find("rail"), std::string::npos);
   }
 }
 

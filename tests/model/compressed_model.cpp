@@ -129,8 +129,14 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
   bool several = false;
   for (const auto& node : nodes) several = several || node.size() > 1;
   const bool hierarchical = spec.algorithm == "hierarchical" && nodes.size() > 1 && several;
+  // Rails: several nodes of one size above one (rail_allreduce.cpp); otherwise a rail call runs
+  // its inner algorithm flat.
+  bool equal = true;
+  for (const auto& node : nodes) equal = equal && node.size() == nodes.front().size();
+  const bool rails =
+      spec.algorithm == "rail" && nodes.size() > 1 && nodes.front().size() > 1 && equal;
   std::string algorithm = spec.algorithm;
-  if (spec.algorithm == "hierarchical") {
+  if (spec.algorithm == "hierarchical" || spec.algorithm == "rail") {
     algorithm = !spec.inner_algorithm.empty()
                     ? spec.inner_algorithm
                     : default_algorithm(*codec_, count * dtype_size(spec.dtype));
@@ -151,7 +157,9 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
     }
   };
   std::vector<int> positions;  // the rank at each group position
-  if (hierarchical) {
+  if (rails) {
+    // rail_call() makes the group of each rail itself.
+  } else if (hierarchical) {
     for (const auto& node : nodes) positions.push_back(node.front());
   } else {
     for (int r = 0; r < n; ++r) positions.push_back(r);
@@ -185,7 +193,12 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
     call.states.push_back(memory.state.get());
   }
 
-  GroupResult group = run_algorithm(algorithm, call);
+  GroupResult group;
+  if (rails) {
+    group = rail_call(spec, in, nodes, call);
+  } else {
+    group = run_algorithm(algorithm, call);
+  }
   Expected expected;
   expected.result.resize(count);
   std::vector<uint8_t> stored(count * dtype_size(spec.dtype));
@@ -216,6 +229,83 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
     }
   }
   return expected;
+}
+
+GroupResult CompressedModel::rail_call(const CallSpec& spec,
+                                       const std::vector<std::vector<uint8_t>>& in,
+                                       const std::vector<std::vector<int>>& nodes,
+                                       const GroupCall& base) {
+  const size_t count = spec.count;
+  const int local = static_cast<int>(nodes.front().size());
+  const int rails = static_cast<int>(nodes.size());
+  GroupResult whole;
+  whole.sum.assign(count, 0.0f);
+  bool tolerant = false;
+  std::vector<double> tolerance(count, 0.0);
+  for (int i = 0; i < local; ++i) {
+    const Range chunk = near_equal(count, local, i);
+    // The inner algorithm the code runs on this chunk when the plan names none.
+    const std::string inner =
+        !spec.inner_algorithm.empty()
+            ? spec.inner_algorithm
+            : default_algorithm(*codec_, chunk.count * dtype_size(spec.dtype));
+    GroupCall call = base;
+    call.count = chunk.count;
+    call.contributions.clear();
+    call.residuals.clear();
+    call.owner_residuals.clear();
+    call.states.clear();
+    std::vector<std::vector<float>> residuals(static_cast<size_t>(rails));
+    for (int g = 0; g < rails; ++g) {
+      // Node g's sum of chunk i, its members in local-index order.
+      std::vector<float> values(chunk.count, 0.0f);
+      for (int m = 0; m < local; ++m) {
+        const int member = nodes[static_cast<size_t>(g)][static_cast<size_t>(m)];
+        for (size_t e = 0; e < chunk.count; ++e) {
+          const float v =
+              load_element(in[static_cast<size_t>(member)].data(), spec.dtype, chunk.offset + e);
+          values[e] = m == 0 ? v : values[e] + v;
+        }
+      }
+      const int rank = nodes[static_cast<size_t>(g)][static_cast<size_t>(i)];
+      Rank& memory = ranks_[static_cast<size_t>(rank)];
+      const bool keeps = !memory.residual.empty();
+      if (keeps) {
+        residuals[static_cast<size_t>(g)].assign(
+            memory.residual.begin() + chunk.offset,
+            memory.residual.begin() + chunk.offset + chunk.count);
+        for (size_t e = 0; e < chunk.count; ++e) values[e] += residuals[static_cast<size_t>(g)][e];
+      }
+      call.contributions.push_back(std::move(values));
+      call.residuals.push_back(keeps ? &residuals[static_cast<size_t>(g)] : nullptr);
+      if (keeps && inner == "sra" && rails > 1 && chunk.count > 0) {
+        const Range owned = near_equal(chunk.count, rails, g);
+        if (memory.owner_residual.size() != owned.count) {
+          memory.owner_residual.assign(owned.count, 0.0f);
+        }
+        memory.owner_offset = chunk.offset + owned.offset;
+        call.owner_residuals.push_back(&memory.owner_residual);
+      } else {
+        call.owner_residuals.push_back(nullptr);
+      }
+      call.states.push_back(nullptr);  // rails run stateless codecs only
+    }
+    const GroupResult part = run_algorithm(inner, call);
+    for (int g = 0; g < rails; ++g) {
+      Rank& memory =
+          ranks_[static_cast<size_t>(nodes[static_cast<size_t>(g)][static_cast<size_t>(i)])];
+      if (memory.residual.empty()) continue;
+      std::copy(residuals[static_cast<size_t>(g)].begin(), residuals[static_cast<size_t>(g)].end(),
+                memory.residual.begin() + chunk.offset);
+    }
+    std::copy(part.sum.begin(), part.sum.end(), whole.sum.begin() + chunk.offset);
+    if (!part.tolerance.empty()) {
+      tolerant = true;
+      std::copy(part.tolerance.begin(), part.tolerance.end(), tolerance.begin() + chunk.offset);
+    }
+  }
+  if (tolerant) whole.tolerance = std::move(tolerance);
+  return whole;
 }
 
 Comparison compare(const Expected& expected, DType dtype, const uint8_t* got, size_t count) {

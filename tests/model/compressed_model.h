@@ -49,6 +49,9 @@ struct Expected {
   double residual_tolerance = 0;
 };
 
+struct GroupCall;    // model_steps.h
+struct GroupResult;  // model_steps.h
+
 class CompressedModel {
  public:
   // `nranks` ranks that all run `codec_spec` with residual memory of `memory`.
@@ -74,6 +77,12 @@ class CompressedModel {
 
  private:
   struct Rank;
+  // A rail call (rail_allreduce.cpp) on `nodes` of equal size: for each local index i, the
+  // nodes' exact sums of chunk i through the inner algorithm over local rank i of every node;
+  // `base` carries the call's codec, seed and settings.
+  GroupResult rail_call(const CallSpec& spec, const std::vector<std::vector<uint8_t>>& in,
+                        const std::vector<std::vector<int>>& nodes, const GroupCall& base);
+
   std::unique_ptr<Codec> codec_;
   std::string error_;
   MemoryKind memory_;

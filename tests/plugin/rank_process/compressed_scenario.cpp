@@ -176,8 +176,11 @@ int run_compressed(ncclComm_t comm, int rank, int nranks) {
     const bool expect_hierarchical = std::string(getenv("PLUGIN_TEST_EXPECT_HIERARCHICAL")
                                                      ? getenv("PLUGIN_TEST_EXPECT_HIERARCHICAL")
                                                      : "1") == "1";
-    if (expect_hierarchical != (hierarchical_algorithm == "hierarchical") ||
-        flat_algorithm == "hierarchical") {
+    // Node-aware: through the node leaders, or by rails (the planner weighs both).
+    const auto node_aware = [](const std::string& algorithm) {
+      return algorithm == "hierarchical" || algorithm == "rail";
+    };
+    if (expect_hierarchical != node_aware(hierarchical_algorithm) || node_aware(flat_algorithm)) {
       return fail_with(rank, "algorithms: " + hierarchical_algorithm + " with nodes, " +
                                  flat_algorithm + " flat");
     }
@@ -196,8 +199,8 @@ int run_auto_agreement(ncclComm_t comm, int rank, int nranks) {
   std::vector<float> result;
   double bound = 0;
   std::string algorithm;
-  const int code = checked_allreduce(comm, rank, nranks, 1 << 18, ncclSum, &result, &bound,
-                                     &algorithm);
+  const int code =
+      checked_allreduce(comm, rank, nranks, 1 << 18, ncclSum, &result, &bound, &algorithm);
   if (code != kPluginRankOk) return code;
   terseStats stats{};
   if (terseCommGetStats(comm, &stats) != ncclSuccess) {

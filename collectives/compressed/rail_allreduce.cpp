@@ -1,0 +1,261 @@
+// Rail-aligned compressed allreduce: uncompressed inside each node, compressed between nodes, with
+// every rank of a node carrying its own share across the network. For communicators whose nodes
+// hold the same number L > 1 of ranks (group positions in node order, topology/node_layout.h):
+//
+//   1. reduce-scatter inside the node: the tensor is cut into L near-equal chunks; local rank i
+//      receives chunk i from every other rank of its node (in their own dtype: lossless) and
+//      adds them in local-index order in fp32, its own included at its place: the node's sum of
+//      chunk i;
+//   2. local rank i of every node runs the planner's inner algorithm (CompressedContext::inner;
+//      without one the table's default for the codec and chunk) over its rail: the group of
+//      local rank i of each node, in node order. On a node with one NIC per local rank
+//      (transport/nic_binding.h) each rail stays on its own NIC; on one with a single NIC the L
+//      rails share it, and the codec work is still spread over L ranks instead of one leader;
+//   3. allgather inside the node: local rank i sends its finished chunk, in the output dtype, to
+//      every other rank of its node.
+// Every rank of a rail ends with the same bits (the inner algorithm's guarantee), and the ranks
+// of a node copy each other's chunks, so every rank holds identical results.
+//
+// Error feedback: local rank i keeps the residual of chunk i, at the chunk's own offset of the
+// tensor's residual (CompressedArgs::residual_offset), so residual index = tensor element. The
+// codec must keep no per-tensor state (its state would describe the whole tensor, and each rank
+// encodes one chunk of it).
+//
+// Bound: the inner algorithm's over the node sums of each chunk; lossy_steps covers every inner
+// choice, as for the hierarchical algorithm.
+//
+// Uneven layouts (nodes of different sizes), one node, or one rank per node: the inner algorithm
+// runs on the whole group, as a flat call would.
+//
+// Steps: 0 the reduce-scatter, 1 the allgather, from kInnerFirstStep the inner algorithm (phases
+// 1 and 3 only join ranks of one node, the inner algorithm only ranks of one rail).
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/compressed/compressed_algorithms.h"
+#include "collectives/compressed/contribution.h"
+#include "collectives/in_flight_transfers.h"
+#include "collectives/ring_pattern.h"
+#include "common/result.h"
+#include "topology/node_layout.h"
+#include "transport/tag_layout.h"
+
+namespace terse {
+namespace {
+
+constexpr uint32_t kReduceScatterStep = 0;
+constexpr uint32_t kAllgatherStep = 1;
+constexpr uint32_t kInnerFirstStep = 2;
+
+using Clock = std::chrono::steady_clock;
+
+NodeLayout layout_nodes(const PeerGroup& group) {
+  return group_into_nodes(group.hosts.empty()
+                              ? std::vector<std::string>(static_cast<size_t>(group.size()))
+                              : group.hosts);
+}
+
+// Several nodes, all of the same size, above one.
+bool rails_apply(const NodeLayout& layout) {
+  if (!layout.multi_node()) return false;
+  const size_t local = layout.members.front().size();
+  if (local < 2) return false;
+  for (const std::vector<int>& members : layout.members) {
+    if (members.size() != local) return false;
+  }
+  return true;
+}
+
+const CompressedAlgorithmInfo& inner_for(const CompressedArgs& args,
+                                         const CompressedContext& context, size_t count) {
+  return context.inner != nullptr
+             ? *context.inner
+             : *default_compressed_algorithm(*args.codec, count, dtype_size(args.dtype));
+}
+
+class RailAllreduce {
+ public:
+  RailAllreduce(const CompressedArgs& args, const CompressedContext& context,
+                const NodeLayout& layout)
+      : args_(args),
+        context_(context),
+        layout_(layout),
+        node_(layout.node_of[static_cast<size_t>(context.group.index)]),
+        members_(layout.members[static_cast<size_t>(node_)]),
+        local_(layout.local_index(context.group.index)),
+        element_bytes_(dtype_size(args.dtype)) {}
+
+  ncclResult_t run() {
+    const ElementRange mine = chunk(local_);
+    float* node_chunk = context_.scratch->floats(ScratchSlot::kHierarchy, mine.count);
+    auto start = Clock::now();
+    TERSE_CHECK(reduce_scatter(node_chunk));
+    add_dense_time(start);
+    TERSE_CHECK(run_inner(node_chunk, mine));
+    start = Clock::now();
+    TERSE_CHECK(allgather());
+    add_dense_time(start);
+    return ncclSuccess;
+  }
+
+ private:
+  int local_count() const { return static_cast<int>(members_.size()); }
+  ElementRange chunk(int local) const {
+    return near_equal_block(args_.count, local_count(), local);
+  }
+  int member_rank(int local) const {
+    return context_.group.rank_at(members_[static_cast<size_t>(local)]);
+  }
+  uint32_t operation(uint32_t step) const {
+    return make_operation(context_.sequence, context_.first_step + step);
+  }
+  void add_dense_time(Clock::time_point start) const {
+    if (context_.counters == nullptr) return;
+    context_.counters->dense_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  // node_chunk = the node's sum of this rank's chunk, members added in local-index order.
+  ncclResult_t reduce_scatter(float* node_chunk) {
+    const int local = local_count();
+    const ElementRange mine = chunk(local_);
+    const size_t others = static_cast<size_t>(local - 1);
+    uint8_t* incoming =
+        context_.scratch->bytes(ScratchSlot::kIncoming, others * mine.count * element_bytes_);
+    const auto slot_of = [&](int member) {
+      return static_cast<size_t>(member < local_ ? member : member - 1);
+    };
+    // Receives first, then every other member's chunk from this rank's send buffer.
+    InFlightTransfers transfers(context_.transport, 2 * others, context_.deadline);
+    for (int member = 0; member < local; ++member) {
+      if (member == local_) continue;
+      TERSE_CHECK(transfers.recv(
+          slot_of(member), member_rank(member), operation(kReduceScatterStep),
+          incoming + slot_of(member) * mine.count * element_bytes_, mine.count * element_bytes_));
+    }
+    for (int member = 0; member < local; ++member) {
+      if (member == local_) continue;
+      const ElementRange theirs = chunk(member);
+      const size_t bytes = theirs.count * element_bytes_;
+      TERSE_CHECK(transfers.send(
+          others + slot_of(member), member_rank(member), operation(kReduceScatterStep),
+          static_cast<const uint8_t*>(args_.send) + theirs.offset * element_bytes_, bytes));
+      count_sent(context_, bytes);
+    }
+    for (int member = 0; member < local; ++member) {
+      const uint8_t* values =
+          member == local_ ? static_cast<const uint8_t*>(args_.send) + mine.offset * element_bytes_
+                           : incoming + slot_of(member) * mine.count * element_bytes_;
+      if (member != local_) TERSE_CHECK(transfers.wait(slot_of(member)));
+      dispatch_dtype(args_.dtype, [&](auto type) {
+        using T = decltype(type);
+        const auto* typed = reinterpret_cast<const typename T::Storage*>(values);
+        if (member == 0) {
+          for (size_t i = 0; i < mine.count; ++i) node_chunk[i] = T::load(typed[i]);
+        } else {
+          for (size_t i = 0; i < mine.count; ++i) node_chunk[i] += T::load(typed[i]);
+        }
+      });
+    }
+    // recv may be send: the sends must have left before the allgather writes recv.
+    return transfers.wait_all();
+  }
+
+  // The inner algorithm on this rank's rail; an fp32 result goes straight into recv (scaled
+  // there), a 16-bit one is summed in place in the node chunk and written after.
+  ncclResult_t run_inner(float* node_chunk, const ElementRange& mine) {
+    CompressedArgs inner = args_;
+    inner.send = node_chunk;
+    inner.count = mine.count;
+    inner.dtype = DType::kFloat32;
+    inner.residual_offset = args_.residual_offset + mine.offset;
+    const bool direct = args_.dtype == DType::kFloat32;
+    inner.recv = direct ? static_cast<void*>(static_cast<float*>(args_.recv) + mine.offset)
+                        : static_cast<void*>(node_chunk);
+    inner.result_scale = direct ? args_.result_scale : 1.0;
+
+    CompressedContext context = context_;
+    context.first_step = context_.first_step + kInnerFirstStep;
+    context.inner = nullptr;
+    PeerGroup& rail = context.group;
+    rail.ranks.clear();
+    rail.hosts.clear();
+    for (const std::vector<int>& members : layout_.members) {
+      const int position = members[static_cast<size_t>(local_)];
+      rail.ranks.push_back(context_.group.rank_at(position));
+      rail.hosts.push_back(context_.group.hosts[static_cast<size_t>(position)]);
+    }
+    rail.index = node_;
+    TERSE_CHECK(inner_for(args_, context_, mine.count).run(inner, context));
+    if (!direct) write_result(args_, node_chunk, mine);
+    return ncclSuccess;
+  }
+
+  // This rank's finished chunk to every other member; theirs into recv.
+  ncclResult_t allgather() {
+    const int local = local_count();
+    const size_t others = static_cast<size_t>(local - 1);
+    const ElementRange mine = chunk(local_);
+    uint8_t* recv = static_cast<uint8_t*>(args_.recv);
+    InFlightTransfers transfers(context_.transport, 2 * others, context_.deadline);
+    size_t slot = 0;
+    for (int member = 0; member < local; ++member) {
+      if (member == local_) continue;
+      const ElementRange theirs = chunk(member);
+      TERSE_CHECK(transfers.recv(slot++, member_rank(member), operation(kAllgatherStep),
+                                 recv + theirs.offset * element_bytes_,
+                                 theirs.count * element_bytes_));
+    }
+    for (int member = 0; member < local; ++member) {
+      if (member == local_) continue;
+      const size_t bytes = mine.count * element_bytes_;
+      TERSE_CHECK(transfers.send(slot++, member_rank(member), operation(kAllgatherStep),
+                                 recv + mine.offset * element_bytes_, bytes));
+      count_sent(context_, bytes);
+    }
+    return transfers.wait_all();
+  }
+
+  const CompressedArgs& args_;
+  const CompressedContext& context_;
+  const NodeLayout& layout_;
+  const int node_;
+  const std::vector<int>& members_;
+  const int local_;
+  const size_t element_bytes_;
+};
+
+}  // namespace
+
+size_t rail_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+                                    const PeerGroup& group) {
+  if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) return 0;  // refused
+  const NodeLayout layout = layout_nodes(group);
+  const CompressedAlgorithmInfo* inner =
+      default_compressed_algorithm(codec, count, dtype_size(dtype));
+  if (!rails_apply(layout)) return inner->stage_elements(codec, count, dtype, group);
+  // The largest chunk any rank reduces, over a rail of one rank per node.
+  const int local = static_cast<int>(layout.members.front().size());
+  const size_t largest = near_equal_block(count, local, 0).count;
+  PeerGroup rail;
+  rail.ranks.resize(layout.members.size());
+  return inner->stage_elements(codec, largest, DType::kFloat32, rail);
+}
+
+ncclResult_t rail_allreduce(const CompressedArgs& args, const CompressedContext& context) {
+  const PeerGroup& group = context.group;
+  if (group.size() == 1) return copy_single_rank(args);
+  if (args.count == 0) return ncclSuccess;
+  if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) {
+    return fail(ncclInternalError,
+                "rail allreduce on rank %d: %zu host identities for a group of %d ranks",
+                group.rank_at(group.index), group.hosts.size(), group.size());
+  }
+  const NodeLayout layout = layout_nodes(group);
+  if (!rails_apply(layout)) return inner_for(args, context, args.count).run(args, context);
+  RailAllreduce rail(args, context, layout);
+  return rail.run();
+}
+
+}  // namespace terse
