@@ -43,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codecs/codec.h"
@@ -117,6 +118,7 @@ class Planner {
   static ncclResult_t create(Transport* transport, const Settings& settings, CodecMaker make_codec,
                              std::unique_ptr<Planner>* out);
 
+  // The plan for `request`; plans made with agreed figures (may_agree) are kept and reused.
   ncclResult_t plan(const PlanRequest& request, CallPlan* plan);
 
   const LinkModel& links() const { return links_; }
@@ -134,6 +136,7 @@ class Planner {
 
  private:
   Planner() = default;
+  ncclResult_t make_plan(const PlanRequest& request, CallPlan* plan);
   // Agreed speeds of `codecs` (and of the reduction), measuring and agreeing what is missing
   // when `may_agree`, else this rank's own figures for those.
   ncclResult_t speeds_of(const std::vector<Codec*>& codecs, bool may_agree);
@@ -154,6 +157,21 @@ class Planner {
   GroupShape shape_;
   bool equal_nodes_ = true;  // every node holds as many ranks (rails apply)
   LinkModel links_;
+  // Plans made with agreed figures, by request (at most kMaxCachedPlans; then started over).
+  struct PlanKey {
+    const Codec* codec;
+    size_t count;
+    DType dtype;
+    double max_rel_err;
+    bool error_feedback;
+    bool operator<(const PlanKey& other) const {
+      return std::tie(codec, count, dtype, max_rel_err, error_feedback) <
+             std::tie(other.codec, other.count, other.dtype, other.max_rel_err,
+                      other.error_feedback);
+    }
+  };
+  static constexpr size_t kMaxCachedPlans = 4096;
+  std::map<PlanKey, CallPlan> plans_;
   std::map<std::string, CodecSpeed> agreed_;  // by spec
   std::map<std::string, CodecSpeed> own_;     // this rank's, not yet agreed
   double reduce_bytes_per_s_ = 0;             // agreed with the link model
