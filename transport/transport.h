@@ -54,12 +54,23 @@ class Transport {
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
+  // Messages up to this size to a rank on this host (through the shared-memory worker) travel
+  // in UCX's eager protocol: the sender copies them into the receiver's shared-memory FIFO and
+  // the receiver copies them out, both at memory speed. Larger ones use rendezvous, where the
+  // receiver reads the sender's buffer with one cma copy (process_vm_readv), which pins every
+  // page on each call and moves 4x slower than memcpy (perf/RESULTS.md, issue 11). Algorithms
+  // that pipeline on one host cut their pieces to this size. UCX_RNDV_THRESH overrides it.
+  static constexpr size_t kSharedMemoryEagerBytes = size_t{256} << 10;
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   // The tag layout's communicator field for this communicator (derived from the unique id).
   uint16_t communicator() const { return communicator_; }
   // Equal for two ranks exactly when they run on the same host (host_identity.h).
   const std::string& host_identity(int rank) const { return host_identities_[rank]; }
+  // Which process `rank` is (process_identity.h): ranks with equal process spaces run on one
+  // operating-system instance, whatever TERSE_HOSTID says.
+  const ProcessIdentity& process(int rank) const { return processes_[static_cast<size_t>(rank)]; }
   // TERSE_TIMEOUT_S as read at creation.
   double timeout_seconds() const { return timeout_seconds_; }
   // A deadline TERSE_TIMEOUT_S from now.

@@ -128,9 +128,17 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
   TERSE_CHECK(assumed_link_model(local_topology(), "", &mine));
   double reduce = 0;
   TERSE_CHECK(reduce_speed(&reduce));
-  // The ranks of this rank's node share its cores (ranks of one process included).
-  const int local_ranks = static_cast<int>(
+  // The ranks of this rank's node share its cores (ranks of one process included), and so do
+  // ranks of other emulated nodes on this same machine (TERSE_HOSTID splits one machine into
+  // nodes; their process spaces still match).
+  int local_ranks = static_cast<int>(
       layout.members[static_cast<size_t>(layout.node_of[transport->rank()])].size());
+  int same_machine = 0;
+  const ProcessIdentity& me = transport->process(transport->rank());
+  for (int r = 0; r < transport->nranks(); ++r) {
+    same_machine += shares_process_space(me, transport->process(r)) ? 1 : 0;
+  }
+  local_ranks = std::max(local_ranks, same_machine);
   const double cpu_share = std::min(1.0, double(available_cores()) / std::max(1, local_ranks));
   const AgreedFigures own{mine.intra.latency_s,
                           mine.intra.bytes_per_s,
