@@ -1,0 +1,104 @@
+// The cost model (collectives/compressed/cost_model.h) against closed forms written here from
+// the algorithms' own descriptions: the uncompressed ring, scatter-reduce-allgather over a
+// network (wire and codec overlap) and over shared memory (they add up), a node's ranks sharing
+// its link, and the hierarchical and rail forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "collectives/compressed/cost_model.h"
+
+namespace terse {
+namespace {
+
+LinkModel links(double intra_latency, double intra_bandwidth, double inter_latency,
+                double inter_bandwidth, int nics = 1) {
+  LinkModel model;
+  model.intra = LinkCost{intra_latency, intra_bandwidth};
+  model.inter = LinkCost{inter_latency, inter_bandwidth};
+  model.nics = nics;
+  return model;
+}
+
+// 64 MiB of fp32 through int8 (a quarter on the wire), codecs at 2 GB/s, additions at 8 GB/s.
+CodecFigures int8_figures() {
+  CodecFigures f;
+  f.raw_bytes = 64.0 * (1 << 20);
+  f.input_bytes = f.raw_bytes;
+  f.wire_bytes = f.raw_bytes / 4;
+  f.encode_seconds_per_byte = 1 / 2e9;
+  f.decode_seconds_per_byte = 1 / 2e9;
+  f.reduce_seconds_per_byte = 1 / 8e9;
+  return f;
+}
+
+TEST(CostModel, UncompressedRingIsLatencyPlusTwiceTheShareOfTheTensor) {
+  const CodecFigures f = int8_figures();
+  const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
+  Prediction p;
+  // Four nodes of one rank: 6 steps of alpha, 1.5 tensors over the network, additions overlap.
+  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  const double wire = 1.5 * f.raw_bytes / 125e6;
+  const double adds = 0.75 * f.input_bytes / 8e9;
+  const double pieces = f.raw_bytes / 4 / (1 << 18);
+  EXPECT_NEAR(p.seconds, 6 * 50e-6 + wire + adds / pieces, 1e-9);
+  EXPECT_DOUBLE_EQ(p.wire_bytes, 1.5 * f.raw_bytes);
+  // One node of four ranks: the cores copy, so wire and additions add up.
+  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 1, 4}, model, 1 << 18, &p));
+  EXPECT_NEAR(p.seconds, 6 * 2e-6 + 1.5 * f.raw_bytes / 4e9 + adds, 1e-9);
+}
+
+TEST(CostModel, SraOverlapsItsCodecWithANetworkButNotWithSharedMemory) {
+  const CodecFigures f = int8_figures();
+  const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
+  const double codec = f.input_bytes * (1 + 0.25) / 2e9 + 2 * f.input_bytes / 2e9;
+  const double pieces = f.input_bytes / 4 / (1 << 18);
+  Prediction p;
+  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  const double wire = 2 * 3 * (f.wire_bytes / 4) / 125e6;
+  EXPECT_NEAR(p.seconds, 6 * 50e-6 + std::max(wire, codec) + std::min(wire, codec) / pieces, 1e-9);
+  EXPECT_DOUBLE_EQ(p.codec_seconds, codec);
+  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 1, 4}, model, 1 << 18, &p));
+  EXPECT_NEAR(p.seconds, 6 * 2e-6 + 2 * 3 * (f.wire_bytes / 4) / 4e9 + codec, 1e-9);
+}
+
+TEST(CostModel, RanksOfANodeShareItsLinkInAllToAllPatterns) {
+  const CodecFigures f = int8_figures();
+  const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
+  Prediction one_per_node, two_per_node;
+  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 4, 1}, model, 1 << 18, &one_per_node));
+  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 2, 2}, model, 1 << 18, &two_per_node));
+  // Two per node: each node's link carries 2 ranks x 2 remote peers' chunks, against 3.
+  EXPECT_NEAR(two_per_node.wire_seconds / one_per_node.wire_seconds, 4.0 / 3.0, 1e-12);
+}
+
+TEST(CostModel, RailsShareTheNodesNicsAndSpreadTheCodecWork) {
+  const CodecFigures f = int8_figures();
+  Prediction leaders, rails_one_nic, rails_four_nics, inner;
+  const GroupShape nodes{8, 2, 4};
+  ASSERT_TRUE(
+      predict_hierarchical("sra", f, nodes, links(2e-6, 8e9, 50e-6, 125e6), 1 << 18, &leaders));
+  ASSERT_TRUE(
+      predict_rail("sra", f, nodes, links(2e-6, 8e9, 50e-6, 125e6, 1), 1 << 18, &rails_one_nic));
+  ASSERT_TRUE(
+      predict_rail("sra", f, nodes, links(2e-6, 8e9, 50e-6, 125e6, 4), 1 << 18, &rails_four_nics));
+  // A rail's chunk is a quarter of the tensor; its codec work a quarter of a leader's.
+  ASSERT_TRUE(
+      predict_flat("sra", f, GroupShape{2, 2, 1}, links(2e-6, 8e9, 50e-6, 125e6), 1 << 18, &inner));
+  EXPECT_NEAR(rails_four_nics.codec_seconds - 0.75 * f.input_bytes * f.reduce_seconds_per_byte,
+              inner.codec_seconds / 4, 1e-9);
+  // Four rails on one NIC move as many bytes through it as the leader does.
+  EXPECT_NEAR(rails_one_nic.wire_seconds, inner.wire_seconds, 1e-9);
+  EXPECT_NEAR(rails_four_nics.wire_seconds, inner.wire_seconds / 4, 1e-9);
+  EXPECT_LT(rails_four_nics.seconds, rails_one_nic.seconds);
+  EXPECT_LT(rails_one_nic.seconds, leaders.seconds);
+}
+
+TEST(CostModel, UnknownAlgorithmsAreNotModelled) {
+  Prediction p;
+  EXPECT_FALSE(predict_flat("no_such", int8_figures(), GroupShape{2, 2, 1},
+                            links(1e-6, 1e9, 1e-6, 1e9), 1 << 18, &p));
+}
+
+}  // namespace
+}  // namespace terse
