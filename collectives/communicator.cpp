@@ -107,7 +107,9 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
     return fail(ncclInvalidArgument, "TERSE_PIECE_BYTES is 0; a pipeline piece needs a byte");
   }
   comm->piece_bytes_ = static_cast<size_t>(piece_bytes);
-  TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), &comm->compression_));
+  const AlgorithmInfo* dense = comm->selection_.forced(CollectiveKind::kAllReduce);
+  TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), dense != nullptr ? dense->name : "",
+                                        comm->piece_bytes_, &comm->compression_));
   comm->sends_issued_.assign(static_cast<size_t>(nranks), 0);
   comm->receives_issued_.assign(static_cast<size_t>(nranks), 0);
   // Between calls a thread progresses the transport (a peer's rendezvous send to this rank needs

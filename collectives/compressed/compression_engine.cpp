@@ -52,7 +52,8 @@ uint64_t CompressionEngine::dense_wire_bytes(uint64_t bytes, int nranks) {
   return 2 * bytes * static_cast<uint64_t>(nranks - 1) / static_cast<uint64_t>(nranks);
 }
 
-ncclResult_t CompressionEngine::create(Transport* transport,
+ncclResult_t CompressionEngine::create(Transport* transport, const std::string& dense_algorithm,
+                                       size_t dense_piece_bytes,
                                        std::unique_ptr<CompressionEngine>* out) {
   static std::atomic<uint64_t> next_comm_id{1};
   std::unique_ptr<CompressionEngine> engine(new CompressionEngine());
@@ -60,6 +61,8 @@ ncclResult_t CompressionEngine::create(Transport* transport,
   engine->comm_id_ = next_comm_id.fetch_add(1);
   TERSE_CHECK(load_policy_from_env(&engine->policy_));
   Planner::Settings settings;
+  settings.dense_forced = dense_algorithm;
+  settings.dense_piece_bytes = dense_piece_bytes;
   const std::string forced = env_string("TERSE_COMPRESSED_ALGO", "");
   if (!forced.empty()) {
     settings.forced = find_compressed_algorithm(forced);
@@ -68,8 +71,7 @@ ncclResult_t CompressionEngine::create(Transport* transport,
                   forced.c_str(), compressed_algorithm_names().c_str());
     }
   }
-  TERSE_CHECK(
-      parse_hierarchy_mode(env_string("TERSE_HIERARCHICAL", "auto"), &settings.hierarchy));
+  TERSE_CHECK(parse_hierarchy_mode(env_string("TERSE_HIERARCHICAL", "auto"), &settings.hierarchy));
   uint64_t piece_bytes = 0;
   TERSE_CHECK(
       env_bytes("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &piece_bytes));
@@ -409,9 +411,9 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   stats_.last_piece_bytes = plan.call.piece_bytes;
   stats_.last_inner_algorithm = plan.call.inner != nullptr ? plan.call.inner->name : "";
   stats_.last_predicted_seconds =
-      plan.call.chosen >= 0 ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)]
-                                  .prediction.seconds
-                            : 0;
+      plan.call.chosen >= 0
+          ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds
+          : 0;
   return ncclSuccess;
 }
 

@@ -107,7 +107,10 @@ class CompressionEngine {
   // TERSE_COMPRESSED_PIECE_BYTES, TERSE_MEMORY_MAX_BYTES and TERSE_MEMORY_IDLE_STEPS (refusing
   // bad values, naming the variable), and makes the planner (collective: it agrees on the link
   // model with every rank).
-  static ncclResult_t create(Transport* transport, std::unique_ptr<CompressionEngine>* out);
+  // `dense_algorithm` ("" or TERSE_ALGO's allreduce algorithm) and `dense_piece_bytes` say how
+  // the communicator runs an uncompressed allreduce, which the planner weighs against the rest.
+  static ncclResult_t create(Transport* transport, const std::string& dense_algorithm,
+                             size_t dense_piece_bytes, std::unique_ptr<CompressionEngine>* out);
   ~CompressionEngine();
   CompressionEngine(const CompressionEngine&) = delete;
   CompressionEngine& operator=(const CompressionEngine&) = delete;

@@ -17,6 +17,19 @@ const LinkCost& link_of(const GroupShape& group, const LinkModel& links) {
   return group.nodes > 1 ? links.inter : links.intra;
 }
 
+// Over a network, UCX sends a tagged message above this size with its rendezvous protocol: the
+// sender announces it and the data follows once the receiver has answered, one round trip more
+// than an eager message (`ucx_info -e` shows tag_send going rendezvous at 8 KiB over TCP).
+// Measured on the emulated cluster at 10 ms RTT: an uncompressed ring of 256 KiB took 92 ms,
+// and 31 ms with UCX_RNDV_THRESH=inf (perf/RESULTS.md, issue 11).
+constexpr double kNetworkEagerBytes = 8 << 10;
+
+// The latency of one step that sends a message of `bytes` over `group`'s link.
+double step_latency(const GroupShape& group, const LinkModel& links, double bytes) {
+  if (group.nodes <= 1) return links.intra.latency_s;
+  return bytes > kNetworkEagerBytes ? 3 * links.inter.latency_s : links.inter.latency_s;
+}
+
 // A pipeline of `pieces` pieces. Over a network the wire and the codec work overlap: the longer
 // of the two, plus one piece of the shorter (the first piece's encode before anything is sent,
 // or the last piece's decode after everything arrived). Over shared memory the "wire" is a copy
@@ -57,8 +70,9 @@ double doubling_wire(double bytes, const GroupShape& group, const LinkModel& lin
   const double far_share = group.nodes > 1 ? std::min(group.most_ranks_per_node, group.ranks) : 1;
   const double near =
       (rounds.total - rounds.far) * (links.intra.latency_s + bytes / links.intra.bytes_per_s);
-  const double far =
-      rounds.far * (links.inter.latency_s + far_share * bytes / links.inter.bytes_per_s);
+  const GroupShape network{2, 2, 1};
+  const double far = rounds.far * (step_latency(network, links, bytes) +
+                                   far_share * bytes / links.inter.bytes_per_s);
   return near + far;
 }
 
@@ -73,8 +87,9 @@ Prediction ring_allreduce(double raw_bytes, double fp32_bytes, const CodecFigure
   p.wire_seconds = p.wire_bytes / link.bytes_per_s;
   p.codec_seconds = (n - 1.0) / n * fp32_bytes * codec.reduce_seconds_per_byte;
   const double pieces = raw_bytes / n / std::max(1.0, piece_bytes);
-  p.seconds =
-      2.0 * (n - 1) * link.latency_s + pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
+  const double message = std::min(raw_bytes / n, std::max(1.0, piece_bytes));
+  p.seconds = 2.0 * (n - 1) * step_latency(group, links, message) +
+              pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
   return p;
 }
 
@@ -111,16 +126,21 @@ bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const
     p.codec_seconds = e * b * (1.0 + 1.0 / n) + d * 2.0 * b;
     const double pieces = b / n / std::max(1.0, piece_bytes);
     // Each rank issues its n - 1 messages of a phase one after another.
-    p.seconds =
-        2.0 * (n - 1) * link.latency_s + pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
+    const double message = w / n / std::max(1.0, pieces);
+    // A phase's pieces above the eager size add the rendezvous round trip once (in flight
+    // together).
+    p.seconds = 2.0 * (n - 1) * link.latency_s +
+                2 * (step_latency(group, links, message) - link.latency_s) +
+                pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
   } else if (algorithm == "ring") {
     // Each hop decodes, adds and re-encodes a chunk; the allgather forwards and decodes.
     p.wire_bytes = 2.0 * (n - 1) / n * w;
     p.wire_seconds = p.wire_bytes / link.bytes_per_s;
     p.codec_seconds = (n - 1.0) / n * b * (e + d) + e * b / n + d * b;
     const double pieces = b / n / std::max(1.0, piece_bytes);
-    p.seconds =
-        2.0 * (n - 1) * link.latency_s + pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
+    const double message = w / n / std::max(1.0, pieces);
+    p.seconds = 2.0 * (n - 1) * step_latency(group, links, message) +
+                pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
   } else if (algorithm == "recursive_doubling") {
     // Every round encodes the running sum, exchanges it whole and decodes the partner's.
     const DoublingRounds rounds = doubling_rounds(group);
@@ -135,7 +155,7 @@ bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const
     p.wire_bytes = 2 * w;
     p.wire_seconds = depth * (3 * w / link.bytes_per_s);
     p.codec_seconds = depth * (e + 2 * d) * b + d * b;
-    p.seconds = 2 * depth * link.latency_s + p.wire_seconds + p.codec_seconds;
+    p.seconds = 2 * depth * step_latency(group, links, w) + p.wire_seconds + p.codec_seconds;
   } else if (algorithm == "sparse_allgather") {
     // Encode once (the selection), every message straight to every rank, n scatter-adds; dense
     // when the messages together outweigh a dense ring of the tensor (sparse_allgather.cpp).
@@ -149,7 +169,9 @@ bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const
       p.wire_seconds = all_to_all_wire(w, group, links);
       p.codec_seconds = e * b + n * d * b;
       // The sizes to every rank, then the messages to every rank.
-      p.seconds = 2.0 * (n - 1) * link.latency_s + p.wire_seconds + p.codec_seconds;
+      p.seconds = 2.0 * (n - 1) * link.latency_s +
+                  (step_latency(group, links, w) - link.latency_s) + p.wire_seconds +
+                  p.codec_seconds;
     }
   } else if (algorithm == "randomk" || algorithm == "powersgd") {
     // Encode (selection, or PowerSGD's products), exact rings of the small payload (PowerSGD:

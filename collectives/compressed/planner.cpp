@@ -7,6 +7,7 @@
 
 #include <sched.h>
 
+#include "collectives/allreduce_selection.h"
 #include "collectives/compressed/compressed_error_bound.h"
 #include "common/result.h"
 #include "topology/local_topology.h"
@@ -369,6 +370,14 @@ ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
   return ncclSuccess;
 }
 
+std::string Planner::dense_algorithm(double bytes) const {
+  if (!settings_.dense_forced.empty()) return "dense_" + settings_.dense_forced;
+  const double per_rank = bytes / std::max(1, shape_.ranks);
+  return per_rank >= static_cast<double>(kRingAllreduceMinBytesPerRank)
+             ? "dense_ring"
+             : "dense_recursive_doubling";
+}
+
 ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
   *plan = CallPlan{};
   plan->piece_bytes = settings_.piece_bytes;
@@ -392,18 +401,17 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
   std::vector<const CompressedAlgorithmInfo*> runs, inners;
   std::vector<Codec*> codec_of;
   if (request.codec == nullptr) {
-    // The uncompressed allreduce: whichever of the communicator's dense algorithms is faster.
+    // The uncompressed allreduce, as the communicator runs it (allreduce_selection.h and
+    // TERSE_ALGO): candidate 0.
     const CodecFigures raw = figures_of(nullptr, request.count, request.dtype, false);
-    for (const char* dense : {"dense_ring", "dense_recursive_doubling"}) {
-      PlanCandidate candidate;
-      candidate.algorithm = dense;
-      predict_flat(dense, raw, shape_, links_, static_cast<double>(settings_.piece_bytes),
-                   &candidate.prediction);
-      plan->candidates.push_back(candidate);
-      runs.push_back(nullptr);
-      inners.push_back(nullptr);
-      codec_of.push_back(nullptr);
-    }
+    PlanCandidate candidate;
+    candidate.algorithm = dense_algorithm(raw.raw_bytes);
+    predict_flat(candidate.algorithm, raw, shape_, links_,
+                 static_cast<double>(settings_.dense_piece_bytes), &candidate.prediction);
+    plan->candidates.push_back(candidate);
+    runs.push_back(nullptr);
+    inners.push_back(nullptr);
+    codec_of.push_back(nullptr);
   }
   for (Codec* codec : codecs) {
     add_candidates(*codec, request, request.codec == nullptr, plan, &runs, &inners);
@@ -426,12 +434,10 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
     }
   }
   if (request.codec == nullptr && codec_of[static_cast<size_t>(best)] != nullptr) {
-    // auto: the two uncompressed candidates come first; compression must win clearly.
-    const int uncompressed =
-        plan->candidates[1].prediction.seconds < plan->candidates[0].prediction.seconds ? 1 : 0;
+    // auto: the uncompressed candidate comes first; compression must win clearly.
     if (plan->candidates[static_cast<size_t>(best)].prediction.seconds * kAutoMinGain >
-        plan->candidates[static_cast<size_t>(uncompressed)].prediction.seconds) {
-      best = uncompressed;
+        plan->candidates[0].prediction.seconds) {
+      best = 0;
     }
   }
   plan->chosen = best;

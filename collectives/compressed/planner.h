@@ -19,8 +19,9 @@
 //   auto              the candidates of every codec of kAutoCodecs whose stated error bound for
 //                     the whole allreduce, (1 + c)^k - 1 with c the codec's per-encode bound and
 //                     k the algorithm's lossy steps (compressed_error_bound.h), is at most
-//                     max_rel_err; and the uncompressed allreduce (ring or recursive doubling),
-//                     which wins wherever compression cannot pay.
+//                     max_rel_err; and the uncompressed allreduce (the ring or recursive
+//                     doubling, as the communicator would run it), which wins wherever
+//                     compression cannot pay.
 // The fastest prediction wins; ties go to the earlier candidate. `auto` compresses only when the
 // fastest compressed candidate is predicted kAutoMinGain times faster than the uncompressed
 // allreduce: compression costs accuracy, and a model that is off by a little must not make a
@@ -108,6 +109,11 @@ class Planner {
     const CompressedAlgorithmInfo* forced = nullptr;  // TERSE_COMPRESSED_ALGO
     HierarchyMode hierarchy = HierarchyMode::kAuto;
     size_t piece_bytes = 0;
+    // The uncompressed allreduce as the communicator runs it: TERSE_ALGO's allreduce algorithm
+    // ("ring", "recursive_doubling"; "" for the size rule of allreduce_selection.h), and its
+    // pipeline pieces (TERSE_PIECE_BYTES).
+    std::string dense_forced;
+    size_t dense_piece_bytes = size_t{1} << 20;
   };
   // Makes (once) the codec of a canonical spec: auto's candidates.
   using CodecMaker = std::function<ncclResult_t(const std::string& spec, Codec** codec)>;
@@ -137,6 +143,8 @@ class Planner {
  private:
   Planner() = default;
   ncclResult_t make_plan(const PlanRequest& request, CallPlan* plan);
+  // The cost model's name of the dense algorithm the communicator runs for `bytes`.
+  std::string dense_algorithm(double bytes) const;
   // Agreed speeds of `codecs` (and of the reduction), measuring and agreeing what is missing
   // when `may_agree`, else this rank's own figures for those.
   ncclResult_t speeds_of(const std::vector<Codec*>& codecs, bool may_agree);

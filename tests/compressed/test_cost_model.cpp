@@ -36,13 +36,20 @@ TEST(CostModel, UncompressedRingIsLatencyPlusTwiceTheShareOfTheTensor) {
   const CodecFigures f = int8_figures();
   const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
   Prediction p;
-  // Four nodes of one rank: 6 steps of alpha, 1.5 tensors over the network, additions overlap.
+  // Four nodes of one rank: 6 steps, each a rendezvous message (256 KiB pieces: announce,
+  // answer, data: 3 alpha), 1.5 tensors over the network, additions overlap.
   ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
   const double wire = 1.5 * f.raw_bytes / 125e6;
   const double adds = 0.75 * f.input_bytes / 8e9;
   const double pieces = f.raw_bytes / 4 / (1 << 18);
-  EXPECT_NEAR(p.seconds, 6 * 50e-6 + wire + adds / pieces, 1e-9);
+  EXPECT_NEAR(p.seconds, 6 * 3 * 50e-6 + wire + adds / pieces, 1e-9);
   EXPECT_DOUBLE_EQ(p.wire_bytes, 1.5 * f.raw_bytes);
+  // 16 KiB: 4 KiB per step, eager, one alpha each.
+  CodecFigures small = f;
+  small.raw_bytes = small.input_bytes = 16 << 10;
+  ASSERT_TRUE(predict_flat("dense_ring", small, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  EXPECT_NEAR(p.seconds, 6 * 50e-6 + 1.5 * small.raw_bytes / 125e6 + 0.75 * small.input_bytes / 8e9,
+              1e-9);
   // One node of four ranks: the cores copy, so wire and additions add up.
   ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 1, 4}, model, 1 << 18, &p));
   EXPECT_NEAR(p.seconds, 6 * 2e-6 + 1.5 * f.raw_bytes / 4e9 + adds, 1e-9);
@@ -56,7 +63,10 @@ TEST(CostModel, SraOverlapsItsCodecWithANetworkButNotWithSharedMemory) {
   Prediction p;
   ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
   const double wire = 2 * 3 * (f.wire_bytes / 4) / 125e6;
-  EXPECT_NEAR(p.seconds, 6 * 50e-6 + std::max(wire, codec) + std::min(wire, codec) / pieces, 1e-9);
+  // Two phases of messages issued one after another, each phase's rendezvous round trip once.
+  EXPECT_NEAR(p.seconds,
+              6 * 50e-6 + 2 * 2 * 50e-6 + std::max(wire, codec) + std::min(wire, codec) / pieces,
+              1e-9);
   EXPECT_DOUBLE_EQ(p.codec_seconds, codec);
   ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 1, 4}, model, 1 << 18, &p));
   EXPECT_NEAR(p.seconds, 6 * 2e-6 + 2 * 3 * (f.wire_bytes / 4) / 4e9 + codec, 1e-9);
