@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "codecs/nonfinite_escapes.h"
 #include "codecs/wire_format.h"
@@ -56,6 +57,39 @@ ncclResult_t Codec::encode(const void* input, size_t count, DType dtype,
   bytes[offsetof(WireHeader, flags)] |= kWireEscapesFlag;
   *message_bytes = finite_bytes + section;
   return ncclSuccess;
+}
+
+ncclResult_t Codec::encode_compensated(const void* input, DType dtype, float* residual,
+                                       size_t count, const EncodeContext& context, void* message,
+                                       size_t capacity, size_t* message_bytes) {
+  if (context.memory == Memory::kDevice) {
+    return fail(ncclInvalidArgument, "%s: a compensated encode takes host memory only",
+                spec().c_str());
+  }
+  if (count > 0 && (input == nullptr || residual == nullptr)) {
+    return fail(ncclInvalidArgument, "%s: compensated encode of %zu elements without %s",
+                spec().c_str(), count, input == nullptr ? "an input" : "a residual");
+  }
+  if (fuses_compensation()) {
+    bool finite = true;
+    TERSE_CHECK(encode_compensated_finite(input, dtype, residual, count, context, message, capacity,
+                                          message_bytes, &finite));
+    if (finite) return ncclSuccess;
+  } else {
+    // The generic path: v into the residual, as the fused pass leaves it when v is not finite.
+    for (size_t i = 0; i < count; ++i) residual[i] += load_element(input, dtype, i);
+  }
+  // v (in the residual) is encoded from a copy, the residual receiving the error.
+  const std::vector<float> values(residual, residual + count);
+  EncodeContext plain = context;
+  plain.error = residual;
+  plain.input_finite = false;
+  return encode(values.data(), count, DType::kFloat32, plain, message, capacity, message_bytes);
+}
+
+ncclResult_t Codec::encode_compensated_finite(const void*, DType, float*, size_t,
+                                              const EncodeContext&, void*, size_t, size_t*, bool*) {
+  return fail(ncclInternalError, "%s: no fused compensated encode", spec().c_str());
 }
 
 ncclResult_t Codec::decode(const void* message, size_t message_bytes, void* output, size_t count,

@@ -184,6 +184,18 @@ class Codec {
   // CodecState::low_rank_factors().
   virtual const LowRankParams* low_rank() const { return nullptr; }
 
+  // Whether what the codec keeps is a fixed fraction of any tensor's elements whatever the data
+  // (top-k by ratio), so that a tensor may be encoded as consecutive parts, each encoded as a
+  // tensor of its own that keeps that fraction of itself: sparse allgather then selects and
+  // sends part by part (collectives/compressed/sparse_allgather.cpp). Each part's message is at
+  // most wire_bytes(part) plus an escape section. False for a fixed count (top-k with k=: every
+  // part would keep k), for codecs with state, and for sizes that depend on the data.
+  virtual bool keeps_fraction() const { return false; }
+
+  // Whether encode_compensated is one pass over the tensor (fused error feedback, DESIGN.md
+  // section 3) rather than the generic compensate-then-encode.
+  virtual bool fuses_compensation() const { return false; }
+
   // Per-tensor state this codec needs, or null when it keeps none (stateful() says which without
   // making one).
   virtual std::unique_ptr<CodecState> make_state(size_t count, DType dtype,
@@ -199,6 +211,15 @@ class Codec {
   // elements are escaped (see above).
   ncclResult_t encode(const void* input, size_t count, DType dtype, const EncodeContext& context,
                       void* message, size_t capacity, size_t* message_bytes);
+
+  // Error feedback and encode in one: encodes v[i] = input[i] (as fp32) + residual[i] exactly as
+  // encode(v, count, DType::kFloat32, context with error = residual) would, and leaves
+  // residual[i] = v[i] - decode(message)[i]. The residual is read as the compensation and
+  // written as the error; v is never stored when fuses_compensation() (the codec's own pass),
+  // and is built in a temporary otherwise. Host memory only; context.error is ignored.
+  ncclResult_t encode_compensated(const void* input, DType dtype, float* residual, size_t count,
+                                  const EncodeContext& context, void* message, size_t capacity,
+                                  size_t* message_bytes);
 
   // Decodes a message of `message_bytes` into `count` elements of `output` (overwriting, or
   // adding when `accumulate`). Validates the whole message first: a truncated, corrupted or
@@ -217,6 +238,14 @@ class Codec {
   virtual ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output,
                                      size_t count, DType dtype, bool accumulate,
                                      const DecodeContext& context) const = 0;
+  // The fused pass of encode_compensated, for codecs that answer fuses_compensation(): as
+  // encode_finite of v, the residual receiving the error. When it finds a non-finite v it sets
+  // *finite = false and leaves v in the residual, every element of it, and nothing else
+  // (encode_compensated then escapes them through encode).
+  virtual ncclResult_t encode_compensated_finite(const void* input, DType dtype, float* residual,
+                                                 size_t count, const EncodeContext& context,
+                                                 void* message, size_t capacity,
+                                                 size_t* message_bytes, bool* finite);
 };
 
 const char* codec_family_name(CodecFamily family);

@@ -13,6 +13,12 @@
 // error = x - decoded is x off the kept set and 0 on it. Exact keeps the k largest magnitudes,
 // hence ||x - decoded||^2 <= (1 - k/count) ||x||^2; sampled keeps a subset of them (the largest
 // k' <= k), hence the same with k' in place of k.
+//
+// Error feedback fused (encode_compensated): v = input + residual is selected from in one pass
+// over input and residual that leaves the error (v off the kept set, 0 on it) in the residual
+// (select_top_k_compensated_host); the message is the one encode would give for v in fp32. A
+// ratio keeps the same fraction of any part (keeps_fraction), so sparse allgather encodes top-k
+// by ratio chunk by chunk, each chunk keeping round(ratio * chunk) of its own largest.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -104,6 +110,37 @@ class TopKCodec final : public Codec {
     }
     TERSE_CHECK(write_sparse_header(message, sparse_header(id(), dtype, count, layout, 0, 0),
                                     context.memory, context.stream));
+    *message_bytes = layout.bytes();
+    return ncclSuccess;
+  }
+
+  // A ratio keeps round(ratio * part) of every part; a fixed k would keep k of each.
+  bool keeps_fraction() const override {
+    return fixed_k_ == 0;
+  }
+  bool fuses_compensation() const override {
+    return true;
+  }
+
+  // One pass over input and residual (select_top_k_compensated_host); the values sent are v's,
+  // fp32, as encode_finite of v would send them.
+  ncclResult_t encode_compensated_finite(const void* input, DType dtype, float* residual,
+                                         size_t count, const EncodeContext& context, void* message,
+                                         size_t capacity, size_t* message_bytes,
+                                         bool* finite) override {
+    if (message == nullptr) return fail(ncclInvalidArgument, "%s: message is null", kName);
+    TERSE_CHECK(check_sparse_count(kName, count));
+    size_t k = 0;
+    TERSE_CHECK(wanted(count, context.warmup_progress, &k));
+    SparseLayout layout{k, DType::kFloat32, true};
+    TERSE_CHECK(check_capacity(kName, layout.bytes(), capacity));
+    char* bytes = static_cast<char*>(message);
+    const CompensatedSelection selection = select_top_k_compensated_host(
+        dtype, input, residual, count, k, method_, bytes + kWireHeaderBytes);
+    *finite = selection.finite;
+    if (!selection.finite) return ncclSuccess;
+    layout.kept = selection.kept;
+    write_header(message, sparse_header(id(), DType::kFloat32, count, layout, 0, 0));
     *message_bytes = layout.bytes();
     return ncclSuccess;
   }

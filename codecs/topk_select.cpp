@@ -209,12 +209,12 @@ size_t select_exact(const typename In::Storage* x, size_t count, size_t k, void*
   return k;
 }
 
-template <typename In>
-size_t select_sampled(const typename In::Storage* x, size_t count, size_t k, const SamplePlan& plan,
-                      void* payload) {
+// The sampled threshold: the plan.rank-th largest key at the plan's sample positions, key(p)
+// giving the key at position p and prefetch(p) asking for its memory early.
+template <typename Key, typename Prefetch>
+uint32_t sample_threshold(size_t count, const SamplePlan& plan, Key key, Prefetch prefetch) {
   // Per-thread scratch that only grows: no allocation on the steady-state hot path.
   thread_local std::vector<uint32_t> sample;
-  thread_local Candidates<In> candidates;
   sample.resize(plan.samples);
   // Positions first, then the loads with a prefetch kSampleLookahead positions ahead: each
   // sample is a cache miss, and this keeps many of them in flight.
@@ -226,12 +226,21 @@ size_t select_sampled(const typename In::Storage* x, size_t count, size_t k, con
   }
   constexpr size_t kSampleLookahead = 32;
   for (size_t j = 0; j < plan.samples; ++j) {
-    if (j + kSampleLookahead < plan.samples) __builtin_prefetch(x + sample[j + kSampleLookahead]);
-    sample[j] = magnitude_key(In::load(x[sample[j]]));
+    if (j + kSampleLookahead < plan.samples) prefetch(sample[j + kSampleLookahead]);
+    sample[j] = key(sample[j]);
   }
   std::nth_element(sample.begin(), sample.begin() + (plan.rank - 1), sample.end(),
                    std::greater<uint32_t>());
-  const uint32_t threshold = sample[plan.rank - 1];
+  return sample[plan.rank - 1];
+}
+
+template <typename In>
+size_t select_sampled(const typename In::Storage* x, size_t count, size_t k, const SamplePlan& plan,
+                      void* payload) {
+  thread_local Candidates<In> candidates;
+  const uint32_t threshold = sample_threshold(
+      count, plan, [&](size_t p) { return magnitude_key(In::load(x[p])); },
+      [&](size_t p) { __builtin_prefetch(x + p); });
 
   // Room for twice k survivors; more means the sample misled us (heavy ties): go exact, which
   // keeps the same elements that refining would have.
@@ -239,6 +248,121 @@ size_t select_sampled(const typename In::Storage* x, size_t count, size_t k, con
   if (survivors == kFilterOverflow) return select_exact<In>(x, count, k, payload);
   // The survivors hold every key >= threshold: with k or more, the exact top k is among them.
   return survivors <= k ? keep_all<In>(candidates, payload) : refine<In>(candidates, k, payload);
+}
+
+// ---- Fused error feedback (select_top_k_compensated_host) ----
+
+// Keys at or above this are infinities and NaNs.
+constexpr uint32_t kNonFiniteKey = 0x7f800000u;
+
+// residual[i] = v = In(x[i]) + residual[i] over [0, count), collecting the elements whose key is
+// >= min_key into out_indices/out_values (v, fp32) as filter_at_least does (room for cap plus a
+// block; past cap the pass goes on compensating and returns kFilterOverflow). *largest_key: the
+// largest key of v, tracked in the same vectorised loop.
+template <typename In>
+TERSE_CPU_DISPATCH size_t compensate_and_filter(const typename In::Storage* __restrict__ x,
+                                                float* __restrict__ residual, size_t count,
+                                                uint32_t min_key,
+                                                uint32_t* __restrict__ out_indices,
+                                                float* __restrict__ out_values, size_t cap,
+                                                uint32_t* largest_key) {
+  const int32_t bound = static_cast<int32_t>(min_key);
+  const KeyVector magnitude = KeyVector{} + 0x7fffffff;
+  size_t kept = 0;
+  bool overflow = false;
+  KeyVector largest_low{}, largest_high{};
+  alignas(64) float values[kFilterLanes];
+  alignas(64) int32_t keys[kFilterLanes];
+  size_t i = 0;
+  for (; i + kFilterLanes <= count; i += kFilterLanes) {
+    // Plain fixed-length loops and vector types: GCC keeps this one a few vector instructions
+    // per 16 elements (one loop doing it all per lane stayed scalar).
+    for (size_t lane = 0; lane < kFilterLanes; ++lane) {
+      values[lane] = In::load(x[i + lane]) + residual[i + lane];
+    }
+    memcpy(residual + i, values, sizeof(values));
+    KeyVector low, high;
+    memcpy(&low, values, sizeof(low));
+    memcpy(&high, values + kKeyVectorLanes, sizeof(high));
+    low &= magnitude;
+    high &= magnitude;
+    largest_low = largest_low > low ? largest_low : low;
+    largest_high = largest_high > high ? largest_high : high;
+    WordVector hits = reinterpret_cast<WordVector>((low >= bound) | (high >= bound));
+    if (((hits[0] | hits[1]) | (hits[2] | hits[3])) == 0) continue;
+    if (overflow || kept > cap) {
+      overflow = true;
+      continue;
+    }
+    memcpy(keys, &low, sizeof(low));
+    memcpy(keys + kKeyVectorLanes, &high, sizeof(high));
+    for (size_t lane = 0; lane < kFilterLanes; ++lane) {
+      out_indices[kept] = static_cast<uint32_t>(i + lane);
+      out_values[kept] = values[lane];
+      kept += keys[lane] >= bound;
+    }
+  }
+  int32_t top = 0;
+  for (size_t lane = 0; lane < kKeyVectorLanes; ++lane) {
+    top = std::max({top, largest_low[lane], largest_high[lane]});
+  }
+  for (; i < count; ++i) {
+    const float v = In::load(x[i]) + residual[i];
+    residual[i] = v;
+    const int32_t key = magnitude_key_signed(v);
+    top = std::max(top, key);
+    if (overflow || kept > cap) {
+      overflow = overflow || key >= bound;
+      continue;
+    }
+    out_indices[kept] = static_cast<uint32_t>(i);
+    out_values[kept] = v;
+    kept += key >= bound;
+  }
+  *largest_key = static_cast<uint32_t>(top);
+  return overflow || kept > cap ? kFilterOverflow : kept;
+}
+
+// The error of the kept elements: v - v = 0 (v finite).
+void zero_kept(const void* payload, size_t kept, float* residual) {
+  const uint32_t* indices = static_cast<const uint32_t*>(payload);
+  for (size_t j = 0; j < kept; ++j) residual[indices[j]] = 0.0f;
+}
+
+template <typename In>
+CompensatedSelection select_compensated(const typename In::Storage* x, float* residual,
+                                        size_t count, size_t k, const SamplePlan& plan,
+                                        void* payload) {
+  thread_local Candidates<F32> candidates;
+  uint32_t threshold = ~0u >> 1;  // exact: collect nothing (keys are below 2^31)
+  size_t cap = 0;
+  if (!plan.exact) {
+    threshold = sample_threshold(
+        count, plan, [&](size_t p) { return magnitude_key(In::load(x[p]) + residual[p]); },
+        [&](size_t p) {
+          __builtin_prefetch(x + p);
+          __builtin_prefetch(residual + p);
+        });
+    cap = std::min(count, 2 * k + 1024);
+  }
+  candidates.indices.resize(cap + kFilterLanes + 1);
+  candidates.values.resize(cap + kFilterLanes + 1);
+  uint32_t largest = 0;
+  const size_t survivors =
+      compensate_and_filter<In>(x, residual, count, threshold, candidates.indices.data(),
+                                candidates.values.data(), cap, &largest);
+  if (largest >= kNonFiniteKey) return CompensatedSelection{0, false};
+  size_t kept = 0;
+  if (plan.exact || survivors == kFilterOverflow) {
+    // The residual holds v now: select from it as the unfused encode selects from v.
+    kept = select_exact<F32>(residual, count, k, payload);
+  } else {
+    candidates.size = survivors;
+    kept =
+        survivors <= k ? keep_all<F32>(candidates, payload) : refine<F32>(candidates, k, payload);
+  }
+  zero_kept(payload, kept, residual);
+  return CompensatedSelection{kept, true};
 }
 
 }  // namespace
@@ -276,6 +400,26 @@ size_t select_top_k_host(DType dtype, const void* data, size_t count, size_t k, 
     auto x = static_cast<const typename In::Storage*>(data);
     return plan.exact ? select_exact<In>(x, count, k, payload)
                       : select_sampled<In>(x, count, k, plan, payload);
+  });
+}
+
+CompensatedSelection select_top_k_compensated_host(DType dtype, const void* data, float* residual,
+                                                   size_t count, size_t k, SelectMethod method,
+                                                   void* payload) {
+  k = std::min(k, count);
+  SamplePlan plan = method == SelectMethod::kSampled ? plan_sample(count, k) : SamplePlan{};
+  return dispatch_dtype(dtype, [&](auto in) {
+    using In = decltype(in);
+    auto x = static_cast<const typename In::Storage*>(data);
+    if (k == 0) {
+      // Nothing kept: the error is v everywhere.
+      uint32_t largest = 0;
+      thread_local uint32_t no_index[kFilterLanes + 1];
+      thread_local float no_value[kFilterLanes + 1];
+      compensate_and_filter<In>(x, residual, count, ~0u >> 1, no_index, no_value, 0, &largest);
+      return CompensatedSelection{0, largest < kNonFiniteKey};
+    }
+    return select_compensated<In>(x, residual, count, k, plan, payload);
   });
 }
 

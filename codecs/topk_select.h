@@ -45,6 +45,22 @@ SamplePlan plan_sample(size_t count, size_t k);
 size_t select_top_k_host(DType dtype, const void* data, size_t count, size_t k, SelectMethod method,
                          void* payload);
 
+// Error feedback fused into the selection: selects among v[i] = In(data[i]) + residual[i]
+// (fp32) exactly as select_top_k_host(DType::kFloat32, v, count, k, method, payload) would
+// (the values written are v's, fp32), in one pass that reads data and residual and writes
+// residual[i] = v[i] - decode[i]: v where not kept, 0 where kept. Sampled: the sample's keys are
+// read from data and residual, then one pass compensates, writes v to the residual and collects
+// the survivors; exact (or a sample that misled): that pass, then the exact selection over the
+// residual (which then holds v). `finite` false when some v is not finite: the residual then
+// holds v everywhere and `kept` and the payload mean nothing.
+struct CompensatedSelection {
+  size_t kept = 0;
+  bool finite = true;
+};
+CompensatedSelection select_top_k_compensated_host(DType dtype, const void* data, float* residual,
+                                                   size_t count, size_t k, SelectMethod method,
+                                                   void* payload);
+
 // Writes the indices of the elements whose magnitude_key is >= `min_key`, increasing, to
 // `indices` (room for count) and returns how many.
 size_t select_at_least_host(DType dtype, const void* data, size_t count, uint32_t min_key,

@@ -85,15 +85,42 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
   return result;
 }
 
+bool fused_contribution(const CompressedArgs& args) {
+  return call_residual(args) != nullptr && args.codec->fuses_compensation();
+}
+
+ncclResult_t compensate_and_encode(const CompressedArgs& args, const CompressedContext& context,
+                                   float* values, const ElementRange& range, void* message,
+                                   size_t capacity, size_t* message_bytes) {
+  if (!fused_contribution(args)) {
+    bool finite = false;
+    TERSE_CHECK(make_contribution_range(args, context, values, range, &finite));
+    return encode_contribution(args, context, values, range, finite, message, capacity,
+                               message_bytes);
+  }
+  const Clock::time_point start = Clock::now();
+  EncodeContext encode = args.encode;
+  encode.seed = range_seed(args.encode.seed, range.offset);
+  encode.memory = Memory::kHost;
+  encode.error = nullptr;
+  encode.state = range.offset == 0 && range.count == args.count ? args.entry->state() : nullptr;
+  const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
+  const ncclResult_t result =
+      args.codec->encode_compensated(send, args.dtype, call_residual(args) + range.offset,
+                                     range.count, encode, message, capacity, message_bytes);
+  add_encode_time(context, start);
+  return result;
+}
+
 ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
                                        uint8_t** message, size_t* message_bytes) {
-  float* values = context.scratch->floats(ScratchSlot::kValues, args.count);
-  bool finite = false;
-  TERSE_CHECK(make_contribution(args, context, values, &finite));
+  float* values = fused_contribution(args)
+                      ? nullptr
+                      : context.scratch->floats(ScratchSlot::kValues, args.count);
   const size_t capacity = message_capacity(args, args.count);
   *message = context.scratch->bytes(ScratchSlot::kOutgoing, capacity);
-  return encode_contribution(args, context, values, ElementRange{0, args.count}, finite, *message,
-                             capacity, message_bytes);
+  return compensate_and_encode(args, context, values, ElementRange{0, args.count}, *message,
+                               capacity, message_bytes);
 }
 
 uint64_t range_seed(uint64_t call_seed, size_t offset) {

@@ -46,6 +46,19 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
                                  const float* values, const ElementRange& range, bool finite,
                                  void* message, size_t capacity, size_t* message_bytes);
 
+// Whether compensate_and_encode runs fused for this call: the entry keeps a residual and the
+// codec compensates inside its encode (Codec::fuses_compensation), so no fp32 contribution is
+// ever stored.
+bool fused_contribution(const CompressedArgs& args);
+
+// make_contribution_range and encode_contribution of `range` in one: fused (one pass over send
+// and the residual, Codec::encode_compensated; `values` untouched and may be null) when
+// fused_contribution(args), else the two steps through values[range]. The message and the
+// residual come out the same either way. Counts encode time.
+ncclResult_t compensate_and_encode(const CompressedArgs& args, const CompressedContext& context,
+                                   float* values, const ElementRange& range, void* message,
+                                   size_t capacity, size_t* message_bytes);
+
 // make_contribution and encode_contribution of the whole tensor (scratch kValues and kOutgoing):
 // how the algorithms that send each rank's tensor as one message start (sparse allgather,
 // Random-K). *message points at the encoded bytes in kOutgoing.

@@ -1,5 +1,25 @@
 // Sparse allgather: the compressed allreduce of sparsifiers (top-k, threshold, DGC, Random-K
-// with its own indices). Each rank encodes its whole tensor once (so DGC's momentum state and
+// with its own indices). Two ways, every rank taking the same one:
+//
+// Chunked (codecs that keep a fixed fraction of any part, Codec::keeps_fraction(): top-k by
+// ratio; no codec state, full warm-up progress, and sparse by the rule below even for the
+// largest messages the codec can produce): the tensor is cut into C near-equal chunks,
+// C = min(64, ceil(count / (16 * piece_bytes / 4))) (4 MiB of fp32 per chunk at the default
+// 256 KiB pieces). Each chunk is a tensor of its own to the codec: top-k keeps
+// round(ratio * chunk) of each chunk's largest (at least 1), not the k largest of the whole
+// tensor. Every rank compensates, selects and encodes chunk c (with error feedback fused into
+// the selection when the codec can: compensate_and_encode), sends it straight to every other
+// rank, and goes on to chunk c+1 while chunk c is on the wire; between chunks, and at the end,
+// it decodes every chunk whose n messages have all arrived, in group-position order (the first
+// non-accumulating into the chunk's range of the fp32 sum, the others adding: a scatter-add).
+// No sizes are exchanged: receives are posted for the most a chunk's message can take
+// (Codec::wire_bytes of the chunk plus a whole escape section). Per chunk c the stated bounds
+// hold as for a tensor: exact keeps the k_c largest, so ||x_c - decoded_c||^2 <=
+// (1 - k_c/count_c) ||x_c||^2, and summed over chunks the error is at most
+// (1 - min_c k_c/count_c) ||x||^2; every dropped element still moves by at most max|x| (the
+// codec's factor 1).
+//
+// Whole (every other case): each rank encodes its whole tensor once (so DGC's momentum state and
 // the residual see the whole tensor; with memory `momentum` the entry has a state and no
 // residual, and contribution.h passes exactly that), the ranks tell each other their message
 // sizes (8 bytes to every peer), then every rank takes the same branch, decided from those
@@ -21,20 +41,27 @@
 // pairs this is n k > count (plus headers): dense once the ranks' selections together could
 // cover the tensor. Counting the busiest rank, not the mean, matters for threshold, whose
 // message sizes differ from rank to rank. Decode costs are alike on both sides (n sparse
-// scatter-adds against one decode plus the ring's additions) and are left out.
+// scatter-adds against one decode plus the ring's additions) and are left out. The chunked way
+// applies the rule to s_j = the sum of every chunk's wire_bytes, the same for every rank: an
+// upper bound of the real sizes, and the rule is monotone in them, so the real sizes would have
+// chosen sparse too.
 //
 // Either way each element went through one lossy encode (lossy_steps 1); the sum is exact in
-// fp32 arithmetic. Steps: 0 the sizes, 1 the messages, 2.. the dense ring.
+// fp32 arithmetic. Steps: whole: 0 the sizes, 1 the messages, 2.. the dense ring; chunked:
+// 1 + c chunk c's messages.
 #include <algorithm>
 #include <vector>
 
+#include "codecs/nonfinite_escapes.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
 #include "collectives/compressed/group_allgatherv.h"
 #include "collectives/compressed/group_allreduce.h"
 #include "collectives/in_flight_transfers.h"
+#include "collectives/ring_pattern.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
+#include "transport/transport.h"
 
 namespace terse {
 namespace {
@@ -58,6 +85,142 @@ bool dense_is_cheaper(const std::vector<uint64_t>& sizes, size_t count) {
   return n * busiest > 2 * (n - 1) * sizeof(float) * uint64_t{count};
 }
 
+// Chunks of the chunked way: about kPiecesPerChunk pipeline pieces each, at most kMaxChunks.
+constexpr size_t kPiecesPerChunk = 16;
+constexpr size_t kMaxChunks = 64;
+
+size_t chunk_count(size_t count, size_t piece_bytes) {
+  const size_t target = std::max<size_t>(1, piece_bytes / sizeof(float)) * kPiecesPerChunk;
+  return std::max<size_t>(1, std::min(kMaxChunks, (count + target - 1) / target));
+}
+
+// Whether the call takes the chunked way (file comment).
+bool chunked(const CompressedArgs& args, int n, size_t chunks) {
+  if (!args.codec->keeps_fraction() || args.encode.warmup_progress != 1.0) return false;
+  if (args.entry != nullptr && args.entry->state() != nullptr) return false;
+  if (args.codec->stateful(args.count, DType::kFloat32, args.encode.shape)) return false;
+  uint64_t most = 0;
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t elements =
+        near_equal_block(args.count, static_cast<int>(chunks), static_cast<int>(c)).count;
+    most += args.codec->wire_bytes(elements, DType::kFloat32, MatrixShape{});
+  }
+  return !dense_is_cheaper(std::vector<uint64_t>(slot(n), most), args.count);
+}
+
+// The chunked way: chunk c encoded and sent while chunk c-1 is on the wire, chunks decoded as
+// their messages arrive.
+class ChunkedAllgather {
+ public:
+  ChunkedAllgather(const CompressedArgs& args, const CompressedContext& context, size_t chunks)
+      : args_(args),
+        context_(context),
+        n_(context.group.size()),
+        me_(context.group.index),
+        chunks_(chunks),
+        capacity_(chunk_capacity(args, chunk_range(args.count, chunks, 0).count)),
+        transfers_(context.transport, 2 * chunks * slot(n_), context.deadline) {}
+
+  ncclResult_t run() {
+    lay_out();
+    for (size_t c = 0; c < chunks_; ++c) {
+      for (int j = 0; j < n_; ++j) {
+        if (j == me_) continue;
+        TERSE_CHECK(transfers_.recv_up_to(recv_slot(c, j), context_.group.rank_at(j), operation(c),
+                                          incoming(c, j), capacity_));
+      }
+    }
+    for (size_t c = 0; c < chunks_; ++c) {
+      TERSE_CHECK(compensate_and_encode(args_, context_, values_, chunk(c), outgoing(c), capacity_,
+                                        &own_bytes_[c]));
+      // Staggered (the next position first), so that not every rank feeds position 0 first.
+      for (int k = 1; k < n_; ++k) {
+        const int j = (me_ + k) % n_;
+        TERSE_CHECK(transfers_.send(send_slot(c, j), context_.group.rank_at(j), operation(c),
+                                    outgoing(c), own_bytes_[c]));
+        count_sent(context_, own_bytes_[c]);
+      }
+      encoded_ = c + 1;
+      context_.transport->progress();
+      TERSE_CHECK(decode_arrived(false));
+    }
+    TERSE_CHECK(decode_arrived(true));
+    return transfers_.wait_all();
+  }
+
+ private:
+  static ElementRange chunk_range(size_t count, size_t chunks, size_t c) {
+    return near_equal_block(count, static_cast<int>(chunks), static_cast<int>(c));
+  }
+  // The most one chunk's message takes: the codec's largest message, and room for escapes.
+  static size_t chunk_capacity(const CompressedArgs& args, size_t elements) {
+    return args.codec->wire_bytes(elements, DType::kFloat32, MatrixShape{}) +
+           max_escape_section_bytes(elements);
+  }
+  ElementRange chunk(size_t c) const { return chunk_range(args_.count, chunks_, c); }
+  uint32_t operation(size_t c) const {
+    return make_operation(context_.sequence,
+                          context_.first_step + kMessageStep + static_cast<uint32_t>(c));
+  }
+  size_t send_slot(size_t c, int j) const { return c * slot(n_) + slot(j); }
+  size_t recv_slot(size_t c, int j) const { return (chunks_ + c) * slot(n_) + slot(j); }
+  uint8_t* outgoing(size_t c) const { return outgoing_ + c * capacity_; }
+  uint8_t* incoming(size_t c, int j) const {
+    return incoming_ + (c * slot(n_) + slot(j)) * capacity_;
+  }
+
+  void lay_out() {
+    CompressionScratch& scratch = *context_.scratch;
+    values_ =
+        fused_contribution(args_) ? nullptr : scratch.floats(ScratchSlot::kValues, args_.count);
+    outgoing_ = scratch.bytes(ScratchSlot::kOutgoing, chunks_ * capacity_);
+    incoming_ = scratch.bytes(ScratchSlot::kIncoming, chunks_ * slot(n_) * capacity_);
+    sum_ = result_buffer(args_, context_, ScratchSlot::kAccumulator);
+    own_bytes_.assign(chunks_, 0);
+  }
+
+  // Decodes, in chunk order, every encoded chunk whose messages have all arrived (waiting for
+  // them when `wait`), each into its range of the sum, in group-position order.
+  ncclResult_t decode_arrived(bool wait) {
+    for (; decoded_ < encoded_; ++decoded_) {
+      const size_t c = decoded_;
+      for (int j = 0; j < n_; ++j) {
+        if (j == me_) continue;
+        if (wait) {
+          TERSE_CHECK(transfers_.wait(recv_slot(c, j)));
+        } else if (!transfers_.finished(recv_slot(c, j))) {
+          return ncclSuccess;
+        }
+      }
+      const ElementRange range = chunk(c);
+      float* sum = sum_ + range.offset;
+      for (int j = 0; j < n_; ++j) {
+        const uint8_t* message = j == me_ ? outgoing(c) : incoming(c, j);
+        const size_t bytes = j == me_ ? own_bytes_[c] : transfers_.received_bytes(recv_slot(c, j));
+        TERSE_CHECK(decode_message(args_, context_, message, bytes, sum, range.count,
+                                   /*accumulate=*/j > 0));
+      }
+      write_result(args_, sum, range);
+    }
+    return ncclSuccess;
+  }
+
+  const CompressedArgs& args_;
+  const CompressedContext& context_;
+  const int n_;
+  const int me_;
+  const size_t chunks_;
+  const size_t capacity_;
+  InFlightTransfers transfers_;
+  float* values_ = nullptr;
+  uint8_t* outgoing_ = nullptr;
+  uint8_t* incoming_ = nullptr;
+  float* sum_ = nullptr;
+  std::vector<size_t> own_bytes_;
+  size_t encoded_ = 0;
+  size_t decoded_ = 0;
+};
+
 }  // namespace
 
 ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
@@ -67,6 +230,8 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
   if (n == 1) return copy_single_rank(args);
   if (args.count == 0) return ncclSuccess;
   CompressionScratch& scratch = *context.scratch;
+  const size_t chunks = chunk_count(args.count, context.piece_bytes);
+  if (chunked(args, n, chunks)) return ChunkedAllgather(args, context, chunks).run();
 
   const size_t capacity = message_capacity(args, args.count);
   uint8_t* own = nullptr;

@@ -71,6 +71,26 @@ TEST_P(ExactModel, SparseAllgatherEveryCodecAndTheDenseSwitch) {
   }
 }
 
+// Small pieces, so that top-k by ratio selects and sends in several chunks (chunks of 16 pieces:
+// 1024 elements at 256-byte pieces, 64 chunks at most), and the codecs that send their whole
+// tensor whatever the pieces beside it.
+TEST_P(ExactModel, SparseAllgatherInChunks) {
+  CompressedRanks ranks(GetParam(), "none", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  for (size_t piece : {size_t{256}, size_t{4}}) {
+    ranks.set_piece_bytes(piece);
+    for (const char* codec : {"topk:ratio=0.05", "topk:ratio=0.01,method=exact", "topk:k=40",
+                              "threshold:threshold=0.8"}) {
+      ranks.use_codec(codec, MemoryKind::kResidual);
+      ASSERT_TRUE(ranks.ok()) << ranks.error();
+      expect_matches_model(ranks, "sparse_allgather", codec, DType::kFloat32, 4099);
+      expect_matches_model(ranks, "sparse_allgather", codec, DType::kBFloat16, 3001, 0.5);
+    }
+    ranks.use_codec("topk:ratio=0.05", MemoryKind::kNone);
+    expect_matches_model(ranks, "sparse_allgather", "topk, memory none", DType::kFloat16, 5000);
+  }
+}
+
 TEST_P(ExactModel, SharedSeedRandomK) {
   CompressedRanks ranks(GetParam(), "randomk:ratio=0.05", MemoryKind::kNone);
   ASSERT_TRUE(ranks.ok()) << ranks.error();

@@ -37,6 +37,8 @@ const std::vector<AlgorithmCase>& cases() {
       {"recursive_doubling", "qsgd", 3001, {}},
       {"tree", "int4", 3001, {}},
       {"sparse_allgather", "topk:ratio=0.05", 3001, {}},
+      // 5 chunks of 16 pieces of 4096 bytes: the chunked way.
+      {"sparse_allgather", "topk:ratio=0.05", 70001, {}},
       {"randomk", "randomk:ratio=0.05,unbiased=false", 3001, {}},
       {"powersgd", "powersgd:rank=2", 60 * 50, {}},
       {"hierarchical", "int8", 70001, {"a", "a", "b", "c"}},

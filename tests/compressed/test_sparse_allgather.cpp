@@ -125,6 +125,55 @@ TEST(SparseAllgather, SwitchesWhereTheBusiestLinkOutweighsTheRing) {
   }
 }
 
+TEST(SparseAllgather, TopKByRatioSelectsAndSendsChunkByChunk) {
+  // 256-byte pieces: chunks of 16 * 64 = 1024 elements, so 10000 elements make
+  // ceil(10000 / 1024) = 10 near-equal chunks of 1000, each keeping round(0.01 * 1000) = 10
+  // (exact: always 10): one 32 + 8 * 10 byte message per chunk to each of the 3 peers, and no
+  // sizes exchanged first.
+  const int n = 4;
+  CompressedRanks ranks(n, "topk:ratio=0.01,method=exact", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  ranks.set_piece_bytes(256);
+  run_and_check(ranks, sparse(), DType::kFloat32, 10000, 10);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(ranks.counters(r).messages, 10u * 3) << r;
+    EXPECT_EQ(ranks.counters(r).wire_bytes, 10u * 3 * topk_message_bytes(10)) << r;
+  }
+  // In place, 16-bit, averaged, sampled, and uneven chunks (10007 elements: 7 of 1001, 3 of
+  // 1000), against the model.
+  ranks.use_codec("topk:ratio=0.01", MemoryKind::kResidual);
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    run_and_check(ranks, sparse(), dtype, 10007, 11, 0.25, /*in_place=*/true);
+  }
+}
+
+TEST(SparseAllgather, AtMostSixtyFourChunks) {
+  // 4-byte pieces would make chunks of 16 elements; the tensor is cut into 64 instead.
+  const int n = 3;
+  CompressedRanks ranks(n, "topk:ratio=0.1,method=exact", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  ranks.set_piece_bytes(4);
+  run_and_check(ranks, sparse(), DType::kFloat32, 6400, 12);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(ranks.counters(r).messages, 64u * 2) << r;
+    EXPECT_EQ(ranks.counters(r).wire_bytes, 64u * 2 * topk_message_bytes(10)) << r;
+  }
+}
+
+TEST(SparseAllgather, FixedKAndWarmUpSendTheWholeTensor) {
+  // A fixed k is the whole tensor's (each chunk would keep k), and a warm-up ramp changes the
+  // density: both exchange sizes and send one message, whatever the pieces.
+  const int n = 4;
+  CompressedRanks ranks(n, "topk:k=100,method=exact", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  ranks.set_piece_bytes(256);
+  run_and_check(ranks, sparse(), DType::kFloat32, 10000, 13);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(ranks.counters(r).messages, 2u * 3) << r;
+    EXPECT_EQ(ranks.counters(r).wire_bytes, 3 * (8 + topk_message_bytes(100))) << r;
+  }
+}
+
 TEST(SparseAllgather, ResidualHoldsWhatTheResultLacks) {
   // result = sum over ranks of decode(message_r) and residual_r = input_r - decode(message_r),
   // so result + sum of residuals = sum of inputs, up to fp32 rounding (|values| < 1, 4 ranks),

@@ -29,21 +29,74 @@ std::vector<std::vector<float>> decode_each(GroupCall& call,
   return decoded;
 }
 
+// SparCML's switch: dense when the direct allgatherv's busiest rank would move more than a
+// dense ring, n * max_j max((n - 1) s_j, T - s_j) > 2 (n - 1) * 4 * count (s_j the message
+// sizes, T their sum).
+bool dense_union(const std::vector<uint64_t>& sizes, size_t count) {
+  const uint64_t n = sizes.size();
+  uint64_t total = 0, busiest = 0;
+  for (uint64_t size : sizes) total += size;
+  for (uint64_t size : sizes) busiest = std::max({busiest, (n - 1) * size, total - size});
+  return n * busiest > 2 * (n - 1) * sizeof(float) * uint64_t{count};
+}
+
+// The chunks of the chunked way: C = min(64, ceil(count / (16 * max(1, piece_bytes / 4))))
+// near-equal ones, or none when the call does not take it: the codec keeps a fixed fraction of
+// every part, no position has codec state, warm-up is over, and messages of the most
+// Codec::wire_bytes gives for each chunk, summed, would still be sparse on every position.
+std::vector<Range> sparse_chunks(const GroupCall& call) {
+  const Codec& codec = *call.codec;
+  if (!codec.keeps_fraction() || call.warmup_progress != 1.0) return {};
+  if (codec.stateful(call.count, DType::kFloat32, call.shape)) return {};
+  for (CodecState* state : call.states) {
+    if (state != nullptr) return {};
+  }
+  const size_t per_chunk = std::max<size_t>(1, call.piece_bytes / 4) * 16;
+  const size_t chunks =
+      std::max<size_t>(1, std::min<size_t>(64, (call.count + per_chunk - 1) / per_chunk));
+  std::vector<Range> ranges;
+  uint64_t most = 0;
+  for (size_t c = 0; c < chunks; ++c) {
+    ranges.push_back(near_equal(call.count, static_cast<int>(chunks), static_cast<int>(c)));
+    most += codec.wire_bytes(ranges.back().count, DType::kFloat32, MatrixShape{});
+  }
+  if (dense_union(std::vector<uint64_t>(static_cast<size_t>(call.size()), most), call.count)) {
+    return {};
+  }
+  return ranges;
+}
+
+// The chunked way: each position encodes each chunk as a tensor of its own (the seed of its
+// offset, its error into that range of its residual); each chunk of the sum is the position-order
+// scatter-add of the n messages of that chunk, the first decoded without accumulating.
+GroupResult chunked_sparse_allgather(GroupCall& call, const std::vector<Range>& chunks) {
+  GroupResult result;
+  result.sum.assign(call.count, 0.0f);
+  for (const Range& chunk : chunks) {
+    for (int r = 0; r < call.size(); ++r) {
+      std::vector<float>* residual = call.residuals[static_cast<size_t>(r)];
+      const std::vector<uint8_t> message = encode(
+          call, call.contributions[static_cast<size_t>(r)].data() + chunk.offset, chunk.count,
+          chunk.offset, residual == nullptr ? nullptr : residual->data() + chunk.offset, nullptr);
+      decode(call, message, result.sum.data() + chunk.offset, chunk.count, r > 0);
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
-// Sparse while the direct allgatherv's busiest rank moves no more than a dense ring:
-// n * max_j max((n - 1) s_j, T - s_j) <= 2 (n - 1) * 4 * count (s_j the message sizes, T their
-// sum); then every position decodes the n messages in position order, adding, bit for bit.
-// Dense otherwise: each decodes its own and an exact ring sums them (another order).
+// Chunked when sparse_chunks() says so. Otherwise whole: every position encodes its whole
+// contribution; sparse unless dense_union() of the messages' sizes, and then every position
+// decodes the n messages in position order, adding, bit for bit. Dense otherwise: each decodes
+// its own and an exact ring sums them (another order).
 GroupResult model_sparse_allgather(GroupCall& call) {
+  const std::vector<Range> chunks = sparse_chunks(call);
+  if (!chunks.empty()) return chunked_sparse_allgather(call, chunks);
   const std::vector<std::vector<uint8_t>> messages = encode_each(call);
-  const uint64_t n = static_cast<uint64_t>(call.size());
-  uint64_t total = 0, busiest = 0;
-  for (const auto& message : messages) total += message.size();
-  for (const auto& message : messages) {
-    busiest = std::max({busiest, (n - 1) * message.size(), total - message.size()});
-  }
-  const bool dense = n * busiest > 2 * (n - 1) * sizeof(float) * uint64_t{call.count};
+  std::vector<uint64_t> sizes;
+  for (const auto& message : messages) sizes.push_back(message.size());
+  const bool dense = dense_union(sizes, call.count);
   if (dense) return position_order_sum(decode_each(call, messages));
   GroupResult result;
   result.sum.assign(call.count, 0.0f);
