@@ -77,6 +77,15 @@ ncclResult_t powersgd_compute_p(const void* m, DType dtype, size_t rows, size_t 
                                 const float* q, int rank, float* p, PowerSgdWorkspace* workspace,
                                 Memory memory, void* stream);
 
+// Rows [first, first + count) of P = M Q, host memory only: lets a caller compute P block by
+// block right after it wrote each block of M, while the block is still in cache.
+ncclResult_t powersgd_compute_p_rows(const void* m, DType dtype, size_t rows, size_t cols,
+                                     size_t first, size_t count, const float* q, int rank, float* p,
+                                     PowerSgdWorkspace* workspace);
+
+// Rows of M per host GEMM call of powersgd_compute_p (a block of about 256 KiB).
+size_t powersgd_host_block_rows(size_t cols);
+
 // Orthonormalises P's columns in place (orthogonalize.h: fixed order, no NaN whatever P holds,
 // rank-deficient columns replaced). Requires rank <= rows.
 ncclResult_t powersgd_orthogonalize(float* p, size_t rows, int rank, Memory memory, void* stream);
@@ -91,7 +100,8 @@ ncclResult_t powersgd_reconstruct(const float* p, const float* q, size_t rows, s
                                   int rank, void* output, DType dtype, bool accumulate,
                                   Memory memory, void* stream);
 
-// error = M - P Q^T in fp32, with P Q^T exactly as powersgd_reconstruct computes it.
+// error = M - P Q^T in fp32, with P Q^T exactly as powersgd_reconstruct computes it. On the host
+// an fp32 M may be `error` itself (M replaced by the error in place).
 ncclResult_t powersgd_residual(const void* m, DType dtype, const float* p, const float* q,
                                size_t rows, size_t cols, int rank, float* error, Memory memory,
                                void* stream);

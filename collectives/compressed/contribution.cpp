@@ -64,6 +64,21 @@ ncclResult_t make_contribution_range(const CompressedArgs& args, const Compresse
   return ncclSuccess;
 }
 
+ncclResult_t make_contribution_in_place(const CompressedArgs& args,
+                                        const CompressedContext& context, const ElementRange& range,
+                                        bool* finite) {
+  const Clock::time_point start = Clock::now();
+  float* residual = call_residual(args);
+  if (residual == nullptr) {
+    return fail(ncclInternalError, "compensation in place without a residual");
+  }
+  // compensate() reads residual[i] before it writes values[i], element by element, so the
+  // two may be one buffer here.
+  *finite = compensate(args.send, args.dtype, residual, range.offset, range.count, residual);
+  add_encode_time(context, start);
+  return ncclSuccess;
+}
+
 ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
                                  const float* values, const ElementRange& range, bool finite,
                                  void* message, size_t capacity, size_t* message_bytes) {

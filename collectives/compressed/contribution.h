@@ -38,6 +38,14 @@ ncclResult_t make_contribution(const CompressedArgs& args, const CompressedConte
 ncclResult_t make_contribution_range(const CompressedArgs& args, const CompressedContext& context,
                                      float* values, const ElementRange& range, bool* finite);
 
+// The same written over the residual itself: residual[range] = send[range] (as fp32) +
+// residual[range], for an algorithm that reads the contribution whole before it writes the
+// residual (PowerSGD): one stream fewer than a separate buffer. Until the algorithm writes the
+// error, the entry's residual holds the contribution. Requires call_residual(args).
+ncclResult_t make_contribution_in_place(const CompressedArgs& args,
+                                        const CompressedContext& context, const ElementRange& range,
+                                        bool* finite);
+
 // Encodes values[range] (this rank's contribution from make_contribution) into `message`
 // (capacity bytes): with the residual's range as the error output, and with the codec state
 // only when `range` is the whole tensor (states describe whole tensors). `finite`: what

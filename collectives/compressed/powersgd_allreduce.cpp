@@ -14,12 +14,18 @@
 // ||result - sum||_F <= ||sum||_F <= sum over ranks of ||M_r||_F: one lossy step in the L2 norm
 // (compressed_error_bound.h). Each rank sends 2 (n-1)/n * 4 r (rows + cols) bytes per iteration.
 //
+// With a residual, M is built over the residual's own buffer (each block of rows just before its
+// part of the first P is computed, while it is in cache) and the error M - P Q_local^T of the
+// last iteration is written over it in place once the factors are known to be finite: two passes
+// over the tensor fewer than a separate M. Until then the entry's residual holds M.
+//
 // Tensors the plan makes dense (tiny, prime counts, rank >= min(rows, cols)) and factors that
 // come out NaN or Inf (the input held them; every rank sees the same summed factors, so every
 // rank decides alike) are summed exactly instead, and the residual is cleared: nothing was lost.
 //
 // Steps: iteration i uses [2 i S, (2 i + 2) S) with S = group_allreduce_steps(n) (P, then Q);
 // the dense sum comes after the last iteration.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -56,12 +62,23 @@ class DistributedPowerSgd {
 
   ncclResult_t run() {
     CompressionScratch& scratch = *context_.scratch;
-    m_ = scratch.floats(ScratchSlot::kValues, args_.count);
-    bool contribution_finite = false;  // the factors say it too (the non-finite fallback below)
-    TERSE_CHECK(make_contribution(args_, context_, m_, &contribution_finite));
     PowerSgdPlan plan;
     TERSE_CHECK(
         plan_powersgd(args_.count, DType::kFloat32, args_.encode.shape, parameters_.rank, &plan));
+    // With a residual, M is built over it (make_contribution_in_place) and the last iteration
+    // turns it into the error in place: two passes over the tensor fewer than a separate M.
+    residual_ = call_residual(args_);
+    m_ = residual_ != nullptr ? residual_ : scratch.floats(ScratchSlot::kValues, args_.count);
+    if (plan.dense || residual_ == nullptr) {
+      bool contribution_finite = false;  // the factors say it too (the fallback below)
+      if (residual_ != nullptr) {
+        TERSE_CHECK(make_contribution_in_place(args_, context_, ElementRange{0, args_.count},
+                                               &contribution_finite));
+      } else {
+        TERSE_CHECK(make_contribution(args_, context_, m_, &contribution_finite));
+      }
+      contribution_made_ = true;
+    }
     if (plan.dense) return dense_sum();
     rows_ = plan.rows;
     cols_ = plan.cols;
@@ -95,7 +112,7 @@ class DistributedPowerSgd {
 
     for (int iteration = 0; iteration < parameters_.iterations; ++iteration) {
       if (iteration > 0) std::memcpy(q_, q_sum_, q_floats * sizeof(float));
-      TERSE_CHECK(iterate(iteration, iteration + 1 == parameters_.iterations));
+      TERSE_CHECK(iterate(iteration));
     }
     bool finite = false;
     TERSE_CHECK(powersgd_all_finite(p_, p_floats, workspace_, Memory::kHost, nullptr, &finite));
@@ -103,6 +120,14 @@ class DistributedPowerSgd {
     TERSE_CHECK(
         powersgd_all_finite(q_sum_, q_floats, workspace_, Memory::kHost, nullptr, &q_finite));
     if (!finite || !q_finite) return dense_sum();
+    if (residual_ != nullptr) {
+      // This rank's error, M - P Q_local^T of the last iteration, written over M in place (M is
+      // the residual's buffer, run()); only now, so that the dense fallback above still has M.
+      const auto start = Clock::now();
+      TERSE_CHECK(powersgd_residual(m_, DType::kFloat32, p_, q_local_, rows_, cols_, r_, residual_,
+                                    Memory::kHost, nullptr));
+      add_encode_time(start);
+    }
     if (warm != nullptr && parameters_.warm_start) {
       std::memcpy(warm, q_sum_, q_floats * sizeof(float));
     }
@@ -131,25 +156,35 @@ class DistributedPowerSgd {
     }
   }
 
-  // One power iteration; the last one also writes this rank's residual.
-  ncclResult_t iterate(int iteration, bool last) {
+  // One power iteration.
+  ncclResult_t iterate(int iteration) {
     const size_t p_floats = rows_ * static_cast<size_t>(r_);
     const size_t q_floats = cols_ * static_cast<size_t>(r_);
     auto start = Clock::now();
     TERSE_CHECK(powersgd_prepare_q(q_, cols_, r_, args_.encode.step, Memory::kHost, nullptr));
-    TERSE_CHECK(powersgd_compute_p(m_, DType::kFloat32, rows_, cols_, q_, r_, p_, workspace_,
-                                   Memory::kHost, nullptr));
+    if (contribution_made_) {
+      TERSE_CHECK(powersgd_compute_p(m_, DType::kFloat32, rows_, cols_, q_, r_, p_, workspace_,
+                                     Memory::kHost, nullptr));
+    } else {
+      // The first P with the compensation: each block of rows of M is built and multiplied
+      // while it is in cache (one pass over the tensor fewer).
+      const size_t block_rows = powersgd_host_block_rows(cols_);
+      for (size_t first = 0; first < rows_; first += block_rows) {
+        const size_t count = std::min(block_rows, rows_ - first);
+        bool finite = false;  // the factors say it too (the non-finite fallback)
+        TERSE_CHECK(make_contribution_in_place(
+            args_, context_, ElementRange{first * cols_, count * cols_}, &finite));
+        TERSE_CHECK(powersgd_compute_p_rows(m_, DType::kFloat32, rows_, cols_, first, count, q_, r_,
+                                            p_, workspace_));
+      }
+      contribution_made_ = true;
+    }
     add_encode_time(start);
     TERSE_CHECK(group_allreduce_sum(p_, p_floats, context_, first_step(2 * iteration)));
     start = Clock::now();
     TERSE_CHECK(powersgd_orthogonalize(p_, rows_, r_, Memory::kHost, nullptr));
     TERSE_CHECK(powersgd_compute_q(m_, DType::kFloat32, rows_, cols_, p_, r_, q_local_, workspace_,
                                    Memory::kHost, nullptr));
-    float* residual = args_.entry != nullptr ? args_.entry->residual() : nullptr;
-    if (last && residual != nullptr) {
-      TERSE_CHECK(powersgd_residual(m_, DType::kFloat32, p_, q_local_, rows_, cols_, r_, residual,
-                                    Memory::kHost, nullptr));
-    }
     std::memcpy(q_sum_, q_local_, q_floats * sizeof(float));
     add_encode_time(start);
     return group_allreduce_sum(q_sum_, q_floats, context_, first_step(2 * iteration + 1));
@@ -161,8 +196,7 @@ class DistributedPowerSgd {
     std::memcpy(sum, m_, args_.count * sizeof(float));
     TERSE_CHECK(
         group_allreduce_sum(sum, args_.count, context_, first_step(2 * parameters_.iterations)));
-    float* residual = args_.entry != nullptr ? args_.entry->residual() : nullptr;
-    if (residual != nullptr) std::memset(residual, 0, args_.count * sizeof(float));
+    if (residual_ != nullptr) std::memset(residual_, 0, args_.count * sizeof(float));
     write_result(args_, sum, ElementRange{0, args_.count});
     return ncclSuccess;
   }
@@ -175,7 +209,9 @@ class DistributedPowerSgd {
   size_t rows_ = 0;
   size_t cols_ = 0;
   int r_ = 0;
-  float* m_ = nullptr;
+  float* m_ = nullptr;         // the contribution M: the residual's buffer when there is one
+  float* residual_ = nullptr;  // this rank's residual of the call's elements, or null
+  bool contribution_made_ = false;
   float* p_ = nullptr;
   float* q_ = nullptr;
   float* q_local_ = nullptr;

@@ -4,6 +4,7 @@
 // feedback that stays bounded, and CPU/GPU parity (skipped without a GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -615,6 +616,43 @@ TEST(PowerSgd, TiledDecodeMatchesTheSharedPerElementMathBitForBit) {
       }
     }
   }
+}
+
+TEST(PowerSgd, ResidualInPlaceAndPByRowBlocksGiveTheSameBits) {
+  // What distributed PowerSGD relies on (powersgd_allreduce.cpp): the error written over M
+  // itself equals the error written elsewhere, and P computed block of rows by block of rows
+  // (as the blocks of M are built) equals P computed at once; odd sizes, ranks 1, 4 and 9.
+  for (int rank : {1, 4, 9}) {
+    const size_t rows = 301, cols = 1037, count = rows * cols;
+    const std::vector<float> m = random_normal(count, 40 + rank);
+    const std::vector<float> q = random_normal(cols * rank, 50 + rank);
+    std::vector<float> p(rows * rank), p_blocks(rows * rank, -1.0f);
+    ASSERT_EQ(powersgd_compute_p(m.data(), DType::kFloat32, rows, cols, q.data(), rank, p.data(),
+                                 nullptr, Memory::kHost, nullptr),
+              ncclSuccess);
+    const size_t block = powersgd_host_block_rows(cols);
+    ASSERT_LT(block, rows);
+    for (size_t first = 0; first < rows; first += block) {
+      ASSERT_EQ(powersgd_compute_p_rows(m.data(), DType::kFloat32, rows, cols, first,
+                                        std::min(block, rows - first), q.data(), rank,
+                                        p_blocks.data(), nullptr),
+                ncclSuccess);
+    }
+    EXPECT_EQ(p_blocks, p) << rank;
+    std::vector<float> error(count), in_place = m;
+    ASSERT_EQ(powersgd_residual(m.data(), DType::kFloat32, p.data(), q.data(), rows, cols, rank,
+                                error.data(), Memory::kHost, nullptr),
+              ncclSuccess);
+    ASSERT_EQ(powersgd_residual(in_place.data(), DType::kFloat32, p.data(), q.data(), rows, cols,
+                                rank, in_place.data(), Memory::kHost, nullptr),
+              ncclSuccess);
+    EXPECT_EQ(in_place, error) << rank;
+    EXPECT_NE(error, m) << rank;
+  }
+  std::vector<float> p(4);
+  EXPECT_EQ(powersgd_compute_p_rows(p.data(), DType::kFloat32, 2, 2, 1, 2, p.data(), 1, p.data(),
+                                    nullptr),
+            ncclInvalidArgument);
 }
 
 // ---- GPU parity (skipped without a GPU) ----
