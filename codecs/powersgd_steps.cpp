@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "codecs/device_support.h"
 #include "codecs/matrix_view.h"
@@ -12,6 +14,10 @@
 #include "codecs/powersgd.h"
 #include "codecs/powersgd_math.h"
 #include "common/result.h"
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -103,11 +109,33 @@ TERSE_CPU_DISPATCH void reconstruct_tile(const float* factors, const float* q, s
   }
 }
 
+// Writes `width` floats with streaming stores when `output` is fp32 and aligned for them, and
+// says whether it did: the tensor is far larger than the caches and nothing reads it back here,
+// so writing it without first reading each line saves a third of the traffic. SSE's streaming
+// store is part of x86-64 itself; elsewhere the plain loop stays.
+template <typename Storage>
+bool stream_floats(const float* sums, size_t width, Storage* output) {
+#if defined(__x86_64__)
+  if (std::is_same<Storage, float>::value && reinterpret_cast<uintptr_t>(output) % 16 == 0) {
+    float* out = reinterpret_cast<float*>(output);
+    size_t jj = 0;
+    for (; jj + 4 <= width; jj += 4) _mm_stream_ps(out + jj, _mm_loadu_ps(sums + jj));
+    for (; jj < width; ++jj) out[jj] = sums[jj];
+    return true;
+  }
+#endif
+  (void)sums;
+  (void)width;
+  (void)output;
+  return false;
+}
+
 template <typename Out>
 TERSE_CPU_DISPATCH void store_tile(const float* sums, size_t width, bool accumulate,
                                    typename Out::Storage* output) {
   if (accumulate) {
     for (size_t jj = 0; jj < width; ++jj) output[jj] = Out::store(sums[jj] + Out::load(output[jj]));
+  } else if (stream_floats(sums, width, output)) {
   } else {
     for (size_t jj = 0; jj < width; ++jj) output[jj] = Out::store(sums[jj]);
   }
@@ -393,6 +421,9 @@ ncclResult_t powersgd_reconstruct(const float* p, const float* q, size_t rows, s
                                   store_tile<Out>(sums, width, accumulate, typed + i * cols + j0);
                                 });
   });
+#if defined(__x86_64__)
+  _mm_sfence();  // the streaming stores (stream_floats) ordered before whatever follows
+#endif
   return ncclSuccess;
 }
 
