@@ -2,20 +2,24 @@
 // sending 2(n-1)/n of the buffer, which is optimal in bandwidth; its 2(n-1) sequential steps make
 // it a poor choice for small messages (allreduce_selection.h has the measured boundary).
 //
-// Pipelining. Every block is cut into pieces of context.piece_bytes (TERSE_PIECE_BYTES), so one
-// step of the ring becomes several messages ("units", numbered in the order both neighbours handle
-// them: the reduce-scatter's steps, then the allgather's, pieces in order within a step). A unit's
-// piece is sent as soon as its data is final here (the previous step's unit of the same piece has
-// been reduced or received), receives are posted kReceivesAhead units ahead into a ring of scratch
-// slots, and the worker is progressed between slices of every reduction, so the transfer of the
-// next pieces runs while this one is reduced.
+// Pipelining. Every block is cut into pieces of context.piece_bytes (TERSE_PIECE_BYTES), and of
+// at most Transport::kSharedMemoryEagerBytes when the whole group runs on one host, so that
+// every piece travels in UCX's eager protocol over shared memory (two copies at memory speed,
+// against a cma rendezvous that runs 4x slower than memcpy: transport.h). One step of the ring
+// becomes several messages ("units", numbered in the order both neighbours handle them: the
+// reduce-scatter's steps, then the allgather's, pieces in order within a step). A unit's piece is
+// sent once its data is final here (the previous step's unit of the same piece has been reduced
+// or received) and it is at most kSendsAhead units ahead, receives are posted kReceivesAhead
+// units ahead into a ring of scratch slots, and the worker is progressed between slices of every
+// reduction, so the next pieces arrive while this one is reduced.
 //
-// Buffers. The reduce-scatter accumulates in `recv`: a received piece lands in scratch, this
-// rank's own contribution is put into `recv` (copied, or scaled for PreMulSum/average) and the
-// scratch piece is combined into it. The allgather receives straight into `recv`, but a piece
-// may only be overwritten once the reduce-scatter's send of the same region (the same step and
-// piece, exactly (n-1) * pieces units earlier) has finished. `send` is only read, so
-// send == recv (in place) needs nothing special.
+// Buffers. The reduce-scatter accumulates in `recv`: a received piece lands in scratch and is
+// combined with this rank's own contribution into `recv` in one pass (own (op) received; a
+// contribution that must be scaled, PreMulSum/average, is scaled into `recv` first). The
+// allgather receives straight into `recv`, but a piece may only be overwritten once the
+// reduce-scatter's send of the same region (the same step and piece, exactly (n-1) * pieces
+// units earlier) has finished. `send` is only read, so send == recv (in place) needs nothing
+// special.
 //
 // Groups. The ring runs over positions of an ordered group (GroupPhase, allreduce_algorithms.h):
 // position p receives from the rank at p-1 and sends to the rank at p+1, and the whole
@@ -24,12 +28,14 @@
 // are sent and received in unit order and UCX matches a sender's messages of one tag in order.
 //
 // No deadlock: a rank blocks only on (a) the receive of the unit it handles, whose send the
-// previous rank posts as soon as it has handled the unit a step earlier, or (b) the send of a
+// previous rank posts once it has handled the unit a step earlier and the units up to
+// kSendsAhead before it (all numbered lower), or (b) the send of a
 // unit (n-1) * pieces units before the one it handles, which the next rank receives into a
 // receive it posted before waiting on anything newer. Following such waits around the ring the
 // unit numbers strictly decrease, so they cannot close a cycle.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "collectives/algorithm_scratch.h"
@@ -48,19 +54,16 @@ namespace {
 // Receives posted ahead of the unit being reduced (and so scratch slots): enough to keep the
 // link busy while one piece is reduced, few enough that scratch stays a few pieces.
 constexpr size_t kReceivesAhead = 4;
+// Sends posted ahead of the unit being handled. A piece small enough for UCX's eager protocol
+// is copied to the receiver whether or not it has posted the receive, and one it has not is
+// held by the receiver's UCX until it does: sending no further ahead than the receiver posts
+// (both handle units in the same order at about the same pace) keeps that memory a few pieces.
+constexpr size_t kSendsAhead = kReceivesAhead;
 // The worker is progressed after every slice this big of a reduction.
 constexpr size_t kReduceSliceBytes = size_t{128} << 10;
 // At most this many pieces per block (pieces grow beyond context.piece_bytes if needed): more
 // would not pipeline any better, and every unit holds two request slots.
 constexpr size_t kMaxPiecesPerBlock = 1024;
-
-// Elements per piece: context.piece_bytes worth, but no more than kMaxPiecesPerBlock pieces for
-// the largest block (block 0).
-size_t ring_piece_elements(const AlgorithmContext& context, ncclDataType_t type,
-                           size_t largest_block) {
-  const size_t fewest = (largest_block + kMaxPiecesPerBlock - 1) / kMaxPiecesPerBlock;
-  return std::max(piece_elements(context, type), fewest);
-}
 
 // The group's size and this rank's position in it.
 int group_size(const AlgorithmContext& context, const GroupPhase& phase) {
@@ -71,6 +74,29 @@ int group_position(const AlgorithmContext& context, const GroupPhase& phase) {
 }
 int rank_at(const GroupPhase& phase, int position) {
   return phase.group != nullptr ? phase.group->rank_at(position) : position;
+}
+// Whether every rank of the group runs on this host (the same host identity, which every rank
+// knows of every other, so all agree).
+bool group_on_one_host(const AlgorithmContext& context, const GroupPhase& phase) {
+  const Transport& transport = *context.transport;
+  const std::string& first = transport.host_identity(rank_at(phase, 0));
+  for (int position = 1; position < group_size(context, phase); ++position) {
+    if (transport.host_identity(rank_at(phase, position)) != first) return false;
+  }
+  return true;
+}
+
+// Elements per piece: context.piece_bytes worth (at most Transport::kSharedMemoryEagerBytes when
+// the group is on one host), but no more than kMaxPiecesPerBlock pieces for the largest block
+// (block 0). Every rank of the group computes the same.
+size_t ring_piece_elements(const AlgorithmContext& context, ncclDataType_t type,
+                           size_t largest_block, bool one_host) {
+  AlgorithmContext pieces = context;
+  if (one_host) {
+    pieces.piece_bytes = std::min(pieces.piece_bytes, Transport::kSharedMemoryEagerBytes);
+  }
+  const size_t fewest = (largest_block + kMaxPiecesPerBlock - 1) / kMaxPiecesPerBlock;
+  return std::max(piece_elements(pieces, type), fewest);
 }
 
 class RingAllreduce {
@@ -86,7 +112,8 @@ class RingAllreduce {
         first_step_(phase.first_step),
         sent_(phase.sent),
         element_bytes_(nccl_type_size(args.type)),
-        piece_elements_(ring_piece_elements(context, args.type, ring_.block(args.count, 0).count)),
+        piece_elements_(ring_piece_elements(context, args.type, ring_.block(args.count, 0).count,
+                                            group_on_one_host(context, phase))),
         pieces_(pipeline_piece_count(ring_.block(args.count, 0).count, piece_elements_)),
         phase_units_(static_cast<size_t>(ring_.steps()) * pieces_),
         units_(2 * phase_units_),
@@ -141,10 +168,12 @@ class RingAllreduce {
     return scratch_.data() + (unit % slots_) * slot_elements_ * element_bytes_;
   }
 
-  // Posts, in unit order, every send whose data is final: the first step's pieces (this rank's
-  // own contribution) at once, any later unit's once the unit a step before it was handled.
+  // Posts, in unit order, every send whose data is final (the first step's pieces, this rank's
+  // own contribution, at once; any later unit's once the unit a step before it was handled) and
+  // that is at most kSendsAhead units ahead of the one about to be handled.
   ncclResult_t post_ready_sends(size_t handled_units) {
-    for (; next_send_ < units_ && next_send_ < handled_units + pieces_; ++next_send_) {
+    const size_t limit = handled_units + std::min(pieces_, kSendsAhead);
+    for (; next_send_ < units_ && next_send_ < limit; ++next_send_) {
       const ElementRange range = send_range(next_send_);
       const uint8_t* data = recv_at(range);
       if (next_send_ < pieces_) {
@@ -189,18 +218,23 @@ class RingAllreduce {
     return ncclSuccess;
   }
 
-  // Combines a received reduce-scatter piece with this rank's own contribution in `recv`; the
-  // last step's piece is then final and gets the op's finishing touch (integer average).
+  // Combines a received reduce-scatter piece with this rank's own contribution into `recv`
+  // (own (op) received, in one pass from `send` unless the contribution must be scaled first);
+  // the last step's piece is then final and gets the op's finishing touch (integer average).
   void reduce_received(size_t unit) {
     const ElementRange range = recv_range(unit);
     uint8_t* accumulator = recv_at(range);
-    prepare_contribution(args_.type, args_.op, accumulator, send_at(range), range.count);
+    const uint8_t* own = send_at(range);
+    if (contribution_needs_scaling(args_.op)) {
+      prepare_contribution(args_.type, args_.op, accumulator, own, range.count);
+      own = accumulator;
+    }
     const uint8_t* operand = scratch_slot(unit);
     const size_t slice = std::max<size_t>(1, kReduceSliceBytes / element_bytes_);
     for (size_t done = 0; done < range.count; done += slice) {
       const size_t n = std::min(slice, range.count - done);
-      reduce_into(args_.type, args_.op.kind, accumulator + done * element_bytes_,
-                  operand + done * element_bytes_, n);
+      const size_t at = done * element_bytes_;
+      reduce_pair(args_.type, args_.op.kind, accumulator + at, own + at, operand + at, n);
       transport_->progress();
     }
     if (step_of(unit) == ring_.steps() - 1) {

@@ -43,31 +43,33 @@ struct Fp8 {
   }
 };
 
+// output[i] = left[i] (kind) right[i]; `left` is the accumulator of reduce_into.
 template <typename View>
-TERSE_CPU_DISPATCH void reduce_loop(ReduceKind kind, typename View::Storage* accumulator,
-                                    const typename View::Storage* operand, size_t count) {
+TERSE_CPU_DISPATCH void reduce_loop(ReduceKind kind, typename View::Storage* output,
+                                    const typename View::Storage* left,
+                                    const typename View::Storage* right, size_t count) {
   using C = typename View::Compute;
   switch (kind) {
     case ReduceKind::kSum:
       for (size_t i = 0; i < count; ++i) {
-        accumulator[i] = View::store(C(View::load(accumulator[i]) + View::load(operand[i])));
+        output[i] = View::store(C(View::load(left[i]) + View::load(right[i])));
       }
       break;
     case ReduceKind::kProd:
       for (size_t i = 0; i < count; ++i) {
-        accumulator[i] = View::store(C(View::load(accumulator[i]) * View::load(operand[i])));
+        output[i] = View::store(C(View::load(left[i]) * View::load(right[i])));
       }
       break;
     case ReduceKind::kMax:
       for (size_t i = 0; i < count; ++i) {
-        C a = View::load(accumulator[i]), b = View::load(operand[i]);
-        accumulator[i] = View::store(b > a ? b : a);
+        C a = View::load(left[i]), b = View::load(right[i]);
+        output[i] = View::store(b > a ? b : a);
       }
       break;
     case ReduceKind::kMin:
       for (size_t i = 0; i < count; ++i) {
-        C a = View::load(accumulator[i]), b = View::load(operand[i]);
-        accumulator[i] = View::store(b < a ? b : a);
+        C a = View::load(left[i]), b = View::load(right[i]);
+        output[i] = View::store(b < a ? b : a);
       }
       break;
   }
@@ -177,10 +179,16 @@ bool nccl_type_is_float(ncclDataType_t type) {
 
 void reduce_into(ncclDataType_t type, ReduceKind kind, void* accumulator, const void* operand,
                  size_t count) {
+  reduce_pair(type, kind, accumulator, accumulator, operand, count);
+}
+
+void reduce_pair(ncclDataType_t type, ReduceKind kind, void* output, const void* left,
+                 const void* right, size_t count) {
   dispatch_nccl_type(type, [&](auto view) {
     using View = decltype(view);
-    reduce_loop<View>(kind, static_cast<typename View::Storage*>(accumulator),
-                      static_cast<const typename View::Storage*>(operand), count);
+    using S = typename View::Storage;
+    reduce_loop<View>(kind, static_cast<S*>(output), static_cast<const S*>(left),
+                      static_cast<const S*>(right), count);
   });
 }
 

@@ -35,6 +35,12 @@ bool nccl_type_is_float(ncclDataType_t type);
 void reduce_into(ncclDataType_t type, ReduceKind kind, void* accumulator, const void* operand,
                  size_t count);
 
+// output[i] = left[i] (kind) right[i]: reduce_into with the accumulator read from `left` and
+// written to `output` (bit for bit the same result), one pass instead of a copy and a reduction.
+// `output` may be `left` or `right`; other overlaps are not allowed.
+void reduce_pair(ncclDataType_t type, ReduceKind kind, void* output, const void* left,
+                 const void* right, size_t count);
+
 // output[i] = input[i] * scale (in fp32 for narrow floats, fp64 for fp64, integer types unused).
 void scale_elements(ncclDataType_t type, void* output, const void* input, size_t count,
                     double scale);

@@ -6,13 +6,21 @@
 #
 #   perf/compare_mpi.sh                 # 2 and 4 ranks, 1 MiB to 256 MiB, and 8-byte latency
 #   RANKS="2" MAX=64M perf/compare_mpi.sh
+#   BUILD_DIR=build-dense perf/compare_mpi.sh   # binaries of another build tree (built beforehand)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${RANKS:-"2 4"}
 max=${MAX:-256M}
-out=${OUT:-build/compare_mpi}
-bin=build/perf
-[[ -x $bin/all_reduce_perf && -x $bin/mpi_allreduce_perf ]] || ./cmake/build.sh
+build=${BUILD_DIR:-build}
+out=${OUT:-$build/compare_mpi}
+bin=$build/perf
+if [[ ! -x $bin/all_reduce_perf || ! -x $bin/mpi_allreduce_perf ]]; then
+  if [[ $build != build ]]; then
+    echo "compare_mpi.sh: $bin lacks all_reduce_perf or mpi_allreduce_perf; build them first" >&2
+    exit 1
+  fi
+  ./cmake/build.sh
+fi
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun_flags=(--oversubscribe --bind-to none)

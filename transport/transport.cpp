@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 #include "common/exception_guard.h"
@@ -21,6 +22,15 @@ namespace {
 
 // The shared-memory worker's transports: shared memory (posix, sysv, cma) and loopback to self.
 constexpr const char* kLocalTransports = "sm,self";
+
+// The shared-memory worker's UCX settings, unless the environment sets them
+// (Transport::kSharedMemoryEagerBytes says why): messages up to kSharedMemoryEagerBytes go in
+// UCX's eager protocol (in fragments of the shared-memory FIFO's segment size, 8 KiB).
+const std::vector<UcxContext::Setting>& local_settings() {
+  static const std::string threshold = std::to_string(Transport::kSharedMemoryEagerBytes + 1);
+  static const std::vector<UcxContext::Setting> settings = {{"RNDV_THRESH", threshold.c_str()}};
+  return settings;
+}
 
 // abort() must return promptly whatever the peers do; a forced close needs no peer, so this only
 // bounds UCX's local clean-up.
@@ -66,7 +76,8 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
   if (error_mode != UcxErrorModeSetting::kPeer && getenv("UCX_TLS") == nullptr) {
     // Best effort: without it, ranks on this host use the network worker.
-    if (UcxContext::create(nranks, kLocalTransports, &transport->local_context_) != ncclSuccess ||
+    if (UcxContext::create(nranks, kLocalTransports, &transport->local_context_, std::string(),
+                           local_settings()) != ncclSuccess ||
         UcxWorker::create(transport->local_context_, &transport->local_worker_) != ncclSuccess) {
       TERSE_INFO("transport: no shared-memory worker (%s); ranks on this host use the network one",
                  last_error());

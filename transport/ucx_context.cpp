@@ -1,12 +1,24 @@
 #include "transport/ucx_context.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "common/env.h"
 #include "common/result.h"
 
 namespace terse {
+namespace {
+
+// Whether the environment sets UCX setting `name` (UCX_<name>).
+bool environment_sets(const std::string& name) {
+  return getenv(("UCX_" + name).c_str()) != nullptr;
+}
+
+}  // namespace
 
 ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transports,
-                                std::shared_ptr<UcxContext>* out, const std::string& net_devices) {
+                                std::shared_ptr<UcxContext>* out, const std::string& net_devices,
+                                const std::vector<Setting>& defaults) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
@@ -26,6 +38,15 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transpor
     if (status != UCS_OK) {
       ucp_config_release(config);
       return fail(ncclSystemError, "UCX refuses the network device %s: %s", net_devices.c_str(),
+                  ucs_status_string(status));
+    }
+  }
+  for (const Setting& setting : defaults) {
+    if (environment_sets(setting.name)) continue;
+    status = ucp_config_modify(config, setting.name, setting.value);
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return fail(ncclSystemError, "UCX refuses %s=%s: %s", setting.name, setting.value,
                   ucs_status_string(status));
     }
   }

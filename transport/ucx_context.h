@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace terse {
 
@@ -18,9 +19,17 @@ class UcxContext {
   // tagged messages and worker wake-up events. `estimated_endpoints` is a sizing hint.
   // `transports`, when not null, replaces UCX_TLS (e.g. "sm,self"); `net_devices`, when not
   // empty, restricts the network devices (UCX_NET_DEVICES, e.g. "mlx5_3:1": nic_binding.h).
+  // `defaults` are UCX settings of this context only (names without the UCX_ prefix, as
+  // ucp_config_modify takes them, e.g. {"RNDV_THRESH", "262145"}), each applied unless the
+  // environment sets UCX_<name>.
+  struct Setting {
+    const char* name;
+    const char* value;
+  };
   static ncclResult_t create(size_t estimated_endpoints, const char* transports,
                              std::shared_ptr<UcxContext>* out,
-                             const std::string& net_devices = std::string());
+                             const std::string& net_devices = std::string(),
+                             const std::vector<Setting>& defaults = {});
 
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;

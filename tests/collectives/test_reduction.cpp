@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "collectives/reduction.h"
@@ -76,6 +78,91 @@ TEST(Reduction, ScaleAndDivide) {
   std::vector<int32_t> i = {7, -7}, j(2);
   divide_elements(ncclInt32, j.data(), i.data(), 2, 2);
   EXPECT_EQ(j, (std::vector<int32_t>{3, -3}));
+}
+
+// The model of one element of reduce_into / reduce_pair where the storage type is the computing
+// type: the accumulator (`left`) is kept unless the operand wins the comparison, which decides
+// the bits of max/min with NaNs and signed zeros.
+template <typename T>
+T model_pair(ReduceKind kind, T left, T right) {
+  switch (kind) {
+    case ReduceKind::kSum:
+      return static_cast<T>(left + right);
+    case ReduceKind::kProd:
+      return static_cast<T>(left * right);
+    case ReduceKind::kMax:
+      return right > left ? right : left;
+    case ReduceKind::kMin:
+      return right < left ? right : left;
+  }
+  return left;
+}
+
+template <typename T>
+std::vector<uint8_t> model_pair_bytes(ReduceKind kind, const std::vector<uint8_t>& left,
+                                      const std::vector<uint8_t>& right) {
+  std::vector<uint8_t> out(left.size());
+  for (size_t at = 0; at + sizeof(T) <= left.size(); at += sizeof(T)) {
+    T l, r;
+    std::memcpy(&l, &left[at], sizeof(T));
+    std::memcpy(&r, &right[at], sizeof(T));
+    const T result = model_pair(kind, l, r);
+    std::memcpy(&out[at], &result, sizeof(T));
+  }
+  return out;
+}
+
+// reduce_pair(out, left, right) computes left (kind) right for every type and kind, written to a
+// third buffer or over either operand, the same bits as reduce_into with `left` as the
+// accumulator; for the types whose storage is their arithmetic, the same bits as the model above.
+// Random bytes cover NaNs, signed zeros, infinities and subnormals.
+TEST(Reduction, PairIsLeftOpRightBitForBit) {
+  const ncclDataType_t types[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                  ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                  ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+  constexpr size_t kCount = 301;
+  for (ncclDataType_t type : types) {
+    const size_t bytes = kCount * nccl_type_size(type);
+    std::vector<uint8_t> left(bytes), right(bytes);
+    uint32_t state = 12345;
+    for (size_t i = 0; i < bytes; ++i) {
+      state = state * 1103515245u + 12345u;
+      left[i] = static_cast<uint8_t>(state >> 24);
+      right[i] = static_cast<uint8_t>(state >> 16);
+    }
+    // Some equal pairs and zeros of both signs, where only the operand order decides.
+    std::memcpy(&right[0], &left[0], nccl_type_size(type));
+    for (ReduceKind kind :
+         {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin}) {
+      const std::string what =
+          std::string(nccl_type_name(type)) + " kind " + std::to_string(static_cast<int>(kind));
+      std::vector<uint8_t> into = left;
+      reduce_into(type, kind, into.data(), right.data(), kCount);
+      std::vector<uint8_t> apart(bytes, 0), over_left = left, over_right = right;
+      reduce_pair(type, kind, apart.data(), left.data(), right.data(), kCount);
+      reduce_pair(type, kind, over_left.data(), over_left.data(), right.data(), kCount);
+      reduce_pair(type, kind, over_right.data(), left.data(), over_right.data(), kCount);
+      EXPECT_EQ(apart, into) << what;
+      EXPECT_EQ(over_left, into) << what;
+      EXPECT_EQ(over_right, into) << what;
+      std::vector<uint8_t> model;
+      if (type == ncclFloat32) model = model_pair_bytes<float>(kind, left, right);
+      if (type == ncclFloat64) model = model_pair_bytes<double>(kind, left, right);
+      if (type == ncclUint32) model = model_pair_bytes<uint32_t>(kind, left, right);
+      if (type == ncclUint8) model = model_pair_bytes<uint8_t>(kind, left, right);
+      if (!model.empty()) EXPECT_EQ(apart, model) << what << " against the model";
+    }
+  }
+  // Signed zeros and NaN, spelled out: max(+0, -0) keeps the accumulator's +0, max(-0, +0) its
+  // -0; a NaN operand never wins, a NaN accumulator stays.
+  const float nan = std::nanf("");
+  const std::vector<float> l = {0.0f, -0.0f, 1.0f, nan}, r = {-0.0f, 0.0f, nan, 1.0f};
+  std::vector<float> out(4);
+  reduce_pair(ncclFloat32, ReduceKind::kMax, out.data(), l.data(), r.data(), 4);
+  EXPECT_FALSE(std::signbit(out[0]));
+  EXPECT_TRUE(std::signbit(out[1]));
+  EXPECT_EQ(out[2], 1.0f);
+  EXPECT_TRUE(std::isnan(out[3]));
 }
 
 TEST(Reduction, TypeSizesAndNames) {
