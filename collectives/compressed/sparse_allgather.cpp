@@ -88,6 +88,7 @@ bool dense_is_cheaper(const std::vector<uint64_t>& sizes, size_t count) {
 // Chunks of the chunked way: about kPiecesPerChunk pipeline pieces each, at most kMaxChunks.
 constexpr size_t kPiecesPerChunk = 16;
 constexpr size_t kMaxChunks = 64;
+constexpr size_t kMessageAlignment = 64;
 
 size_t chunk_count(size_t count, size_t piece_bytes) {
   const size_t target = std::max<size_t>(1, piece_bytes / sizeof(float)) * kPiecesPerChunk;
@@ -152,10 +153,13 @@ class ChunkedAllgather {
   static ElementRange chunk_range(size_t count, size_t chunks, size_t c) {
     return near_equal_block(count, static_cast<int>(chunks), static_cast<int>(c));
   }
-  // The most one chunk's message takes: the codec's largest message, and room for escapes.
+  // The most one chunk's message takes: the codec's largest message, and room for escapes;
+  // rounded up to a cache line, so that every message starts aligned (its indices are read as
+  // uint32, its values as floats).
   static size_t chunk_capacity(const CompressedArgs& args, size_t elements) {
-    return args.codec->wire_bytes(elements, DType::kFloat32, MatrixShape{}) +
-           max_escape_section_bytes(elements);
+    const size_t bytes = args.codec->wire_bytes(elements, DType::kFloat32, MatrixShape{}) +
+                         max_escape_section_bytes(elements);
+    return (bytes + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment;
   }
   ElementRange chunk(size_t c) const { return chunk_range(args_.count, chunks_, c); }
   uint32_t operation(size_t c) const {
