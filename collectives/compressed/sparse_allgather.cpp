@@ -263,12 +263,16 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
     return ncclSuccess;
   }
 
-  // The peers' messages, back to back in position order (this rank's own stays in `own`).
+  // The peers' messages in position order, each from a cache line (a message with an escape
+  // section can have any length), this rank's own staying in `own`.
   std::vector<size_t> offsets(slot(n), 0);
   size_t incoming_bytes = 0;
   for (int j = 0; j < n; ++j) {
     offsets[slot(j)] = incoming_bytes;
-    if (j != group.index) incoming_bytes += sizes[slot(j)];
+    if (j != group.index) {
+      incoming_bytes +=
+          (sizes[slot(j)] + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment;
+    }
   }
   uint8_t* incoming = scratch.bytes(ScratchSlot::kIncoming, incoming_bytes);
   const uint32_t operation = make_operation(context.sequence, context.first_step + kMessageStep);
