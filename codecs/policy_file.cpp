@@ -237,19 +237,18 @@ class PolicyFileParser {
     if (!node.IsMap()) return refuse(node, "expected a map with 'codec', found %s", kind_of(node));
     rule->origin = source_ + ":" + std::to_string(line_of(node));
     std::optional<YAML::Node> match, codec, params, memory, schedule, fallback, max_rel_err;
-    TERSE_CHECK(for_each_key(node, "rule",
-                             {"match", "codec", "params", "memory", "schedule", "fallback",
-                              "max_rel_err"},
-                             [&](const std::string& key, const YAML::Node& value) {
-                               if (key == "match") match.emplace(value);
-                               if (key == "codec") codec.emplace(value);
-                               if (key == "params") params.emplace(value);
-                               if (key == "memory") memory.emplace(value);
-                               if (key == "schedule") schedule.emplace(value);
-                               if (key == "fallback") fallback.emplace(value);
-                               if (key == "max_rel_err") max_rel_err.emplace(value);
-                               return ncclSuccess;
-                             }));
+    TERSE_CHECK(for_each_key(
+        node, "rule", {"match", "codec", "params", "memory", "schedule", "fallback", "max_rel_err"},
+        [&](const std::string& key, const YAML::Node& value) {
+          if (key == "match") match.emplace(value);
+          if (key == "codec") codec.emplace(value);
+          if (key == "params") params.emplace(value);
+          if (key == "memory") memory.emplace(value);
+          if (key == "schedule") schedule.emplace(value);
+          if (key == "fallback") fallback.emplace(value);
+          if (key == "max_rel_err") max_rel_err.emplace(value);
+          return ncclSuccess;
+        }));
     if (!codec) return refuse(node, "no 'codec' (a codec name, or none to leave tensors alone)");
     if (match) TERSE_CHECK(parse_match(*match, &rule->match));
     TERSE_CHECK(parse_codec(*codec, params, memory, max_rel_err, &rule->codec));

@@ -26,6 +26,13 @@
 
 namespace terse {
 
+// Rounds of a doubling pattern over n positions: the smallest r with 2^r >= n (0 for n <= 1).
+inline int ceil_log2(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
 // One rank's view of a binomial tree rooted at `root`.
 class BinomialTree {
  public:

@@ -3,15 +3,10 @@
 #include <cstring>
 
 #include "collectives/compressed/compressed_algorithms.h"
+#include "collectives/tree_pattern.h"
 
 namespace terse {
 namespace {
-
-int ceil_log2(int n) {
-  int rounds = 0;
-  while ((1 << rounds) < n) ++rounds;
-  return rounds;
-}
 
 bool stateless(const Codec& codec, size_t count) {
   return !codec.stateful(count, DType::kFloat32, MatrixShape{});

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "collectives/tree_pattern.h"
+
 namespace terse {
 namespace {
-
-int ceil_log2(int n) {
-  int rounds = 0;
-  while ((1 << rounds) < n) ++rounds;
-  return rounds;
-}
 
 // The link a group's messages cross: the network once it spans nodes.
 const LinkCost& link_of(const GroupShape& group, const LinkModel& links) {

@@ -335,8 +335,8 @@ int run(int argc, char** argv) {
   }
   if (const char* dir = getenv("PLUGIN_TEST_CODEC_SPEED_DIR")) {
     // A speed table of this rank's own (read when a plan first needs a codec's speed).
-    setenv("TERSE_CODEC_SPEED", (std::string(dir) + "/rank" + std::to_string(rank) + ".txt").c_str(),
-           1);
+    setenv("TERSE_CODEC_SPEED",
+           (std::string(dir) + "/rank" + std::to_string(rank) + ".txt").c_str(), 1);
   }
 
   ncclComm_t comm = nullptr;
