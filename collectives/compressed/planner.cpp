@@ -121,7 +121,6 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
     planner->hosts_.push_back(transport->host_identity(r));
   }
   const NodeLayout layout = group_into_nodes(planner->hosts_);
-  planner->node_of_ = layout.node_of;
   planner->shape_ = shape_of(layout, transport->nranks());
   planner->equal_nodes_ = equal_nodes(layout);
 
@@ -181,7 +180,6 @@ std::unique_ptr<Planner> Planner::for_figures(int rank, const std::vector<std::s
   planner->rank_ = rank;
   planner->hosts_ = hosts;
   const NodeLayout layout = group_into_nodes(hosts);
-  planner->node_of_ = layout.node_of;
   planner->shape_ = shape_of(layout, static_cast<int>(hosts.size()));
   planner->equal_nodes_ = equal_nodes(layout);
   planner->links_ = links;

@@ -127,8 +127,6 @@ class Planner {
   // The plan for `request`; plans made with agreed figures (may_agree) are kept and reused.
   ncclResult_t plan(const PlanRequest& request, CallPlan* plan);
 
-  const LinkModel& links() const { return links_; }
-  const GroupShape& shape() const { return shape_; }
   // Whether the communicator spans several nodes (the policy's link class).
   bool multi_node() const { return shape_.nodes > 1; }
 
@@ -161,7 +159,6 @@ class Planner {
   CodecMaker make_codec_;
   int rank_ = 0;
   std::vector<std::string> hosts_;
-  std::vector<int> node_of_;  // by rank
   GroupShape shape_;
   bool equal_nodes_ = true;  // every node holds as many ranks (rails apply)
   LinkModel links_;
