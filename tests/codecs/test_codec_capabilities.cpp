@@ -482,7 +482,8 @@ TEST(CapabilitiesLowRank, PowerSgdStatesItsParameters) {
   EXPECT_EQ(codec->low_rank()->rank, 3);
   EXPECT_EQ(codec->low_rank()->iterations, 2);
   EXPECT_FALSE(codec->low_rank()->warm_start);
-  const LowRankParams* defaults = make("powersgd")->low_rank();
+  const auto defaults_codec = make("powersgd");  // kept: low_rank() points into it
+  const LowRankParams* defaults = defaults_codec->low_rank();
   ASSERT_NE(defaults, nullptr);
   EXPECT_EQ(defaults->rank, 4);
   EXPECT_EQ(defaults->iterations, 1);
