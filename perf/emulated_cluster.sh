@@ -16,7 +16,7 @@
 #
 #   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-l "0 0.1ms 10ms"]
 #        [-c "none int8 ..."] [-s 64M | -s MIN:MAX:FACTOR] [-i ITERS] [-o OUTDIR] [-p PNG]
-#        [-B BUILDDIR] [-P]
+#        [-B BUILDDIR] [-P] [-e "VAR=value ..."]
 #
 # Defaults: 4 nodes, rates 1gbit and 10gbit, RTT 0 (no added delay), codecs none int8 int4
 # topk:ratio=0.01 powersgd:rank=4 (-c "": only the link checks), 64M fp32, 5 timed iterations,
@@ -25,7 +25,9 @@
 # (100mbit, 1gbit, 2.5gbit, ...), RTTs a number with us, ms or s (0.1ms, 10ms, 50ms). Each rank
 # is told the link it sits behind (TERSE_NET_GBPS = the rate, TERSE_NET_LATENCY_US = half the
 # measured ping RTT), which the planner reads; -P leaves them unset, to see what it does
-# uninformed. Files: RATE_RTT_CODEC.json (and .rankI.log) per run, link_RATE_RTT.json per link.
+# uninformed. -e adds environment to every rank (-e "TERSE_COMPRESSED_ALGO=sra TERSE_DEBUG=INFO":
+# an algorithm forced, the planner's log). Files: RATE_RTT_CODEC.json (and .rankI.log) per run,
+# link_RATE_RTT.json per link.
 #
 # Needs root (namespaces and tc), ping and, with an RTT, iptables (./cmake/install_deps.sh
 # installs both), and a built tree (./cmake/build.sh): perf/all_reduce_perf and, with an RTT,
@@ -47,7 +49,8 @@ out=build/emulated_cluster
 build=build
 png=
 inform=1
-while getopts "n:r:l:c:s:i:o:p:B:Ph" flag; do
+extra_env=()
+while getopts "n:r:l:c:s:i:o:p:B:e:Ph" flag; do
   case $flag in
     n) nodes=$OPTARG ;;
     r) rates=$OPTARG ;;
@@ -59,6 +62,7 @@ while getopts "n:r:l:c:s:i:o:p:B:Ph" flag; do
     p) png=$OPTARG ;;
     B) build=$OPTARG ;;
     P) inform=0 ;;
+    e) read -ra extra_env <<<"$OPTARG" ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
   esac
@@ -254,14 +258,14 @@ run_codec() {
           TERSE_NET_LATENCY_US="$latency_us")
   fi
   if [[ $codec == "${codecs%% *}" ]]; then
-    echo "  ranks told: ${link[*]:-nothing (-P)}; rendezvous $(address 0):$port" >&2
+    echo "  ranks told: ${link[*]:-nothing (-P)}${extra_env[*]:+; ${extra_env[*]}}; rendezvous $(address 0):$port" >&2
   fi
   pids=()
   for ((i = 0; i < nodes; ++i)); do
     ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE="$nodes" LOCAL_WORLD_SIZE=1 \
       MASTER_ADDR="$(address 0)" MASTER_PORT="$port" TERSE_HOSTID="node$i" \
       TERSE_SOCKET_IFNAME=eth0 UCX_TLS=tcp UCX_NET_DEVICES=eth0 TERSE_TIMEOUT_S=300 \
-      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" "${link[@]}" \
+      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" "${link[@]}" "${extra_env[@]}" \
       "$binary" "${sweep[@]}" -n "$iters" -w 1 -Z "$codec" -J "$json" \
       >"${json%.json}.rank$i.log" 2>&1 &
     pids+=($!)
