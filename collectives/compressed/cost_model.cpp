@@ -146,8 +146,9 @@ bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const
     p.seconds = p.wire_seconds + p.codec_seconds;
   } else if (algorithm == "tree") {
     // Up: a parent receives two children's messages, decodes both and re-encodes the sum;
-    // down: each level forwards the root's message; everyone decodes it once.
-    const int depth = ceil_log2(n + 1);
+    // down: each level forwards the root's message; everyone decodes it once. A heap of n
+    // positions is ceil(log2(n + 1)) - 1 edges deep (4 ranks: 2).
+    const int depth = std::max(1, ceil_log2(n + 1) - 1);
     p.wire_bytes = 2 * w;
     p.wire_seconds = depth * (3 * w / link.bytes_per_s);
     p.codec_seconds = depth * (e + 2 * d) * b + d * b;
