@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   }
   const int64_t delay_ns = static_cast<int64_t>(delay_us * 1000);
 
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_sigaction = on_signal;
   action.sa_flags = SA_SIGINFO;
   sigaction(SIGTERM, &action, nullptr);
@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
       for (nlmsghdr* header = reinterpret_cast<nlmsghdr*>(buffer.data());
            NLMSG_OK(header, remaining); header = NLMSG_NEXT(header, remaining)) {
         if (header->nlmsg_type != ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET)) continue;
-        const int payload = static_cast<int>(header->nlmsg_len) -
-                            static_cast<int>(NLMSG_SPACE(sizeof(nfgenmsg)));
+        const int payload =
+            static_cast<int>(header->nlmsg_len) - static_cast<int>(NLMSG_SPACE(sizeof(nfgenmsg)));
         char* at = static_cast<char*>(NLMSG_DATA(header)) + NLMSG_ALIGN(sizeof(nfgenmsg));
         for (nlattr* attribute = reinterpret_cast<nlattr*>(at); payload > 0;) {
           const long offset = reinterpret_cast<char*>(attribute) - at;
