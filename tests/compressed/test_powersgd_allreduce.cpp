@@ -88,6 +88,13 @@ std::vector<double> exact_sum(const std::vector<std::vector<uint8_t>>& inputs, s
 
 // Tensors the plan makes dense (a handful of elements, a prime count: no useful matrix view) are
 // summed exactly: fp32 arithmetic only, far inside the projection bound.
+TEST(PowerSgd, NoAllocationOnceWarm) {
+  // M lives in the residual's buffer and the factors in scratch: repeated calls grow nothing.
+  CompressedRanks ranks(3, "powersgd:rank=4", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  test::expect_scratch_stops_growing(ranks, powersgd(), 128 * 96);
+}
+
 TEST(PowerSgd, DensePlanIsExact) {
   CompressedRanks ranks(3, "powersgd:rank=4", MemoryKind::kResidual);
   ASSERT_TRUE(ranks.ok()) << ranks.error();

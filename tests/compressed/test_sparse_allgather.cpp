@@ -174,6 +174,15 @@ TEST(SparseAllgather, FixedKAndWarmUpSendTheWholeTensor) {
   }
 }
 
+TEST(SparseAllgather, NoAllocationOnceWarmChunkedOrWhole) {
+  CompressedRanks ranks(4, "topk:ratio=0.01", MemoryKind::kResidual);
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  ranks.set_piece_bytes(256);
+  test::expect_scratch_stops_growing(ranks, sparse(), 10000);
+  ranks.use_codec("topk:k=100", MemoryKind::kResidual);
+  test::expect_scratch_stops_growing(ranks, sparse(), 10000);
+}
+
 TEST(SparseAllgather, ResidualHoldsWhatTheResultLacks) {
   // result = sum over ranks of decode(message_r) and residual_r = input_r - decode(message_r),
   // so result + sum of residuals = sum of inputs, up to fp32 rounding (|values| < 1, 4 ranks),
