@@ -69,13 +69,10 @@ class CastCodec final : public Codec {
   // Round to nearest even: half a unit in the last place, relative per element, so at most that
   // times max|x| (fp16 within its normal range; its subnormals, below 2^-14, add 2^-25 absolute).
   ErrorBound error_bound(size_t) const override {
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = !has_wire_type_                  ? 0.0
-                   : wire_type_ == DType::kFloat16  ? std::ldexp(1.0, -11)
-                   : wire_type_ == DType::kBFloat16 ? std::ldexp(1.0, -8)
-                                                    : 0.0;
-    return bound;
+    return ErrorBound::stated_as(!has_wire_type_                  ? 0.0
+                                 : wire_type_ == DType::kFloat16  ? std::ldexp(1.0, -11)
+                                 : wire_type_ == DType::kBFloat16 ? std::ldexp(1.0, -8)
+                                                                  : 0.0);
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

@@ -31,6 +31,11 @@ struct ErrorBound {
   bool stated = false;
   double factor = 0;  // c
   BoundNorm norm = BoundNorm::kMaxAbs;
+
+  // A stated bound of `factor` in `norm`.
+  static ErrorBound stated_as(double factor, BoundNorm norm = BoundNorm::kMaxAbs) {
+    return ErrorBound{true, factor, norm};
+  }
 };
 
 // A low-rank codec's parameters (PowerSGD, Vogels et al. 2019): M (rows x cols) travels as

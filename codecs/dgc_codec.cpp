@@ -202,12 +202,7 @@ class DgcCodec final : public Codec {
   // The first encode of a fresh state sends the top k of the (clipped) gradient itself: kept
   // values move by at most |x| (clipping scales them down), dropped ones by |x|. Later steps send
   // accumulated velocities and are bounded by the momentum, not by this step's gradient.
-  ErrorBound error_bound(size_t) const override {
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = 1.0;
-    return bound;
-  }
+  ErrorBound error_bound(size_t) const override { return ErrorBound::stated_as(1.0); }
   bool stateful(size_t, DType, const MatrixShape&) const override { return true; }
 
   std::unique_ptr<CodecState> make_state(size_t count, DType dtype,

@@ -315,10 +315,7 @@ class IntQuantCodec final : public Codec {
   // (stochastic), plus 2^-20 max|x| of fp32 rounding; 2^-120 is the absolute term.
   ErrorBound error_bound(size_t) const override {
     const double step = absmax_ ? 1.0 / ((1 << (kBits - 1)) - 1) : 2.0 / ((1 << kBits) - 1);
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = (stochastic_ ? step : step / 2) + std::ldexp(1.0, -20);
-    return bound;
+    return ErrorBound::stated_as((stochastic_ ? step : step / 2) + std::ldexp(1.0, -20));
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

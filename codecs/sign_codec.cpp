@@ -52,12 +52,7 @@ class SignCodec final : public Codec {
     return max_finite_bytes(count, dtype);
   }
   // | |x| - mean|x| | <= max|x| per element (a sign kept; +-0 decodes to +mean|x|).
-  ErrorBound error_bound(size_t) const override {
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = 1.0;
-    return bound;
-  }
+  ErrorBound error_bound(size_t) const override { return ErrorBound::stated_as(1.0); }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,

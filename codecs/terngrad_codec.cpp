@@ -62,10 +62,7 @@ class TernGradCodec final : public Codec {
   // x^ in {0, S sign x} with S <= max|x|, so x moves by at most max|x|; clipping (S below the
   // block's max) moves it by at most another max|x|.
   ErrorBound error_bound(size_t) const override {
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = clip_ > 0.0f ? 2.0 : 1.0;
-    return bound;
+    return ErrorBound::stated_as(clip_ > 0.0f ? 2.0 : 1.0);
   }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,

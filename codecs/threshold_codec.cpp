@@ -55,12 +55,7 @@ class ThresholdCodec final : public Codec {
   }
   // Kept values are exact and a dropped one moves by |x| < t; relative to the tensor that is
   // |x| <= max|x| (t says nothing about the tensor's scale).
-  ErrorBound error_bound(size_t) const override {
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = 1.0;
-    return bound;
-  }
+  ErrorBound error_bound(size_t) const override { return ErrorBound::stated_as(1.0); }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,

@@ -69,12 +69,7 @@ class TopKCodec final : public Codec {
     return SparseLayout{k, dtype, true}.bytes();
   }
   // Kept values are exact and a dropped one moves by |x| <= max|x|.
-  ErrorBound error_bound(size_t) const override {
-    ErrorBound bound;
-    bound.stated = true;
-    bound.factor = 1.0;
-    return bound;
-  }
+  ErrorBound error_bound(size_t) const override { return ErrorBound::stated_as(1.0); }
 
   ncclResult_t encode_finite(const void* input, size_t count, DType dtype,
                              const EncodeContext& context, void* message, size_t capacity,
