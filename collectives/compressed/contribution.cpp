@@ -168,7 +168,8 @@ ncclResult_t decode_message(const CompressedArgs& args, const CompressedContext&
 }
 
 size_t message_capacity(const CompressedArgs& args, size_t count) {
-  return args.codec->max_encoded_bytes(count, DType::kFloat32);
+  const size_t bytes = args.codec->max_encoded_bytes(count, DType::kFloat32);
+  return (bytes + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment;
 }
 
 float* result_buffer(const CompressedArgs& args, const CompressedContext& context,

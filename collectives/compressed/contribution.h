@@ -92,8 +92,12 @@ ncclResult_t decode_message(const CompressedArgs& args, const CompressedContext&
                             const void* message, size_t message_bytes, float* output, size_t count,
                             bool accumulate);
 
-// Capacity a message of `count` elements may need (the codec's bound for fp32 input).
+// Capacity a message of `count` elements may need (the codec's bound for fp32 input), rounded up
+// to 64 bytes: algorithms lay messages out at multiples of it, and a codec reads its header and
+// payload words in place, so every message must start aligned (an fp16 message of an odd count,
+// or one with an escape section, would otherwise put the next one at an odd address).
 size_t message_capacity(const CompressedArgs& args, size_t count);
+constexpr size_t kMessageAlignment = 64;
 
 // Where an algorithm may build its whole fp32 result: recv itself when the result is fp32 and
 // unscaled (write_result then copies nothing: a pass over the tensor saved), else scratch `slot`.

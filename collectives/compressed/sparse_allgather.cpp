@@ -88,7 +88,6 @@ bool dense_is_cheaper(const std::vector<uint64_t>& sizes, size_t count) {
 // Chunks of the chunked way: about kPiecesPerChunk pipeline pieces each, at most kMaxChunks.
 constexpr size_t kPiecesPerChunk = 16;
 constexpr size_t kMaxChunks = 64;
-constexpr size_t kMessageAlignment = 64;
 
 size_t chunk_count(size_t count, size_t piece_bytes) {
   const size_t target = std::max<size_t>(1, piece_bytes / sizeof(float)) * kPiecesPerChunk;
