@@ -76,7 +76,8 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
       {1, "sra",
        "scatter-reduce-allgather: encode once, all-to-all, owners decode+sum and re-encode, "
        "allgather; 2 lossy steps at any rank count (dense codecs, large tensors)",
-       accepts_reencoding, sra_steps, compressed_sra_allreduce, sra_stage_residual_elements},
+       accepts_reencoding, sra_steps, compressed_sra_allreduce, sra_stage_residual_elements,
+       /*any_memory=*/true},
       {2, "ring",
        "compressed ring: decode-add-re-encode per hop, pipelined; error grows with ranks",
        accepts_reencoding, ring_steps, compressed_ring_allreduce},

@@ -3,8 +3,10 @@
 // policy's decision: the codec, the tensor's residual entry, the encode settings of this step.
 //
 // Compressed algorithms reduce a *sum* (or an average: a sum scaled by 1/n at the end) of
-// fp32/fp16/bf16 tensors in host memory. They run over a PeerGroup (collectives/peer_group.h,
-// shared with the dense allreduces): a list of transport ranks this call spans (all ranks of the
+// fp32/fp16/bf16 tensors in host memory (or device memory, for an algorithm that runs its codec
+// work through a device execution backend: CompressedContext::backend). They run over a
+// PeerGroup (collectives/peer_group.h, shared with the dense allreduces): a list of transport
+// ranks this call spans (all ranks of the
 // communicator, or the node leaders of a hierarchical call), so the same code serves the flat
 // and the hierarchical case. Every rank of the group must call
 // with the same count, dtype, codec and algorithm, and every rank ends with bitwise identical
@@ -30,6 +32,7 @@
 namespace terse {
 
 class Transport;
+class ExecutionBackend;          // execution_backend.h
 struct CompressedAlgorithmInfo;  // compressed_algorithm_table.h
 
 // What a call did, accumulated by the algorithms (the engine adds it to the statistics).
@@ -39,6 +42,10 @@ struct CompressionCounters {
   double encode_seconds = 0;  // time in Codec::encode (and residual compensation)
   double decode_seconds = 0;  // time in Codec::decode
   double dense_seconds = 0;   // time in uncompressed phases (hierarchical intra-node steps)
+  // Bytes a device backend copied between device and host memory (cuda_backend.h): encoded
+  // messages only, so they stay near wire_bytes, far below the tensor's bytes.
+  uint64_t pcie_bytes_to_host = 0;
+  uint64_t pcie_bytes_to_device = 0;
 };
 
 struct CompressedArgs {
@@ -84,6 +91,9 @@ struct CompressedContext {
   // Reused across calls of one communicator: no allocation on the hot path once warm.
   CompressionScratch* scratch = nullptr;
   CompressionCounters* counters = nullptr;
+  // Where the codec work runs (execution_backend.h): null for host buffers (host_backend()).
+  // Only algorithms written against the backend accept another (scatter-reduce-allgather).
+  ExecutionBackend* backend = nullptr;
 };
 
 using CompressedAlgorithmFunction = ncclResult_t (*)(const CompressedArgs& args,

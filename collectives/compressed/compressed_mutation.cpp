@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "codecs/dtype.h"
+#include "collectives/compressed/execution_backend.h"
+#include "common/result.h"
 
 namespace terse {
 namespace {
@@ -56,6 +58,19 @@ ncclResult_t run_compressed_algorithm(const CompressedAlgorithmInfo& algorithm,
                                       const CompressedArgs& args,
                                       const CompressedContext& context) {
   const CompressedMutation mutation = compressed_mutation();
+  if (backend_of(context).memory() != Memory::kHost) {
+    if (!algorithm.any_memory) {
+      return fail(ncclInvalidUsage,
+                  "compressed algorithm %s runs on host memory only, and the call's buffers are "
+                  "device memory",
+                  algorithm.name);
+    }
+    // The mutations below touch the buffers from the host.
+    if (mutation != CompressedMutation::kNone) {
+      return fail(ncclInvalidUsage, "mutation %s is applied to host buffers only",
+                  compressed_mutation_name(mutation));
+    }
+  }
   if (mutation == CompressedMutation::kNone) return algorithm.run(args, context);
   CompressedArgs mutated = args;
   const bool has_residual = args.entry != nullptr && args.entry->residual() != nullptr;

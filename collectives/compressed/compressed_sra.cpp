@@ -34,11 +34,16 @@
 //
 // Tags: step k carries piece k of step 1, step pieces + k piece k of step 3 (< 4096: the tag's
 // step field, tag_layout.h); the source rank tells senders apart.
+//
+// Memory: the codec work goes through the call's execution backend (execution_backend.h), so
+// device buffers run it as kernels on their stream and only the encoded pieces cross to the
+// host; messages are sent only once the backend has them in host memory (wait_messages).
 #include <algorithm>
 #include <array>
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
@@ -60,6 +65,7 @@ class ScatterReduceAllgather {
   ScatterReduceAllgather(const CompressedArgs& args, const CompressedContext& context)
       : args_(args),
         context_(context),
+        backend_(backend_of(context)),
         n_(context.group.size()),
         me_(context.group.index),
         largest_chunk_(chunk(0).count),
@@ -68,8 +74,17 @@ class ScatterReduceAllgather {
         capacity_(message_capacity(args, std::min(piece_, largest_chunk_))),
         transfers_(context.transport, kSendsInFlight + 2 * p(n_) * pieces_, context.deadline) {}
 
+  // The steps, then the backend's finish whatever they returned (device work they enqueued may
+  // still read the call's buffers).
   ncclResult_t run() {
-    lay_out();
+    const ncclResult_t result = run_steps();
+    const ncclResult_t finished = backend_.finish();
+    return result != ncclSuccess ? result : finished;
+  }
+
+ private:
+  ncclResult_t run_steps() {
+    TERSE_CHECK(lay_out());
     TERSE_CHECK(stage_residual(args_, chunk(me_).count, &owner_residual_));
     TERSE_CHECK(post_receives());
     for (size_t k = 0; k < pieces_; ++k) {
@@ -81,7 +96,6 @@ class ScatterReduceAllgather {
     return transfers_.wait_all();
   }
 
- private:
   static size_t piece_elements(size_t piece_bytes, size_t largest_chunk) {
     const size_t requested = std::max<size_t>(1, piece_bytes / sizeof(float));
     const size_t fewest = (largest_chunk + kMaxPiecesPerChunk - 1) / kMaxPiecesPerChunk;
@@ -118,16 +132,19 @@ class ScatterReduceAllgather {
     return base + (p(position) * pieces_ + k) * capacity_;
   }
 
-  void lay_out() {
-    CompressionScratch& scratch = *context_.scratch;
+  // Null from the backend: an allocation failed (its error is this thread's last).
+  ncclResult_t lay_out() {
     const size_t messages = p(n_) * pieces_ * capacity_;
-    values_ = scratch.floats(ScratchSlot::kValues, args_.count);
-    outgoing_ = scratch.bytes(ScratchSlot::kOutgoing, messages);
-    incoming_ = scratch.bytes(ScratchSlot::kIncoming, messages);
-    gathered_ = scratch.bytes(ScratchSlot::kSecondary, messages);
+    values_ = backend_.floats(context_, ScratchSlot::kValues, args_.count);
+    outgoing_ = backend_.message_buffer(context_, ScratchSlot::kOutgoing, messages);
+    incoming_ = backend_.message_buffer(context_, ScratchSlot::kIncoming, messages);
+    gathered_ = backend_.message_buffer(context_, ScratchSlot::kSecondary, messages);
     const size_t largest_piece = std::min(piece_, largest_chunk_);
-    sum_ = scratch.floats(ScratchSlot::kAccumulator, largest_piece);
-    decoded_ = scratch.floats(ScratchSlot::kTertiary, largest_piece);
+    sum_ = backend_.floats(context_, ScratchSlot::kAccumulator, largest_piece);
+    decoded_ = backend_.floats(context_, ScratchSlot::kTertiary, largest_piece);
+    const bool laid_out = values_ != nullptr && outgoing_ != nullptr && incoming_ != nullptr &&
+                          gathered_ != nullptr && sum_ != nullptr && decoded_ != nullptr;
+    return laid_out ? ncclSuccess : ncclSystemError;
   }
 
   // This rank's chunk's versions first (they gate its re-encodes), then the owners' messages.
@@ -166,10 +183,9 @@ class ScatterReduceAllgather {
       const int j = (me_ + t) % n_;
       size_t bytes = 0;
       // Compensated here, piece by piece, so the first piece leaves at once.
-      bool finite = false;
-      TERSE_CHECK(make_contribution_range(args_, context_, values_, piece(j, k), &finite));
-      TERSE_CHECK(encode_contribution(args_, context_, values_, piece(j, k), finite, outgoing(j, k),
-                                      capacity_, &bytes));
+      TERSE_CHECK(backend_.encode_contribution(args_, context_, values_, piece(j, k),
+                                               outgoing(j, k), capacity_, &bytes));
+      TERSE_CHECK(backend_.wait_messages());
       if (j == me_) {
         own_version_bytes_[k] = bytes;
       } else {
@@ -216,7 +232,7 @@ class ScatterReduceAllgather {
           message = incoming(j, k);
           bytes = transfers_.received_bytes(slot);
         }
-        TERSE_CHECK(decode_message(args_, context_, message, bytes, sum_, count, j > 0));
+        TERSE_CHECK(backend_.decode(args_, context_, message, bytes, sum_, count, j > 0));
         *progressed = true;
       }
       TERSE_CHECK(send_sum(k));
@@ -234,11 +250,12 @@ class ScatterReduceAllgather {
     float* error = nullptr;
     if (owner_residual_ != nullptr) {
       error = owner_residual_ + (range.offset - chunk(me_).offset);
-      for (size_t i = 0; i < range.count; ++i) sum_[i] += error[i];
+      TERSE_CHECK(backend_.add(sum_, error, range.count));
     }
     size_t bytes = 0;
-    TERSE_CHECK(
-        encode_partial(args_, context_, sum_, range, error, gathered(me_, k), capacity_, &bytes));
+    TERSE_CHECK(backend_.encode_partial(args_, context_, sum_, range, error, gathered(me_, k),
+                                        capacity_, &bytes));
+    TERSE_CHECK(backend_.wait_messages());
     for (int t = 1; t < n_; ++t) {
       TERSE_CHECK(post_send((me_ + t) % n_, gather_step(k), gathered(me_, k), bytes));
     }
@@ -266,16 +283,16 @@ class ScatterReduceAllgather {
   ncclResult_t decode_into_result(const uint8_t* message, size_t bytes, const ElementRange& range) {
     // An fp32 result without scaling is decoded in place; anything else goes through fp32.
     if (args_.dtype == DType::kFloat32 && args_.result_scale == 1.0) {
-      return decode_message(args_, context_, message, bytes,
-                            static_cast<float*>(args_.recv) + range.offset, range.count, false);
+      return backend_.decode(args_, context_, message, bytes,
+                             static_cast<float*>(args_.recv) + range.offset, range.count, false);
     }
-    TERSE_CHECK(decode_message(args_, context_, message, bytes, decoded_, range.count, false));
-    write_result(args_, decoded_, range);
-    return ncclSuccess;
+    TERSE_CHECK(backend_.decode(args_, context_, message, bytes, decoded_, range.count, false));
+    return backend_.write_result(args_, decoded_, range);
   }
 
   const CompressedArgs& args_;
   const CompressedContext& context_;
+  ExecutionBackend& backend_;
   const int n_;
   const int me_;
   const size_t largest_chunk_;       // chunk 0's elements

@@ -1,0 +1,90 @@
+// Where a compressed allreduce's codec work runs, per memory kind (issue 12, DESIGN.md section
+// 3): HostBackend runs the CPU codecs on host buffers at once; CudaBackend (cuda_backend.h) runs
+// the codecs' device path on a CUDA stream for device buffers. An algorithm written against this
+// interface runs unchanged on either.
+//
+// The algorithm keeps the network: messages it sends and receives are always in host memory
+// (message_buffer). The backend keeps the tensor-sized data (contribution, sums, residuals,
+// result) in its own memory kind (floats), and moves only encoded messages between the two:
+//   - encode_contribution / encode_partial write a message into a host buffer; on a device
+//     backend that is a kernel, then a device-to-host copy of the message alone, so a message
+//     may be sent only once wait_messages() has returned;
+//   - decode validates the received bytes on the host (header and payload) and then decodes:
+//     on a device backend, a host-to-device copy of the message and a kernel, asynchronously;
+//   - finish() waits until every step enqueued has run (the host backend has nothing to wait
+//     for): after it the result and the residuals are in place and the message buffers free.
+// The thread that runs the algorithm may wait (wait_messages, finish); device work itself is
+// only ever enqueued, in call order, on one stream.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codecs/codec.h"
+#include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/compression_scratch.h"
+#include "collectives/ring_pattern.h"
+
+namespace terse {
+
+class ExecutionBackend {
+ public:
+  virtual ~ExecutionBackend() = default;
+
+  // The memory kind of the call's buffers, its residual entry and floats().
+  virtual Memory memory() const = 0;
+
+  // Scratch of `count` fp32 values in memory() (contents undefined; the slot grows only).
+  virtual float* floats(const CompressedContext& context, ScratchSlot slot, size_t count) = 0;
+  // Host memory for `bytes` bytes of messages (pinned on a device backend, so that copies of
+  // messages are asynchronous). Slots are the algorithm's: kOutgoing, kIncoming, kSecondary.
+  virtual uint8_t* message_buffer(const CompressedContext& context, ScratchSlot slot,
+                                  size_t bytes) = 0;
+
+  // This rank's contribution of `range` (send + residual, the residual receiving the encode's
+  // error; contribution.h: make_contribution_range + encode_contribution) encoded into
+  // `message` (host, `capacity` bytes). `values` is floats(kValues, args.count): where the
+  // contribution is built. *message_bytes is known at once; the bytes are there after
+  // wait_messages().
+  virtual ncclResult_t encode_contribution(const CompressedArgs& args,
+                                           const CompressedContext& context, float* values,
+                                           const ElementRange& range, uint8_t* message,
+                                           size_t capacity, size_t* message_bytes) = 0;
+  // A partial sum `values` (range.count floats in memory()) encoded into `message` (host), the
+  // error into `error` (memory(), may be null): contribution.h's encode_partial.
+  virtual ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
+                                      const float* values, const ElementRange& range, float* error,
+                                      uint8_t* message, size_t capacity, size_t* message_bytes) = 0;
+  // Returns once every message encoded so far is in its host buffer.
+  virtual ncclResult_t wait_messages() = 0;
+
+  // Decodes `message` (host, `message_bytes` as received) into `count` fp32 values at `output`
+  // (memory()), adding when `accumulate`. The message is validated on the host before anything
+  // is enqueued: a bad one fails here, and output is untouched. The host buffer must stay as it
+  // is until finish().
+  virtual ncclResult_t decode(const CompressedArgs& args, const CompressedContext& context,
+                              const uint8_t* message, size_t message_bytes, float* output,
+                              size_t count, bool accumulate) = 0;
+
+  // sum[i] += addend[i] for i < count (both memory()).
+  virtual ncclResult_t add(float* sum, const float* addend, size_t count) = 0;
+  // recv[range] = sum[0 .. range.count) * args.result_scale in args.dtype (contribution.h's
+  // write_result; sum in memory()).
+  virtual ncclResult_t write_result(const CompressedArgs& args, const float* sum,
+                                    const ElementRange& range) = 0;
+
+  // Waits until everything enqueued has run. Call it before the call returns, also on failure.
+  virtual ncclResult_t finish() = 0;
+};
+
+// The backend of the calls whose buffers are host memory: contribution.h's steps, at once.
+ExecutionBackend& host_backend();
+
+// The backend `context` names, or host_backend() when it names none.
+inline ExecutionBackend& backend_of(const CompressedContext& context) {
+  return context.backend != nullptr ? *context.backend : host_backend();
+}
+
+}  // namespace terse

@@ -1,0 +1,64 @@
+// The host execution backend: the steps of contribution.h on host memory, done when they return
+// (execution_backend.h). Stateless: the scratch is the call's (CompressedContext::scratch).
+#include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
+#include "common/result.h"
+
+namespace terse {
+namespace {
+
+class HostBackend final : public ExecutionBackend {
+ public:
+  Memory memory() const override { return Memory::kHost; }
+
+  float* floats(const CompressedContext& context, ScratchSlot slot, size_t count) override {
+    return context.scratch->floats(slot, count);
+  }
+  uint8_t* message_buffer(const CompressedContext& context, ScratchSlot slot,
+                          size_t bytes) override {
+    return context.scratch->bytes(slot, bytes);
+  }
+
+  ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                   float* values, const ElementRange& range, uint8_t* message,
+                                   size_t capacity, size_t* message_bytes) override {
+    bool finite = false;
+    TERSE_CHECK(make_contribution_range(args, context, values, range, &finite));
+    return terse::encode_contribution(args, context, values, range, finite, message, capacity,
+                                      message_bytes);
+  }
+  ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
+                              const float* values, const ElementRange& range, float* error,
+                              uint8_t* message, size_t capacity, size_t* message_bytes) override {
+    return terse::encode_partial(args, context, values, range, error, message, capacity,
+                                 message_bytes);
+  }
+  ncclResult_t wait_messages() override { return ncclSuccess; }
+
+  ncclResult_t decode(const CompressedArgs& args, const CompressedContext& context,
+                      const uint8_t* message, size_t message_bytes, float* output, size_t count,
+                      bool accumulate) override {
+    return decode_message(args, context, message, message_bytes, output, count, accumulate);
+  }
+
+  ncclResult_t add(float* sum, const float* addend, size_t count) override {
+    for (size_t i = 0; i < count; ++i) sum[i] += addend[i];
+    return ncclSuccess;
+  }
+  ncclResult_t write_result(const CompressedArgs& args, const float* sum,
+                            const ElementRange& range) override {
+    terse::write_result(args, sum, range);
+    return ncclSuccess;
+  }
+
+  ncclResult_t finish() override { return ncclSuccess; }
+};
+
+}  // namespace
+
+ExecutionBackend& host_backend() {
+  static HostBackend backend;
+  return backend;
+}
+
+}  // namespace terse
