@@ -90,6 +90,12 @@ struct EncodeContext {
 struct DecodeContext {
   Memory memory = Memory::kHost;
   void* stream = nullptr;  // cudaStream_t when memory == Memory::kDevice
+  // With Memory::kDevice: the same message's bytes in host memory (those the device message was
+  // copied from). The header and, for the casts and the blockwise quantizers (int8/4/2, QSGD,
+  // TernGrad, sign), the payload are then validated from it on the host, and the decode only
+  // enqueues its kernels: nothing waits for the stream. Null: what is validated is read from
+  // the device message, which waits for the stream.
+  const void* host_message = nullptr;
 };
 
 // Non-finite inputs (DESIGN.md section 4: as in NCCL, a NaN/Inf at element i makes element i of

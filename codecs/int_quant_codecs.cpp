@@ -398,6 +398,16 @@ class IntQuantCodec final : public Codec {
       TERSE_CHECK(require_cuda(name));
 #if TERSE_HAVE_CUDA
       if (count == 0) return ncclSuccess;
+      if (context.host_message != nullptr) {
+        const uint8_t* host_payload =
+            static_cast<const uint8_t*>(context.host_message) + kWireHeaderBytes;
+        TERSE_CHECK(dispatch_bool(absmax, [&](auto absmax_type) {
+          return validate_blocks_cpu<kBits, decltype(absmax_type)::value>(name, host_payload,
+                                                                          layout);
+        }));
+        return launch_int_quant_decode(kBits, absmax, payload, count, block, dtype, output,
+                                       accumulate, context.stream);
+      }
       size_t first_invalid = 0;
       float scale = 0.0f, base = 0.0f;
       TERSE_CHECK(launch_int_quant_validate(kBits, absmax, payload, count, block, context.stream,

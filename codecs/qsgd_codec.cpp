@@ -129,10 +129,22 @@ class QsgdCodec final : public Codec {
     TERSE_CHECK(check_scaled_codes_message(kName, count, block, qsgd_code_bits(levels),
                                            message_bytes, output, &layout));
     const uint8_t* payload = static_cast<const uint8_t*>(message) + kWireHeaderBytes;
+    const QsgdNorm norm = static_cast<QsgdNorm>(header.flags);
     if (context.memory == Memory::kDevice) {
       TERSE_CHECK(require_cuda(kName));
       TERSE_CHECK(check_scaled_codes_alignment(kName, message));
 #if TERSE_HAVE_CUDA
+      if (context.host_message != nullptr) {
+        const uint8_t* host = static_cast<const uint8_t*>(context.host_message) + kWireHeaderBytes;
+        TERSE_CHECK(dispatch_qsgd(levels, norm, [&](auto math) {
+          const ScaledCodesDefect defect = scaled_codes_validate_cpu(
+              math, host, layout.blocks, host + layout.scale_bytes, count);
+          return defect.kind != ScaledCodesDefect::kNone ? scaled_codes_defect_error(kName, defect)
+                                                         : ncclSuccess;
+        }));
+        return launch_qsgd_decode(block, levels, payload, count, dtype, output, accumulate,
+                                  context.stream);
+      }
       bool valid = false;
       TERSE_CHECK(launch_qsgd_validate(block, levels, payload, count, context.stream, &valid));
       if (!valid) {
@@ -145,7 +157,6 @@ class QsgdCodec final : public Codec {
                                 context.stream);
 #endif
     }
-    const QsgdNorm norm = static_cast<QsgdNorm>(header.flags);
     return dispatch_qsgd(levels, norm, [&](auto math) {
       const ScaledCodesDefect defect = scaled_codes_validate_cpu(
           math, payload, layout.blocks, payload + layout.scale_bytes, count);

@@ -52,8 +52,8 @@ class ResidualEntry {
   CodecState* state() const { return state_.get(); }
   // The residual of a later lossy stage of the algorithm that reduces this tensor: what
   // scatter-reduce-allgather's owner dropped when it re-encoded its chunk's sum (its first
-  // chunk-size elements). stage_count() fp32 zeros at creation, in host memory (the compressed
-  // algorithms run on the host); null when the entry keeps none. It lives in the tensor's entry
+  // chunk-size elements). stage_count() fp32 zeros at creation, in the residual's memory kind
+  // (memory()); null when the entry keeps none. It lives in the tensor's entry
   // so that residual memory admits (and evicts) both residuals of a tensor together.
   float* stage_residual() const { return stage_residual_.data(); }
   size_t stage_count() const { return stage_residual_.count(); }

@@ -181,8 +181,10 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
   const std::string what = key.describe();
   TERSE_CHECK(ResidualBuffer::allocate(keeps_residual ? key.count : 0, options.memory,
                                        options.stream, what.c_str(), &residual));
-  TERSE_CHECK(ResidualBuffer::allocate(keeps_residual ? options.stage_count : 0, Memory::kHost,
-                                       nullptr, what.c_str(), &stage_residual));
+  // Beside the residual: an algorithm that runs on the tensor's own memory (a device execution
+  // backend) adds the stage residual there too.
+  TERSE_CHECK(ResidualBuffer::allocate(keeps_residual ? options.stage_count : 0, options.memory,
+                                       options.stream, what.c_str(), &stage_residual));
   auto created = std::make_shared<ResidualEntry>(key, kind, std::move(codec_spec), options.shape,
                                                  std::move(residual), std::move(state),
                                                  std::move(stage_residual));

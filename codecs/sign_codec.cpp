@@ -105,7 +105,16 @@ class SignCodec final : public Codec {
       TERSE_CHECK(check_scaled_codes_alignment(kName, message));
 #if TERSE_HAVE_CUDA
       bool valid = false;
-      TERSE_CHECK(launch_sign_validate(block, payload, count, context.stream, &valid));
+      if (context.host_message != nullptr) {
+        const uint8_t* host = static_cast<const uint8_t*>(context.host_message) + kWireHeaderBytes;
+        const ScaledCodesDefect defect = scaled_codes_validate_cpu(
+            SignMath{}, host, layout.blocks, host + layout.scale_bytes, count);
+        if (defect.kind != ScaledCodesDefect::kNone)
+          return scaled_codes_defect_error(kName, defect);
+        valid = true;
+      } else {
+        TERSE_CHECK(launch_sign_validate(block, payload, count, context.stream, &valid));
+      }
       if (!valid) {
         return fail(ncclInvalidArgument,
                     "sign: message holds a NaN, infinite or negative scale, or nonzero padding");

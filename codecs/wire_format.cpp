@@ -4,6 +4,8 @@
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "codecs/cuda/wire_header_kernels.h"
 #endif
 
 namespace terse {
@@ -15,7 +17,9 @@ ncclResult_t read_header(const void* message, size_t message_bytes, CodecId code
     return fail(ncclInvalidArgument, "message of %zu bytes is shorter than the %zu-byte header",
                 message_bytes, kWireHeaderBytes);
   }
-  if (context.memory == Memory::kDevice) {
+  if (context.memory == Memory::kDevice && context.host_message != nullptr) {
+    memcpy(header, context.host_message, sizeof(*header));
+  } else if (context.memory == Memory::kDevice) {
 #if TERSE_HAVE_CUDA
     cudaStream_t stream = static_cast<cudaStream_t>(context.stream);
     cudaError_t error =
@@ -76,15 +80,7 @@ ncclResult_t check_payload(const char* codec, size_t expected_bytes, size_t mess
 
 ncclResult_t write_header_device(void* message, const WireHeader& header, void* stream) {
 #if TERSE_HAVE_CUDA
-  // Synchronous: `header` is pageable host memory that the caller may reuse at once.
-  cudaError_t error = cudaMemcpyAsync(message, &header, sizeof(header), cudaMemcpyHostToDevice,
-                                      static_cast<cudaStream_t>(stream));
-  if (error == cudaSuccess) error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-  if (error != cudaSuccess) {
-    return fail(ncclUnhandledCudaError, "writing a message header to device memory: %s",
-                cudaGetErrorString(error));
-  }
-  return ncclSuccess;
+  return launch_write_header(message, header, stream);
 #else
   (void)message;
   (void)header;

@@ -25,6 +25,15 @@ __global__ void cast_decode_kernel(const typename Wire::Storage* payload,
   }
 }
 
+template <typename Out>
+__global__ void cast_scaled_kernel(const float* values, float scale, typename Out::Storage* output,
+                                   size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x) {
+    output[i] = Out::store(values[i] * scale);
+  }
+}
+
 }  // namespace
 
 ncclResult_t launch_cast_encode(DType input_type, DType wire_type, const void* input, void* payload,
@@ -57,6 +66,18 @@ ncclResult_t launch_cast_decode(DType wire_type, const void* payload, DType outp
     });
   });
   return check_launch("cast decode");
+}
+
+ncclResult_t launch_cast_scaled(const float* values, float scale, DType output_type, void* output,
+                                size_t count, void* stream) {
+  if (count == 0) return ncclSuccess;
+  cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(output_type, [&](auto out) {
+    using Out = decltype(out);
+    cast_scaled_kernel<Out><<<grid_for(count, kThreads), kThreads, 0, cuda_stream>>>(
+        values, scale, static_cast<typename Out::Storage*>(output), count);
+  });
+  return check_launch("scaled cast");
 }
 
 }  // namespace terse

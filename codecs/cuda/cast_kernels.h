@@ -16,4 +16,9 @@ ncclResult_t launch_cast_encode(DType input_type, DType wire_type, const void* i
 ncclResult_t launch_cast_decode(DType wire_type, const void* payload, DType output_type,
                                 void* output, size_t count, bool accumulate, void* stream);
 
+// output[i] = values[i] * scale rounded to `output_type`, as store_element(output, output_type,
+// i, values[i] * scale) does on the host: a compressed allreduce's averaged result.
+ncclResult_t launch_cast_scaled(const float* values, float scale, DType output_type, void* output,
+                                size_t count, void* stream);
+
 }  // namespace terse
