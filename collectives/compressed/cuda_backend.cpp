@@ -1,0 +1,221 @@
+#include "collectives/compressed/cuda_backend.h"
+
+#include "collectives/compressed/contribution.h"
+#include "common/result.h"
+
+#if TERSE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace terse {
+
+#if TERSE_HAVE_CUDA
+
+namespace {
+
+cudaStream_t cuda(void* stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+cudaEvent_t event(void* handle) {
+  return static_cast<cudaEvent_t>(handle);
+}
+
+ncclResult_t cuda_failure(cudaError_t error, const char* what) {
+  cudaGetLastError();  // not sticky: leave the application's next call a clean slate
+  return fail(ncclUnhandledCudaError, "device backend: %s failed: %s", what,
+              cudaGetErrorString(error));
+}
+
+void count_copy(const CompressedContext& context, size_t bytes, bool to_host) {
+  if (context.counters == nullptr) return;
+  (to_host ? context.counters->pcie_bytes_to_host : context.counters->pcie_bytes_to_device) +=
+      bytes;
+}
+
+}  // namespace
+
+ncclResult_t CudaBackend::create(void* stream, std::unique_ptr<DeviceCompute> compute,
+                                 std::unique_ptr<CudaBackend>* out) {
+  std::unique_ptr<CudaBackend> backend(new CudaBackend());
+  backend->stream_ = stream;
+  backend->compute_ = std::move(compute);
+  for (void** handle : {&backend->messages_copied_, &backend->finished_}) {
+    cudaEvent_t created = nullptr;
+    const cudaError_t error = cudaEventCreateWithFlags(&created, cudaEventDisableTiming);
+    if (error != cudaSuccess) return cuda_failure(error, "cudaEventCreateWithFlags");
+    *handle = created;
+  }
+  *out = std::move(backend);
+  return ncclSuccess;
+}
+
+CudaBackend::~CudaBackend() {
+  for (void* handle : {messages_copied_, finished_}) {
+    if (handle != nullptr) cudaEventDestroy(event(handle));
+  }
+  for (Slot& slot : device_) retired_device_.push_back(slot);
+  retired_device_.push_back(encoded_);
+  retired_device_.push_back(received_);
+  for (Slot& slot : pinned_) retired_pinned_.push_back(slot);
+  for (const Slot& slot : retired_device_) {
+    if (slot.data != nullptr) cudaFree(slot.data);
+  }
+  for (const Slot& slot : retired_pinned_) {
+    if (slot.data != nullptr) cudaFreeHost(slot.data);
+  }
+}
+
+void* CudaBackend::grow(Slot* slot, size_t bytes, bool device) {
+  if (slot->bytes >= bytes && slot->data != nullptr) return slot->data;
+  void* data = nullptr;
+  const size_t size = bytes == 0 ? 1 : bytes;
+  const cudaError_t error =
+      device ? cudaMalloc(&data, size) : cudaHostAlloc(&data, size, cudaHostAllocDefault);
+  if (error != cudaSuccess) {
+    cuda_failure(error, device ? "cudaMalloc of scratch" : "cudaHostAlloc of message buffers");
+    return nullptr;
+  }
+  if (slot->data != nullptr) (device ? retired_device_ : retired_pinned_).push_back(*slot);
+  *slot = Slot{data, size};
+  return data;
+}
+
+float* CudaBackend::floats(const CompressedContext&, ScratchSlot slot, size_t count) {
+  return static_cast<float*>(
+      grow(&device_[static_cast<int>(slot)], count * sizeof(float), /*device=*/true));
+}
+
+uint8_t* CudaBackend::message_buffer(const CompressedContext&, ScratchSlot slot, size_t bytes) {
+  return static_cast<uint8_t*>(grow(&pinned_[static_cast<int>(slot)], bytes, /*device=*/false));
+}
+
+ncclResult_t CudaBackend::check_codec(const CompressedArgs& args) const {
+  if (args.codec->family() != CodecFamily::kDense) {
+    return fail(ncclInvalidUsage,
+                "device backend: codec %s is not a dense codec; only the casts and the blockwise "
+                "quantizers run on device buffers so far",
+                args.codec->spec().c_str());
+  }
+  if (args.entry != nullptr && args.entry->residual() != nullptr &&
+      args.entry->memory() != Memory::kDevice) {
+    return fail(ncclInvalidUsage,
+                "device backend: the residual of %s is host memory, the call's buffers device "
+                "memory",
+                args.entry->key().describe().c_str());
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::encode_to_host(const CompressedArgs& args,
+                                         const CompressedContext& context, const void* input,
+                                         size_t count, DType dtype, const EncodeContext& encode,
+                                         uint8_t* message, size_t capacity, size_t* message_bytes) {
+  void* device_message = grow(&encoded_, capacity, /*device=*/true);
+  if (device_message == nullptr) return ncclUnhandledCudaError;
+  EncodeContext on_device = encode;
+  on_device.memory = Memory::kDevice;
+  on_device.stream = stream_;
+  TERSE_CHECK(compute_->encode(*args.codec, input, count, dtype, on_device, device_message,
+                               capacity, message_bytes));
+  cudaError_t error = cudaMemcpyAsync(message, device_message, *message_bytes,
+                                      cudaMemcpyDeviceToHost, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of a message to the host");
+  count_copy(context, *message_bytes, /*to_host=*/true);
+  error = cudaEventRecord(event(messages_copied_), cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaEventRecord");
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
+                                              const CompressedContext& context, float* values,
+                                              const ElementRange& range, uint8_t* message,
+                                              size_t capacity, size_t* message_bytes) {
+  TERSE_CHECK(check_codec(args));
+  // As contribution.h's make_contribution_range + encode_contribution, on the device: the same
+  // values, seed, error output and state, so the message is the host path's (bit for bit where
+  // the codec's kernels match its CPU code).
+  float* residual = call_residual(args);
+  const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
+  TERSE_CHECK(compute_->compensate(args.dtype, send,
+                                   residual != nullptr ? residual + range.offset : nullptr,
+                                   values + range.offset, range.count, stream_));
+  EncodeContext encode = args.encode;
+  encode.seed = range_seed(args.encode.seed, range.offset);
+  encode.error = residual != nullptr ? residual + range.offset : nullptr;
+  encode.state = nullptr;
+  if (args.entry != nullptr && range.offset == 0 && range.count == args.count) {
+    encode.state = args.entry->state();
+  }
+  return encode_to_host(args, context, values + range.offset, range.count, DType::kFloat32, encode,
+                        message, capacity, message_bytes);
+}
+
+ncclResult_t CudaBackend::encode_partial(const CompressedArgs& args,
+                                         const CompressedContext& context, const float* values,
+                                         const ElementRange& range, float* error, uint8_t* message,
+                                         size_t capacity, size_t* message_bytes) {
+  TERSE_CHECK(check_codec(args));
+  EncodeContext encode = args.encode;
+  encode.seed = range_seed(args.encode.seed, range.offset);
+  encode.error = error;
+  encode.state = nullptr;
+  return encode_to_host(args, context, values, range.count, DType::kFloat32, encode, message,
+                        capacity, message_bytes);
+}
+
+ncclResult_t CudaBackend::wait_messages() {
+  const cudaError_t error = cudaEventSynchronize(event(messages_copied_));
+  if (error != cudaSuccess) return cuda_failure(error, "waiting for messages copied to the host");
+  return ncclSuccess;
+}
+
+bool CudaBackend::messages_ready() const {
+  return cudaEventQuery(event(messages_copied_)) == cudaSuccess;
+}
+
+ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedContext& context,
+                                 const uint8_t* message, size_t message_bytes, float* output,
+                                 size_t count, bool accumulate) {
+  TERSE_CHECK(check_codec(args));
+  void* device_message = grow(&received_, message_bytes, /*device=*/true);
+  if (device_message == nullptr) return ncclUnhandledCudaError;
+  // Enqueued before the codec validates the host bytes: a refused message leaves only a copy
+  // into this scratch behind, never a write to `output`.
+  const cudaError_t error = cudaMemcpyAsync(device_message, message, message_bytes,
+                                            cudaMemcpyHostToDevice, cuda(stream_));
+  if (error != cudaSuccess)
+    return cuda_failure(error, "cudaMemcpyAsync of a message to the device");
+  count_copy(context, message_bytes, /*to_host=*/false);
+  return compute_->decode(*args.codec, device_message, message, message_bytes, output, count,
+                          DType::kFloat32, accumulate, stream_);
+}
+
+ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {
+  return compute_->add(sum, addend, count, stream_);
+}
+
+ncclResult_t CudaBackend::write_result(const CompressedArgs& args, const float* sum,
+                                       const ElementRange& range) {
+  void* out = static_cast<uint8_t*>(args.recv) + range.offset * dtype_size(args.dtype);
+  return compute_->store(sum, static_cast<float>(args.result_scale), args.dtype, out, range.count,
+                         stream_);
+}
+
+ncclResult_t CudaBackend::finish() {
+  cudaError_t error = cudaEventRecord(event(finished_), cuda(stream_));
+  if (error == cudaSuccess) error = cudaEventSynchronize(event(finished_));
+  if (error != cudaSuccess) return cuda_failure(error, "waiting for the device work");
+  return ncclSuccess;
+}
+
+#else  // !TERSE_HAVE_CUDA
+
+// Nothing else is defined: without CUDA no backend is ever made.
+ncclResult_t CudaBackend::create(void*, std::unique_ptr<DeviceCompute>,
+                                 std::unique_ptr<CudaBackend>*) {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
+}
+
+#endif  // TERSE_HAVE_CUDA
+
+}  // namespace terse

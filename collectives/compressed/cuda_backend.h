@@ -1,0 +1,102 @@
+// The device execution backend (execution_backend.h): a compressed allreduce of device buffers
+// runs its codec work as kernels on one CUDA stream, and only encoded messages cross PCIe.
+//
+//   encode:  compensate (send + residual, device) -> codec encode kernel (device message, the
+//            error into the device residual) -> cudaMemcpyAsync of the message alone into pinned
+//            host memory -> event; wait_messages() waits for that event, so the algorithm never
+//            sends a message before its copy has landed.
+//   decode:  the received bytes (pinned host) are validated on the host, then copied to the
+//            device and decoded there (accumulating), asynchronously: nothing waits for the
+//            stream until finish().
+// Ordering with the caller: everything goes on `stream` in call order, so the work the caller
+// enqueued on it before the collective runs first and what it enqueues after sees the result.
+// A caller whose stream must not be blocked gives a stream of its own joined to its stream with
+// events (and its stream waits for the collective's end the same way); the thread that runs the
+// algorithm (the communicator's stream proxy) waits on events only.
+//
+// Scope: dense codecs (the casts and the blockwise quantizers), whose device encode knows its
+// message size without waiting and whose device decode validates from the host bytes; others
+// are refused with ncclInvalidUsage. A device encode carries no non-finite escapes (a NaN or
+// Inf input is quantized as the kernels do, not sent exactly as the host path does). Written and
+// tested against a fake CUDA runtime (tests/compressed/device/), not yet on a GPU: the GPU tests
+// there must pass before anything routes application calls here.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/compressed/device_compute.h"
+#include "collectives/compressed/execution_backend.h"
+
+namespace terse {
+
+class CudaBackend final : public ExecutionBackend {
+ public:
+  // A backend whose device work goes on `stream` (a cudaStream_t of the current device) through
+  // `compute` (make_cuda_compute(), or a test's). Fails where CUDA is not built (and nothing but
+  // create() is defined there).
+  static ncclResult_t create(void* stream, std::unique_ptr<DeviceCompute> compute,
+                             std::unique_ptr<CudaBackend>* out);
+  // Frees its device and pinned memory: call finish() first (frees never wait for the stream).
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Memory memory() const override { return Memory::kDevice; }
+  float* floats(const CompressedContext& context, ScratchSlot slot, size_t count) override;
+  uint8_t* message_buffer(const CompressedContext& context, ScratchSlot slot,
+                          size_t bytes) override;
+  ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                   float* values, const ElementRange& range, uint8_t* message,
+                                   size_t capacity, size_t* message_bytes) override;
+  ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
+                              const float* values, const ElementRange& range, float* error,
+                              uint8_t* message, size_t capacity, size_t* message_bytes) override;
+  ncclResult_t wait_messages() override;
+  ncclResult_t decode(const CompressedArgs& args, const CompressedContext& context,
+                      const uint8_t* message, size_t message_bytes, float* output, size_t count,
+                      bool accumulate) override;
+  ncclResult_t add(float* sum, const float* addend, size_t count) override;
+  ncclResult_t write_result(const CompressedArgs& args, const float* sum,
+                            const ElementRange& range) override;
+  ncclResult_t finish() override;
+
+  // Whether every message encoded so far has reached its host buffer (never waits).
+  bool messages_ready() const;
+
+ private:
+  // A buffer that only grows. A replaced one is kept until the backend goes (freeing device or
+  // pinned memory waits for the whole device, which would deadlock ranks that share a GPU).
+  struct Slot {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+
+  CudaBackend() = default;
+  // At least `bytes` in `slot`, device memory or pinned host memory; null (the error recorded)
+  // when the allocation fails.
+  void* grow(Slot* slot, size_t bytes, bool device);
+  ncclResult_t check_codec(const CompressedArgs& args) const;
+  // The encode of `count` values of `dtype` at `input` (device) into the device message, then
+  // its copy into `message` (host) and the event that wait_messages waits for.
+  ncclResult_t encode_to_host(const CompressedArgs& args, const CompressedContext& context,
+                              const void* input, size_t count, DType dtype,
+                              const EncodeContext& encode, uint8_t* message, size_t capacity,
+                              size_t* message_bytes);
+
+  void* stream_ = nullptr;
+  std::unique_ptr<DeviceCompute> compute_;
+  void* messages_copied_ = nullptr;  // cudaEvent_t: after the last message's copy to the host
+  void* finished_ = nullptr;         // cudaEvent_t: after the last work enqueued
+  Slot device_[static_cast<int>(ScratchSlot::kCount)];
+  Slot pinned_[static_cast<int>(ScratchSlot::kCount)];
+  Slot encoded_;   // device: the message being encoded
+  Slot received_;  // device: the message being decoded
+  std::vector<Slot> retired_device_, retired_pinned_;
+};
+
+}  // namespace terse

@@ -1,0 +1,49 @@
+// The kernels a device execution backend (cuda_backend.h) launches, behind one small interface:
+// CudaBackend owns the stream order, the copies and the events, and asks a DeviceCompute for the
+// arithmetic. make_cuda_compute() gives the real one (the codecs' Memory::kDevice path and the
+// residual and cast kernels); tests on a machine without a GPU give one that runs the CPU code
+// inside host functions on the same stream (tests/compressed/device/emulated_compute.h), so the
+// backend's ordering is tested against a fake CUDA runtime.
+//
+// Every pointer is device memory except where said; every call only enqueues work on `stream`
+// (a cudaStream_t), in call order, and must not wait for it.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "codecs/codec.h"
+#include "codecs/dtype.h"
+
+namespace terse {
+
+class DeviceCompute {
+ public:
+  virtual ~DeviceCompute() = default;
+
+  // values[i] = input[i] (as fp32) + residual[i] (residual may be null: the conversion alone).
+  virtual ncclResult_t compensate(DType input_type, const void* input, const float* residual,
+                                  float* values, size_t count, void* stream) = 0;
+  // sum[i] += addend[i].
+  virtual ncclResult_t add(float* sum, const float* addend, size_t count, void* stream) = 0;
+  // output[i] = values[i] * scale in output_type (scale 1: the conversion alone).
+  virtual ncclResult_t store(const float* values, float scale, DType output_type, void* output,
+                             size_t count, void* stream) = 0;
+  // codec.encode with context.memory == Memory::kDevice and context.stream == stream;
+  // *message_bytes must be known on return.
+  virtual ncclResult_t encode(Codec& codec, const void* input, size_t count, DType dtype,
+                              const EncodeContext& context, void* message, size_t capacity,
+                              size_t* message_bytes) = 0;
+  // codec.decode of `message` (device) whose bytes are also at `host_message` (host), validated
+  // from there (DecodeContext::host_message) before anything is enqueued.
+  virtual ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,
+                              size_t message_bytes, void* output, size_t count, DType dtype,
+                              bool accumulate, void* stream) = 0;
+};
+
+// The real kernels. Fails with ncclInvalidUsage in builds without CUDA.
+ncclResult_t make_cuda_compute(std::unique_ptr<DeviceCompute>* out);
+
+}  // namespace terse

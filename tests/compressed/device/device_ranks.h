@@ -1,0 +1,83 @@
+// N ranks as threads running scatter-reduce-allgather on device buffers through the CUDA
+// execution backend (collectives/compressed/cuda_backend.h), each rank on its own stream with
+// device residual memory, checked against the reference model (tests/model) as the host-buffer
+// tests are. The DeviceCompute is the caller's: the real kernels on a GPU, the emulated ones
+// under the fake CUDA runtime.
+//
+// Each call does on the rank's stream what an application would: copies the input into device
+// memory and fills the output with a pattern (earlier work the collective must follow), runs the
+// algorithm, copies the output back (later work that must see the result), then waits.
+#pragma once
+
+#include <nccl.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "codecs/residual_memory.h"
+#include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/device_compute.h"
+#include "communicator_test_support.h"
+#include "model/compressed_model.h"
+
+namespace terse {
+namespace test {
+
+class DeviceRanks {
+ public:
+  using ComputeFactory = std::function<std::unique_ptr<DeviceCompute>()>;
+  DeviceRanks(int nranks, const std::string& codec_spec, MemoryKind memory,
+              const ComputeFactory& compute);
+  ~DeviceRanks();
+
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+
+  // One call of `count` elements of `dtype` at `step` from inputs[r] (raw bytes); every rank's
+  // result in outputs, each rank's error message in errors ("" when it succeeded).
+  void allreduce(DType dtype, size_t count, const std::vector<std::vector<uint8_t>>& inputs,
+                 double result_scale, uint64_t step, std::vector<std::vector<uint8_t>>* outputs,
+                 std::vector<std::string>* errors);
+  // The model's expectation for the last call (run beside it on the same inputs).
+  const model::Expected& expected() const { return expected_; }
+  const model::CompressedModel& reference() const { return *model_; }
+  // Rank r's residual and owner residual after the last call, copied from the device.
+  std::vector<float> residual(int rank);
+  std::vector<float> owner_residual(int rank);
+  const CompressionCounters& counters(int rank) const;
+  void set_piece_bytes(size_t bytes) { piece_bytes_ = bytes; }
+
+  struct Rank;
+
+ private:
+  std::unique_ptr<CommunicatorWorld> world_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::unique_ptr<model::CompressedModel> model_;
+  model::Expected expected_;
+  MemoryKind memory_;
+  size_t last_count_ = 0;
+  DType last_dtype_ = DType::kFloat32;
+  uint32_t next_sequence_ = 1;
+  size_t piece_bytes_ = size_t{1} << 20;
+  bool ok_ = true;
+  std::string error_;
+};
+
+// What rank `rank` of `nranks` must copy between device and host in one scatter-reduce-allgather
+// of `count` fp32 elements in one piece per chunk, counted from the layout alone: to the host,
+// its encode of every chunk and its re-encode of its own; to the device, the n versions of its
+// chunk and the n owners' chunks. Only encoded messages, each codec.wire_bytes of its elements.
+struct PcieBytes {
+  uint64_t to_host = 0;
+  uint64_t to_device = 0;
+};
+PcieBytes expected_pcie_bytes(const Codec& codec, size_t count, int nranks, int rank);
+
+// Copies `bytes` of device memory to the host in stream order and waits (test-side reads).
+std::vector<uint8_t> read_device(const void* device, size_t bytes, void* stream);
+
+}  // namespace test
+}  // namespace terse

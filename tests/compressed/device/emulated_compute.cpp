@@ -1,0 +1,178 @@
+#include "emulated_compute.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <functional>
+
+#include "codecs/dtype.h"
+#include "common/result.h"
+
+namespace terse {
+namespace test {
+
+// One emulated kernel: its device buffers (copied in when `in`, out when `out`), their host
+// copies, and the CPU code over those.
+struct EmulatedCompute::Job {
+  struct Buffer {
+    void* device;
+    bool in;
+    bool out;
+    std::vector<uint8_t> host;
+  };
+  std::vector<Buffer> buffers;
+  std::function<std::string(std::vector<Buffer>&)> run;
+  EmulatedCompute* owner = nullptr;
+
+  void add(const void* device, size_t bytes, bool in, bool out) {
+    buffers.push_back(Buffer{const_cast<void*>(device), in, out, std::vector<uint8_t>(bytes)});
+  }
+};
+
+namespace {
+
+void CUDART_CB run_job(void* arg) {
+  auto* job = static_cast<EmulatedCompute::Job*>(arg);
+  const std::string failure = job->run(job->buffers);
+  if (!failure.empty()) job->owner->record_failure(failure);
+}
+
+}  // namespace
+
+void EmulatedCompute::record_failure(const std::string& failure) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  failures_ += failure + "\n";
+}
+
+std::string EmulatedCompute::failures() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failures_;
+}
+
+ncclResult_t EmulatedCompute::launch(const std::shared_ptr<Job>& job, void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  job->owner = this;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(job);
+  }
+  for (Job::Buffer& buffer : job->buffers) {
+    if (!buffer.in || buffer.host.empty()) continue;
+    if (cudaMemcpyAsync(buffer.host.data(), buffer.device, buffer.host.size(),
+                        cudaMemcpyDeviceToHost, s) != cudaSuccess) {
+      return fail(ncclUnhandledCudaError, "emulated kernel: copy in");
+    }
+  }
+  if (cudaLaunchHostFunc(s, run_job, job.get()) != cudaSuccess) {
+    return fail(ncclUnhandledCudaError, "emulated kernel: host function");
+  }
+  for (Job::Buffer& buffer : job->buffers) {
+    if (!buffer.out || buffer.host.empty()) continue;
+    if (cudaMemcpyAsync(buffer.device, buffer.host.data(), buffer.host.size(),
+                        cudaMemcpyHostToDevice, s) != cudaSuccess) {
+      return fail(ncclUnhandledCudaError, "emulated kernel: copy out");
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t EmulatedCompute::compensate(DType input_type, const void* input, const float* residual,
+                                         float* values, size_t count, void* stream) {
+  auto job = std::make_shared<Job>();
+  job->add(input, count * dtype_size(input_type), true, false);
+  job->add(residual, residual != nullptr ? count * sizeof(float) : 0, true, false);
+  job->add(values, count * sizeof(float), false, true);
+  const bool has_residual = residual != nullptr;
+  job->run = [=](std::vector<Job::Buffer>& b) {
+    const float* r = reinterpret_cast<const float*>(b[1].host.data());
+    float* v = reinterpret_cast<float*>(b[2].host.data());
+    for (size_t i = 0; i < count; ++i) {
+      v[i] = has_residual ? load_element(b[0].host.data(), input_type, i) + r[i]
+                          : load_element(b[0].host.data(), input_type, i);
+    }
+    return std::string();
+  };
+  return launch(job, stream);
+}
+
+ncclResult_t EmulatedCompute::add(float* sum, const float* addend, size_t count, void* stream) {
+  auto job = std::make_shared<Job>();
+  job->add(sum, count * sizeof(float), true, true);
+  job->add(addend, count * sizeof(float), true, false);
+  job->run = [=](std::vector<Job::Buffer>& b) {
+    float* s = reinterpret_cast<float*>(b[0].host.data());
+    const float* a = reinterpret_cast<const float*>(b[1].host.data());
+    for (size_t i = 0; i < count; ++i) s[i] += a[i];
+    return std::string();
+  };
+  return launch(job, stream);
+}
+
+ncclResult_t EmulatedCompute::store(const float* values, float scale, DType output_type,
+                                    void* output, size_t count, void* stream) {
+  auto job = std::make_shared<Job>();
+  job->add(values, count * sizeof(float), true, false);
+  job->add(output, count * dtype_size(output_type), false, true);
+  job->run = [=](std::vector<Job::Buffer>& b) {
+    const float* v = reinterpret_cast<const float*>(b[0].host.data());
+    for (size_t i = 0; i < count; ++i)
+      store_element(b[1].host.data(), output_type, i, v[i] * scale);
+    return std::string();
+  };
+  return launch(job, stream);
+}
+
+ncclResult_t EmulatedCompute::encode(Codec& codec, const void* input, size_t count, DType dtype,
+                                     const EncodeContext& context, void* message, size_t capacity,
+                                     size_t* message_bytes) {
+  // What the codecs' device encodes announce at once: the message of finite values.
+  const size_t bytes = codec.wire_bytes(count, dtype, context.shape);
+  if (bytes > capacity) return fail(ncclInvalidArgument, "emulated encode: capacity too small");
+  *message_bytes = bytes;
+  auto job = std::make_shared<Job>();
+  job->add(input, count * dtype_size(dtype), true, false);
+  job->add(context.error, context.error != nullptr ? count * sizeof(float) : 0, false, true);
+  job->add(message, bytes, false, true);
+  EncodeContext host = context;
+  host.memory = Memory::kHost;
+  host.stream = nullptr;
+  Codec* encoder = &codec;
+  job->run = [=](std::vector<Job::Buffer>& b) mutable {
+    host.error = context.error != nullptr ? reinterpret_cast<float*>(b[1].host.data()) : nullptr;
+    size_t written = 0;
+    if (encoder->encode(b[0].host.data(), count, dtype, host, b[2].host.data(), bytes, &written) !=
+        ncclSuccess) {
+      return "emulated encode failed: " + std::string(last_error());
+    }
+    if (written != bytes) {
+      return "emulated encode wrote " + std::to_string(written) + " bytes, announced " +
+             std::to_string(bytes);
+    }
+    return std::string();
+  };
+  return launch(job, context.stream);
+}
+
+ncclResult_t EmulatedCompute::decode(const Codec& codec, const void* message,
+                                     const void* host_message, size_t message_bytes, void* output,
+                                     size_t count, DType dtype, bool accumulate, void* stream) {
+  // Validated from the host bytes before anything is enqueued, as the real device decode does.
+  std::vector<uint8_t> scratch(count * dtype_size(dtype));
+  TERSE_CHECK(codec.decode(host_message, message_bytes, scratch.data(), count, dtype, false,
+                           DecodeContext{}));
+  auto job = std::make_shared<Job>();
+  job->add(message, message_bytes, true, false);
+  job->add(output, count * dtype_size(dtype), accumulate, true);
+  const Codec* decoder = &codec;
+  job->run = [=](std::vector<Job::Buffer>& b) {
+    if (decoder->decode(b[0].host.data(), message_bytes, b[1].host.data(), count, dtype, accumulate,
+                        DecodeContext{}) != ncclSuccess) {
+      return "emulated decode failed: " + std::string(last_error());
+    }
+    return std::string();
+  };
+  return launch(job, stream);
+}
+
+}  // namespace test
+}  // namespace terse
