@@ -82,10 +82,26 @@ void cancel_unfinished(Transport* transport, std::vector<TransferRequest>* reque
 ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int cuda_device,
                                   std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return fail(ncclInvalidArgument, "communicator output pointer is NULL");
+  std::unique_ptr<Transport> transport;
+  TERSE_CHECK(Transport::create(id, rank, nranks, &transport));
+  return create_on(std::move(transport), cuda_device, out);
+}
+
+ncclResult_t Communicator::create(const Transport::PeerExchange& exchange, uint16_t communicator,
+                                  int rank, int nranks, int cuda_device,
+                                  std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "communicator output pointer is NULL");
+  std::unique_ptr<Transport> transport;
+  TERSE_CHECK(Transport::create(exchange, communicator, rank, nranks, &transport));
+  return create_on(std::move(transport), cuda_device, out);
+}
+
+ncclResult_t Communicator::create_on(std::unique_ptr<Transport> transport, int cuda_device,
+                                     std::unique_ptr<Communicator>* out) {
   std::unique_ptr<Communicator> comm(new Communicator());
-  TERSE_CHECK(Transport::create(id, rank, nranks, &comm->transport_));
-  comm->rank_ = rank;
-  comm->nranks_ = nranks;
+  comm->rank_ = transport->rank();
+  comm->nranks_ = transport->nranks();
+  comm->transport_ = std::move(transport);
   comm->cuda_device_ = cuda_device;
   // First, before any setting is read for use and before any collective: a rank whose settings
   // differ would run another algorithm and its peers would wait for it until the deadline, and
@@ -110,8 +126,8 @@ ncclResult_t Communicator::create(const UniqueId& id, int rank, int nranks, int 
   const AlgorithmInfo* dense = comm->selection_.forced(CollectiveKind::kAllReduce);
   TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), dense != nullptr ? dense->name : "",
                                         comm->piece_bytes_, &comm->compression_));
-  comm->sends_issued_.assign(static_cast<size_t>(nranks), 0);
-  comm->receives_issued_.assign(static_cast<size_t>(nranks), 0);
+  comm->sends_issued_.assign(static_cast<size_t>(comm->nranks_), 0);
+  comm->receives_issued_.assign(static_cast<size_t>(comm->nranks_), 0);
   // Between calls a thread progresses the transport (a peer's rendezvous send to this rank needs
   // it); every call holds call_mutex_, which keeps that thread out meanwhile.
   comm->transport_->enable_idle_progress(&comm->call_mutex_);

@@ -39,6 +39,11 @@ class Communicator {
   // and a sentence naming the variable, its values and the ranks that hold them.
   static ncclResult_t create(const UniqueId& id, int rank, int nranks, int cuda_device,
                              std::unique_ptr<Communicator>* out);
+  // The same over a transport whose peers' addresses `exchange` provides (Transport::create):
+  // terse's side of a communicator that wraps a real NCCL one (plugin/comm_mode.h).
+  static ncclResult_t create(const Transport::PeerExchange& exchange, uint16_t communicator,
+                             int rank, int nranks, int cuda_device,
+                             std::unique_ptr<Communicator>* out);
 
   // Closes the transport (flushing what was sent) unless finalized or aborted before; a broken
   // communicator is aborted instead, so destruction never waits for dead peers.
@@ -118,6 +123,9 @@ class Communicator {
 
  private:
   Communicator() = default;
+  // What both create()s do once the transport is connected.
+  static ncclResult_t create_on(std::unique_ptr<Transport> transport, int cuda_device,
+                                std::unique_ptr<Communicator>* out);
   // The next collective's sequence, and the next per-peer send/receive sequence.
   AlgorithmContext collective_context();
   AlgorithmContext point_to_point_context(const CollectiveArgs& args);

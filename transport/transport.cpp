@@ -56,11 +56,23 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   TERSE_CHECK(check_rank_arguments(rank, nranks));
   UniqueIdFields fields;
   TERSE_CHECK(decode_unique_id(id, &fields));
+  double timeout_seconds = 0;
+  TERSE_CHECK(transport_timeout_seconds(&timeout_seconds));
+  const PeerExchange rendezvous = [&](const std::vector<uint8_t>& mine,
+                                      std::vector<std::vector<uint8_t>>* table) {
+    return bootstrap_allgather(id, rank, nranks, mine, timeout_seconds, table);
+  };
+  return create(rendezvous, communicator_tag_id(fields.secret), rank, nranks, out);
+}
 
+ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicator, int rank,
+                               int nranks, std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "transport output pointer is NULL");
+  TERSE_CHECK(check_rank_arguments(rank, nranks));
   std::unique_ptr<Transport> transport(new Transport());
   transport->rank_ = rank;
   transport->nranks_ = nranks;
-  transport->communicator_ = communicator_tag_id(fields.secret);
+  transport->communicator_ = communicator;
   TERSE_CHECK(transport_timeout_seconds(&transport->timeout_seconds_));
   UcxErrorModeSetting error_mode = UcxErrorModeSetting::kAuto;
   TERSE_CHECK(ucx_error_mode(&error_mode));
@@ -94,8 +106,11 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
     TERSE_CHECK(transport->local_worker_->address(&mine.local_worker_address));
   }
   std::vector<std::vector<uint8_t>> table;
-  ncclResult_t result = bootstrap_allgather(id, rank, nranks, encode_peer_info(mine),
-                                            transport->timeout_seconds_, &table);
+  ncclResult_t result = exchange(encode_peer_info(mine), &table);
+  if (result == ncclSuccess && table.size() != static_cast<size_t>(nranks)) {
+    result = fail(ncclInternalError, "rank %d: the address exchange returned %zu ranks, not %d",
+                  rank, table.size(), nranks);
+  }
   if (result == ncclSuccess) result = transport->connect_endpoints(table, error_mode);
   // Opening a shared-memory endpoint attaches the peer's segment at once: no rank may return
   // (and perhaps destroy its worker, removing its segment) before every rank has opened its

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,16 @@ class Transport {
   // kMaxTaggedRanks (65536) by the tag layout.
   static ncclResult_t create(const UniqueId& id, int rank, int nranks,
                              std::unique_ptr<Transport>* out);
+
+  // The same with the peers' setup data (worker addresses, host identities) exchanged by
+  // `exchange` instead of the bootstrap rendezvous: wrap mode (plugin/comm_mode.h) allgathers it
+  // through the real NCCL's communicator. `exchange` takes this rank's bytes and returns every
+  // rank's in rank order; `communicator` is the tag layout's communicator field, equal on every
+  // rank.
+  using PeerExchange = std::function<ncclResult_t(const std::vector<uint8_t>& mine,
+                                                  std::vector<std::vector<uint8_t>>* table)>;
+  static ncclResult_t create(const PeerExchange& exchange, uint16_t communicator, int rank,
+                             int nranks, std::unique_ptr<Transport>* out);
 
   // close() unless already closed or aborted.
   ~Transport();

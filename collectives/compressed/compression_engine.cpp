@@ -157,6 +157,7 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree,
   }
   plan->shape = shape_of(tensor, args.count);
   if (plan->decision.codec == kAutoCodec) {
+    plan->automatic = true;
     TERSE_CHECK(plan_call(nullptr, plan->decision.max_rel_err, may_agree, plan));
     if (plan->codec == nullptr) {
       plan->why = "auto: the uncompressed allreduce is predicted fastest, " + plan->call.describe();
@@ -422,6 +423,23 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
   std::lock_guard<std::mutex> lock(mutex_);
   record("none", algorithm, args.count * nccl_type_size(args.type), wire_bytes,
          CompressionCounters{}, seconds, false);
+}
+
+ncclResult_t CompressionEngine::hand_off_uncompressed(const CollectiveArgs& args,
+                                                      const char* runner, bool* elsewhere) {
+  *elsewhere = false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!policy_.rules().empty() || args.tensor != nullptr) {
+    Plan plan;
+    TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
+    if (plan.compressed || plan.automatic) return ncclSuccess;
+    advance_clock(plan);
+    log_first_decision(plan, args);
+  }
+  *elsewhere = true;
+  record("none", runner, args.count * nccl_type_size(args.type), 0, CompressionCounters{}, 0,
+         false);
+  return ncclSuccess;
 }
 
 void CompressionEngine::record(const std::string& codec, const std::string& algorithm,

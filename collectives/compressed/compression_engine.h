@@ -122,6 +122,14 @@ class CompressionEngine {
                          bool* handled);
   void record_dense(const CollectiveArgs& args, const char* algorithm, uint64_t wire_bytes,
                     double seconds);
+  // Wrap mode (plugin/comm_mode.h) runs the allreduces the policy leaves alone on a real NCCL.
+  // *elsewhere = true when `args` is one: the policy's plan at the tensor's next step is no
+  // compression. The call is then counted here as allreduce() would count it (the tensor's step
+  // moves, so schedules see every call; the statistics record codec none, algorithm `runner`).
+  // A tensor whose rule says `auto` stays here (*elsewhere = false): auto decides on codec speeds
+  // the ranks agree on inside an allreduce, so only allreduce() decides it alike on every rank.
+  ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const char* runner,
+                                     bool* elsewhere);
 
   // The C API (terse.h).
   CompressionStats stats() const;
@@ -150,6 +158,7 @@ class CompressionEngine {
  private:
   struct Plan {
     bool compressed = false;
+    bool automatic = false;  // the rule said auto (the planner chose the codec or none)
     std::string why;  // for the log when not compressed
     Decision decision;
     Codec* codec = nullptr;
