@@ -4,6 +4,10 @@
 // when the call returns, the stream ignored); device or managed buffers are staged through
 // pinned host memory on the stream (device_staging.h), and the call returns without waiting
 // for the stream. A refused call inside a group fails the group.
+//
+// In wrap mode (comm_mode.h) a call goes to the real NCCL's communicator unless it is an
+// allreduce the policy compresses (CompressionEngine::hand_off_uncompressed decides, and counts
+// the call as one of the tensor's steps): inside a group, into the real NCCL's group.
 #include "collectives/collective_args.h"
 #include "common/exception_guard.h"
 #include "common/result.h"
@@ -12,8 +16,10 @@
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
 #include "plugin/pointer_memory.h"
+#include "plugin/real_nccl.h"
 #include "plugin/reduction_ops.h"
 #include "plugin/tensor_description.h"
+#include "plugin/wrapped_comm.h"
 
 namespace terse {
 namespace {
@@ -92,12 +98,93 @@ ncclResult_t check_call(ncclComm* comm, const char* function, CollectiveArgs* ar
   return ncclSuccess;
 }
 
+// Wrap mode: the call on the real communicator, with the real library's own operator.
+ncclResult_t forward_call(ncclComm* comm, const char* function, const CollectiveArgs& args,
+                          int raw_type, int raw_op, cudaStream_t stream) {
+  const RealNccl& real = *real_nccl();
+  const auto type = static_cast<ncclDataType_t>(raw_type);
+  const ncclRedOp_t op = real_op(comm, static_cast<ncclRedOp_t>(raw_op));
+  ncclComm_t to = comm->real;
+  ncclResult_t result = ncclInternalError;
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      result = call_real(real.ncclAllReduce, "ncclAllReduce", args.send, args.recv, args.count,
+                         type, op, to, stream);
+      break;
+    case CollectiveKind::kReduce:
+      result = call_real(real.ncclReduce, "ncclReduce", args.send, args.recv, args.count, type, op,
+                         args.root, to, stream);
+      break;
+    case CollectiveKind::kBroadcast:
+      result = call_real(real.ncclBroadcast, "ncclBroadcast", args.send, args.recv, args.count,
+                         type, args.root, to, stream);
+      break;
+    case CollectiveKind::kReduceScatter:
+      result = call_real(real.ncclReduceScatter, "ncclReduceScatter", args.send, args.recv,
+                         args.count, type, op, to, stream);
+      break;
+    case CollectiveKind::kAllGather:
+      result = call_real(real.ncclAllGather, "ncclAllGather", args.send, args.recv, args.count,
+                         type, to, stream);
+      break;
+    case CollectiveKind::kAllToAll:
+      result = call_real(real.ncclAlltoAll, "ncclAlltoAll", args.send, args.recv, args.count, type,
+                         to, stream);
+      break;
+    case CollectiveKind::kGather:
+      result = call_real(real.ncclGather, "ncclGather", args.send, args.recv, args.count, type,
+                         args.root, to, stream);
+      break;
+    case CollectiveKind::kScatter:
+      result = call_real(real.ncclScatter, "ncclScatter", args.send, args.recv, args.count, type,
+                         args.root, to, stream);
+      break;
+    case CollectiveKind::kSend:
+      result =
+          call_real(real.ncclSend, "ncclSend", args.send, args.count, type, args.peer, to, stream);
+      break;
+    case CollectiveKind::kRecv:
+      result =
+          call_real(real.ncclRecv, "ncclRecv", args.recv, args.count, type, args.peer, to, stream);
+      break;
+  }
+  return forwarded(result, function, to);
+}
+
+// Wrap mode: whether the call goes to the real NCCL (all but the allreduces the policy
+// compresses). A datatype or op terse cannot read goes there too, for the real NCCL to judge.
+ncclResult_t goes_to_real(ncclComm* comm, const char* function, const CollectiveArgs& args,
+                          int raw_type, int raw_op, bool* real) {
+  *real = true;
+  if (args.kind != CollectiveKind::kAllReduce) return ncclSuccess;
+  Communicator* engine = nullptr;
+  TERSE_CHECK(engine_of(comm, function, &engine));
+  if (raw_type < 0 || raw_type >= ncclNumTypes) return ncclSuccess;
+  CollectiveArgs decided = args;
+  decided.type = static_cast<ncclDataType_t>(raw_type);
+  const void* device_scalar = nullptr;
+  if (resolve_reduce_op(comm, raw_op, decided.type, engine->nranks(), &decided.op,
+                        &device_scalar) != ncclSuccess) {
+    return ncclSuccess;
+  }
+  return engine->compression()->hand_off_uncompressed(decided, "nccl", real);
+}
+
 ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs args, int raw_type,
                          int raw_op, cudaStream_t stream) {
   CommUse use(comm, function);
   if (use.result() != ncclSuccess) {
     refuse_in_group(use.result());
     return use.result();
+  }
+  if (comm->real != nullptr) {
+    bool real = true;
+    ncclResult_t result = goes_to_real(comm, function, args, raw_type, raw_op, &real);
+    if (result == ncclSuccess && real) {
+      result = forward_call(comm, function, args, raw_type, raw_op, stream);
+    }
+    if (result != ncclSuccess) refuse_in_group(result);
+    if (result != ncclSuccess || real) return result;
   }
   QueuedCall call;
   ncclResult_t result = check_call(comm, function, &args, raw_type, raw_op, &call);
@@ -127,6 +214,7 @@ using terse::CollectiveKind;
 TERSE_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                      cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto args = terse::make_args(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
   // The compression policy keys an anonymous tensor by the user's buffer, also when the engine
   // sees a staging copy of it.
@@ -162,6 +250,7 @@ TERSE_API ncclResult_t terseAllReduceTensor(const void* sendbuff, void* recvbuff
 TERSE_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclRedOp_t op, int root,
                                   ncclComm_t comm, cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   auto args = terse::make_args(CollectiveKind::kReduce, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclReduce", args, static_cast<int>(datatype),
@@ -174,6 +263,7 @@ TERSE_PROFILER_ALIAS(ncclReduce)
 TERSE_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
                                      cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream);
   auto args = terse::make_args(CollectiveKind::kBroadcast, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclBroadcast", args, static_cast<int>(datatype), terse::kNoOp,
@@ -186,6 +276,7 @@ TERSE_PROFILER_ALIAS(ncclBroadcast)
 // The legacy in-place broadcast.
 TERSE_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
                                  ncclComm_t comm, cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclBcast, buff, count, datatype, root, comm, stream);
   return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 } catch (...) {
   return terse::result_of_current_exception("ncclBcast");
@@ -195,6 +286,8 @@ TERSE_PROFILER_ALIAS(ncclBcast)
 TERSE_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                          cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm,
+                       stream);
   return terse::submit_call(
       comm, "ncclReduceScatter",
       terse::make_args(CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount),
@@ -207,6 +300,7 @@ TERSE_PROFILER_ALIAS(ncclReduceScatter)
 TERSE_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                      ncclDataType_t datatype, ncclComm_t comm,
                                      cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream);
   return terse::submit_call(
       comm, "ncclAllGather",
       terse::make_args(CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount),
@@ -219,6 +313,7 @@ TERSE_PROFILER_ALIAS(ncclAllGather)
 TERSE_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclComm_t comm,
                                     cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream);
   return terse::submit_call(comm, "ncclAlltoAll",
                             terse::make_args(CollectiveKind::kAllToAll, sendbuff, recvbuff, count),
                             static_cast<int>(datatype), terse::kNoOp, stream);
@@ -230,6 +325,7 @@ TERSE_PROFILER_ALIAS(ncclAlltoAll)
 TERSE_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclGather, sendbuff, recvbuff, count, datatype, root, comm, stream);
   auto args = terse::make_args(CollectiveKind::kGather, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclGather", args, static_cast<int>(datatype), terse::kNoOp,
@@ -242,6 +338,7 @@ TERSE_PROFILER_ALIAS(ncclGather)
 TERSE_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclScatter, sendbuff, recvbuff, count, datatype, root, comm, stream);
   auto args = terse::make_args(CollectiveKind::kScatter, sendbuff, recvbuff, count);
   args.root = root;
   return terse::submit_call(comm, "ncclScatter", args, static_cast<int>(datatype), terse::kNoOp,
@@ -253,6 +350,7 @@ TERSE_PROFILER_ALIAS(ncclScatter)
 
 TERSE_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
                                 int peer, ncclComm_t comm, cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclSend, sendbuff, count, datatype, peer, comm, stream);
   auto args = terse::make_args(CollectiveKind::kSend, sendbuff, nullptr, count);
   args.peer = peer;
   return terse::submit_call(comm, "ncclSend", args, static_cast<int>(datatype), terse::kNoOp,
@@ -264,6 +362,7 @@ TERSE_PROFILER_ALIAS(ncclSend)
 
 TERSE_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                 ncclComm_t comm, cudaStream_t stream) try {
+  TERSE_FORWARD_NESTED(ncclRecv, recvbuff, count, datatype, peer, comm, stream);
   auto args = terse::make_args(CollectiveKind::kRecv, nullptr, recvbuff, count);
   args.peer = peer;
   return terse::submit_call(comm, "ncclRecv", args, static_cast<int>(datatype), terse::kNoOp,

@@ -1,7 +1,10 @@
 // ncclGroupStart / ncclGroupEnd: the group's calls are queued and run by call_routing.h (host
 // buffers through the engine's groups, collectives/group.h; device buffers through staging);
 // communicators initialised inside the group are created at the outermost ncclGroupEnd before
-// the calls run, and communicators finalized inside it are finalized after.
+// the calls run, and communicators finalized inside it are finalized after. In wrap mode
+// (comm_mode.h) every group is also a group of the real NCCL's, holding the calls forwarded to
+// it; the real ncclGroupEnd runs first (creating the real communicators of the group's inits,
+// whose terse sides are made from them next), then terse's part of the group.
 #include <string>
 #include <thread>
 #include <vector>
@@ -10,8 +13,11 @@
 #include "common/joining_threads.h"
 #include "common/result.h"
 #include "plugin/call_routing.h"
+#include "plugin/comm_mode.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
+#include "plugin/real_nccl.h"
+#include "plugin/wrapped_comm.h"
 
 namespace terse {
 namespace {
@@ -66,6 +72,7 @@ ncclResult_t run_pending_inits(std::vector<PendingInit> inits) {
       results[i] = call_guarded(
           "ncclGroupEnd (init)",
           [&] {
+            if (init.comm->real != nullptr) return create_terse_side(init.comm, init.cuda_device);
             return Communicator::create(init.id, init.rank, init.nranks, init.cuda_device,
                                         &init.comm->engine);
           },
@@ -79,6 +86,7 @@ ncclResult_t run_pending_inits(std::vector<PendingInit> inits) {
                   inits[i].rank, inits[i].nranks, messages[i].c_str());
     }
   }
+  for (const PendingInit& init : inits) log_comm_mode(init.comm);
   return ncclSuccess;
 }
 
@@ -102,6 +110,12 @@ ncclResult_t defer_finalize(ncclComm* comm) {
 }  // namespace terse
 
 TERSE_API ncclResult_t ncclGroupStart() try {
+  TERSE_FORWARD_NESTED(ncclGroupStart);
+  if (terse::wrap_mode()) {
+    TERSE_CHECK(
+        terse::forwarded(terse::call_real(terse::real_nccl()->ncclGroupStart, "ncclGroupStart"),
+                         "ncclGroupStart", nullptr));
+  }
   terse::begin_api_group();
   return ncclSuccess;
 } catch (...) {
@@ -110,7 +124,14 @@ TERSE_API ncclResult_t ncclGroupStart() try {
 TERSE_PROFILER_ALIAS(ncclGroupStart)
 
 TERSE_API ncclResult_t ncclGroupEnd() try {
+  TERSE_FORWARD_NESTED(ncclGroupEnd);
   const bool outermost = terse::api_group_depth() == 1;
+  ncclResult_t real_result = ncclSuccess;
+  if (terse::wrap_mode() && terse::api_group_depth() > 0) {
+    real_result =
+        terse::forwarded(terse::call_real(terse::real_nccl()->ncclGroupEnd, "ncclGroupEnd"),
+                         "ncclGroupEnd", nullptr);
+  }
   ncclResult_t init_result = ncclSuccess;
   if (outermost && !terse::pending_inits().empty()) {
     std::vector<terse::PendingInit> inits;
@@ -124,8 +145,12 @@ TERSE_API ncclResult_t ncclGroupEnd() try {
     comms.swap(terse::pending_finalizes());
     finalize_result = terse::run_pending_finalizes(std::move(comms));
   }
+  if (real_result != ncclSuccess && real_result != ncclInProgress) return real_result;
   if (init_result != ncclSuccess) return init_result;
-  return group_result != ncclSuccess ? group_result : finalize_result;
+  if (group_result != ncclSuccess) return group_result;
+  if (finalize_result != ncclSuccess) return finalize_result;
+  // ncclInProgress (a nonblocking real communicator) when terse's part succeeded.
+  return real_result;
 } catch (...) {
   return terse::result_of_current_exception("ncclGroupEnd");
 }

@@ -8,14 +8,20 @@
 //
 // Registration has nothing to pin or map: ncclCommRegister returns a non-null handle (the
 // buffer's address) and ncclCommDeregister accepts it.
+//
+// In wrap mode (comm_mode.h) all four are the real NCCL's: its allocator and registrations serve
+// the calls it runs, and terse's side reads such memory as any device memory.
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
 #include "common/exception_guard.h"
 #include "common/result.h"
+#include "plugin/comm_mode.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
+#include "plugin/real_nccl.h"
+#include "plugin/wrapped_comm.h"
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -58,6 +64,12 @@ Allocations& allocations() {
 using terse::fail;
 
 TERSE_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) try {
+  TERSE_FORWARD_NESTED(ncclMemAlloc, ptr, size);
+  if (terse::wrap_mode()) {
+    return terse::forwarded(
+        terse::call_real(terse::real_nccl()->ncclMemAlloc, "ncclMemAlloc", ptr, size),
+        "ncclMemAlloc", nullptr);
+  }
   if (ptr == nullptr) return fail(ncclInvalidArgument, "ptr is null");
   if (size == 0) return fail(ncclInvalidArgument, "size is 0");
   void* memory = nullptr;
@@ -89,6 +101,11 @@ TERSE_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) try {
 TERSE_PROFILER_ALIAS(ncclMemAlloc)
 
 TERSE_API ncclResult_t ncclMemFree(void* ptr) try {
+  TERSE_FORWARD_NESTED(ncclMemFree, ptr);
+  if (terse::wrap_mode()) {
+    return terse::forwarded(terse::call_real(terse::real_nccl()->ncclMemFree, "ncclMemFree", ptr),
+                            "ncclMemFree", nullptr);
+  }
   if (ptr == nullptr) return ncclSuccess;
   terse::AllocationKind kind = terse::AllocationKind::kHost;
   if (!terse::allocations().remove(ptr, &kind)) {
@@ -114,8 +131,14 @@ TERSE_PROFILER_ALIAS(ncclMemFree)
 
 TERSE_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
                                         void** handle) try {
+  TERSE_FORWARD_NESTED(ncclCommRegister, comm, buff, size, handle);
   terse::Communicator* engine = nullptr;
   TERSE_CHECK(terse::engine_of(comm, "ncclCommRegister", &engine));
+  if (comm->real != nullptr) {
+    return terse::forwarded(terse::call_real(terse::real_nccl()->ncclCommRegister,
+                                             "ncclCommRegister", comm->real, buff, size, handle),
+                            "ncclCommRegister", comm->real);
+  }
   if (buff == nullptr) return fail(ncclInvalidArgument, "buff is null");
   if (handle == nullptr) return fail(ncclInvalidArgument, "handle is null");
   (void)size;
@@ -127,8 +150,14 @@ TERSE_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_
 TERSE_PROFILER_ALIAS(ncclCommRegister)
 
 TERSE_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) try {
+  TERSE_FORWARD_NESTED(ncclCommDeregister, comm, handle);
   terse::Communicator* engine = nullptr;
   TERSE_CHECK(terse::engine_of(comm, "ncclCommDeregister", &engine));
+  if (comm->real != nullptr) {
+    return terse::forwarded(terse::call_real(terse::real_nccl()->ncclCommDeregister,
+                                             "ncclCommDeregister", comm->real, handle),
+                            "ncclCommDeregister", comm->real);
+  }
   if (handle == nullptr) return fail(ncclInvalidArgument, "handle is null");
   return ncclSuccess;
 } catch (...) {

@@ -29,10 +29,15 @@ struct PreMulSumOp {
 struct ncclComm {
   // Null between ncclCommInitRank inside a group and that group's ncclGroupEnd.
   std::unique_ptr<terse::Communicator> engine;
+  // Wrap mode (comm_mode.h): the real NCCL's communicator, which gets every call the policy
+  // leaves alone (a handle of the real library, never dereferenced here). Null in engine mode.
+  ncclComm_t real = nullptr;
 
   std::mutex ops_mutex;
   std::map<int, PreMulSumOp> dynamic_ops;  // by ncclRedOp_t value (>= ncclNumOps)
   int next_dynamic_op = ncclNumOps;
+  // Wrap mode: each of dynamic_ops' values as the real communicator's own operator.
+  std::map<int, ncclRedOp_t> real_ops;
 
   // Created at the first call with device buffers (call_routing.h); from then on every call
   // on the communicator goes through its stream proxy. Guarded by staging_mutex.

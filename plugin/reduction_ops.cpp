@@ -12,6 +12,8 @@
 #include "common/result.h"
 #include "plugin/nccl_api.h"
 #include "plugin/pointer_memory.h"
+#include "plugin/real_nccl.h"
+#include "plugin/wrapped_comm.h"
 
 namespace terse {
 namespace {
@@ -135,6 +137,7 @@ TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
                                                 ncclDataType_t datatype,
                                                 ncclScalarResidence_t residence,
                                                 ncclComm_t comm) try {
+  TERSE_FORWARD_NESTED(ncclRedOpCreatePreMulSum, op, scalar, datatype, residence, comm);
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: comm is null");
   if (op == nullptr) return fail(ncclInvalidArgument, "op is null");
   if (scalar == nullptr) return fail(ncclInvalidArgument, "scalar is null");
@@ -162,8 +165,18 @@ TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   if (comm->next_dynamic_op == ncclMaxRedOp) {
     return fail(ncclInternalError, "every ncclRedOp_t value of this communicator is used");
   }
+  // Wrap mode: the operator exists on both sides, since the policy sends some calls with it to
+  // the real NCCL and some to terse (real_op maps it).
+  ncclRedOp_t real_op = ncclSum;
+  if (comm->real != nullptr) {
+    TERSE_CHECK(terse::forwarded(
+        terse::call_real(terse::real_nccl()->ncclRedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum",
+                         &real_op, scalar, datatype, residence, comm->real),
+        "ncclRedOpCreatePreMulSum", comm->real));
+  }
   const int value = comm->next_dynamic_op++;
   comm->dynamic_ops[value] = premul;
+  if (comm->real != nullptr) comm->real_ops[value] = real_op;
   *op = static_cast<ncclRedOp_t>(value);
   return ncclSuccess;
 } catch (...) {
@@ -172,12 +185,21 @@ TERSE_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
 TERSE_PROFILER_ALIAS(ncclRedOpCreatePreMulSum)
 
 TERSE_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) try {
+  TERSE_FORWARD_NESTED(ncclRedOpDestroy, op, comm);
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclRedOpDestroy: comm is null");
   const int value = static_cast<int>(op);
   std::lock_guard<std::mutex> lock(comm->ops_mutex);
   if (comm->dynamic_ops.erase(value) == 0) {
     return fail(ncclInvalidArgument, "op %d is not a live ncclRedOpCreatePreMulSum operator",
                 value);
+  }
+  const auto real_op = comm->real_ops.find(value);
+  if (real_op != comm->real_ops.end()) {
+    const ncclRedOp_t real_value = real_op->second;
+    comm->real_ops.erase(real_op);
+    return terse::forwarded(terse::call_real(terse::real_nccl()->ncclRedOpDestroy,
+                                             "ncclRedOpDestroy", real_value, comm->real),
+                            "ncclRedOpDestroy", comm->real);
   }
   return ncclSuccess;
 } catch (...) {

@@ -5,12 +5,14 @@
 #include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
+#include "plugin/real_nccl.h"
 
 using terse::fail;
 
 TERSE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
                                                 int nId, ncclUniqueId* commIds,
                                                 ncclConfig_t* config) try {
+  TERSE_FORWARD_NESTED(ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
   if (commIds == nullptr) return fail(ncclInvalidArgument, "commIds is null");
   if (nId <= 0) return fail(ncclInvalidArgument, "nId %d is not positive", nId);
   return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
@@ -19,35 +21,44 @@ TERSE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks,
 }
 TERSE_PROFILER_ALIAS(ncclCommInitRankScalable)
 
-TERSE_API ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) try {
+TERSE_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                      ncclComm_t* newcomm, ncclConfig_t* config,
+                                      int shrinkFlags) try {
+  TERSE_FORWARD_NESTED(ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config,
+                       shrinkFlags);
   return fail(ncclInvalidUsage, "ncclCommShrink is not supported by terse yet");
 } catch (...) {
   return terse::result_of_current_exception("ncclCommShrink");
 }
 TERSE_PROFILER_ALIAS(ncclCommShrink)
 
-TERSE_API ncclResult_t ncclCommRevoke(ncclComm_t, int) try {
+TERSE_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) try {
+  TERSE_FORWARD_NESTED(ncclCommRevoke, comm, revokeFlags);
   return fail(ncclInvalidUsage, "ncclCommRevoke is not supported by terse yet");
 } catch (...) {
   return terse::result_of_current_exception("ncclCommRevoke");
 }
 TERSE_PROFILER_ALIAS(ncclCommRevoke)
 
-TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) try {
+TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
+                                              ncclWindow_t* win, int winFlags) try {
+  TERSE_FORWARD_NESTED(ncclCommWindowRegister, comm, buff, size, win, winFlags);
   return fail(ncclInvalidUsage, "ncclCommWindowRegister is not supported by terse yet");
 } catch (...) {
   return terse::result_of_current_exception("ncclCommWindowRegister");
 }
 TERSE_PROFILER_ALIAS(ncclCommWindowRegister)
 
-TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) try {
+TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) try {
+  TERSE_FORWARD_NESTED(ncclCommWindowDeregister, comm, win);
   return fail(ncclInvalidUsage, "ncclCommWindowDeregister is not supported by terse yet");
 } catch (...) {
   return terse::result_of_current_exception("ncclCommWindowDeregister");
 }
 TERSE_PROFILER_ALIAS(ncclCommWindowDeregister)
 
-TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) try {
+TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) try {
+  TERSE_FORWARD_NESTED(ncclGroupSimulateEnd, simInfo);
   return fail(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by terse");
 } catch (...) {
   return terse::result_of_current_exception("ncclGroupSimulateEnd");
