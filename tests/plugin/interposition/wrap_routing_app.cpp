@@ -1,0 +1,535 @@
+// An NCCL application for the wrap-mode routing tests (plugin/comm_mode.h): plain nccl.h, built
+// twice, linked to the recording stand-in libnccl.so.2 (run under LD_PRELOAD=libterse.so) and
+// linked to libterse (run with TERSE_NCCL_LIBRARY naming the stand-in).
+//
+//   wrap_routing_app SCENARIO NRANKS LAUNCH
+//     SCENARIO routing:      every collective, send/recv, groups mixing forwarded and compressed
+//                            calls, split, PreMulSum, registration, ncclMemAlloc; results
+//                            checked against values computed here; then the stand-in's log
+//                            (RECORDING_NCCL_LOG) checked against WRAP_EXPECT=wrap|engine: in
+//                            wrap, each uncompressed call has its line and no compressed
+//                            allreduce (counts 4096 and 8192, which TERSE_POLICY compresses) has
+//                            one; in engine, this process sent the stand-in nothing.
+//                            WRAP_RESULT_DIR: each rank writes its compressed results there
+//                            (rank<r>.bin), for comparison with another mode's.
+//              async_error:  a forwarded allreduce after which the stand-in fails the
+//                            communicator (RECORDING_NCCL_ASYNC_ERROR_COUNT=777);
+//                            ncclCommGetAsyncError must say ncclRemoteError.
+//              mode_error:   ncclGetUniqueId must fail with WRAP_EXPECT_ERROR (a result code
+//                            number) and a message naming every word of WRAP_EXPECT_WORDS.
+//     LAUNCH processes | threads | group-init (one thread creates every rank inside a group
+//            with ncclCommInitRankConfig) | init-all (ncclCommInitAll).
+// Exits 0 when every check passed, else 1 with the reasons on stderr.
+#include <nccl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+std::mutex report_mutex;
+int failures = 0;
+
+void report(int rank, const std::string& what) {
+  std::lock_guard<std::mutex> lock(report_mutex);
+  fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+  ++failures;
+}
+
+#define CHECK_NCCL(rank, call)                                                             \
+  do {                                                                                     \
+    const ncclResult_t result_ = (call);                                                   \
+    if (result_ != ncclSuccess) {                                                          \
+      report(rank, std::string(#call) + " failed: " + ncclGetErrorString(result_) + ": " + \
+                       ncclGetLastError(nullptr));                                         \
+      return;                                                                              \
+    }                                                                                      \
+  } while (0)
+
+template <class T>
+void expect_equal(int rank, const char* what, const std::vector<T>& got,
+                  const std::vector<T>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i]) {
+      std::ostringstream text;
+      text << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+      report(rank, text.str());
+      return;
+    }
+  }
+}
+
+// A compressed allreduce's result: within 2% of the largest exact magnitude (int8 blockwise
+// quantisation of inputs of this size is far closer), and bit for bit what another mode gives
+// (compared by the test script).
+void expect_close(int rank, const char* what, const std::vector<float>& got,
+                  const std::vector<double>& exact) {
+  double largest = 0;
+  for (double value : exact) largest = std::max(largest, std::fabs(value));
+  for (size_t i = 0; i < exact.size(); ++i) {
+    if (!(std::fabs(got[i] - exact[i]) <= 0.02 * largest)) {
+      std::ostringstream text;
+      text << what << ": element " << i << " is " << got[i] << ", exact " << exact[i];
+      report(rank, text.str());
+      return;
+    }
+  }
+}
+
+float compressed_input(int rank, size_t i) {
+  return static_cast<float>(std::sin(0.01 * static_cast<double>(i) + rank) * (rank + 1));
+}
+
+void write_result(int rank, const char* name, const std::vector<float>& values) {
+  const char* dir = getenv("WRAP_RESULT_DIR");
+  if (dir == nullptr) return;
+  std::ofstream out(std::string(dir) + "/" + name + ".rank" + std::to_string(rank) + ".bin",
+                    std::ios::binary);
+  out.write(reinterpret_cast<const char*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(float)));
+}
+
+// Rank `rank`'s part of the routing scenario.
+void routing(int rank, ncclComm_t comm) {
+  int n = 0;
+  int me = -1;
+  CHECK_NCCL(rank, ncclCommCount(comm, &n));
+  CHECK_NCCL(rank, ncclCommUserRank(comm, &me));
+  if (me != rank) report(rank, "ncclCommUserRank says " + std::to_string(me));
+  int device = -2;
+  CHECK_NCCL(rank, ncclCommCuDevice(comm, &device));
+  int version = 0;
+  CHECK_NCCL(rank, ncclGetVersion(&version));
+  if (version != NCCL_VERSION_CODE) report(rank, "ncclGetVersion: " + std::to_string(version));
+
+  {  // int32 sum allreduce, count 101
+    std::vector<int32_t> data(101), want(101);
+    for (int i = 0; i < 101; ++i) {
+      data[i] = rank * 1000 + i;
+      want[i] = 1000 * n * (n - 1) / 2 + n * i;
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), data.data(), 101, ncclInt32, ncclSum, comm, 0));
+    expect_equal(rank, "int32 sum allreduce", data, want);
+  }
+  {  // float max allreduce, count 102
+    std::vector<float> data(102), out(102), want(102);
+    for (int i = 0; i < 102; ++i) {
+      data[i] = static_cast<float>((rank + 1) * i);
+      want[i] = static_cast<float>(n * i);
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), out.data(), 102, ncclFloat, ncclMax, comm, 0));
+    expect_equal(rank, "float max allreduce", out, want);
+  }
+  {  // float sum allreduce below the policy's 16 KiB, count 103: not compressed
+    std::vector<float> data(103), out(103), want(103);
+    for (int i = 0; i < 103; ++i) {
+      data[i] = static_cast<float>(rank + i);
+      want[i] = static_cast<float>(n * i + n * (n - 1) / 2);
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), out.data(), 103, ncclFloat, ncclSum, comm, 0));
+    expect_equal(rank, "small float sum allreduce", out, want);
+  }
+  {  // allgather, count 104
+    std::vector<int32_t> data(104), out(104 * n), want(104 * n);
+    for (int i = 0; i < 104; ++i) data[i] = rank * 100000 + i;
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < 104; ++i) want[r * 104 + i] = r * 100000 + i;
+    }
+    CHECK_NCCL(rank, ncclAllGather(data.data(), out.data(), 104, ncclInt32, comm, 0));
+    expect_equal(rank, "allgather", out, want);
+  }
+  {  // broadcast from the last rank, count 105
+    std::vector<int32_t> data(105), want(105);
+    for (int i = 0; i < 105; ++i) {
+      data[i] = rank == n - 1 ? 3 * i : -1;
+      want[i] = 3 * i;
+    }
+    CHECK_NCCL(rank, ncclBroadcast(data.data(), data.data(), 105, ncclInt32, n - 1, comm, 0));
+    expect_equal(rank, "broadcast", data, want);
+  }
+  {  // reduce-scatter, 106 per rank
+    std::vector<int32_t> data(106 * n), out(106), want(106);
+    for (int j = 0; j < 106 * n; ++j) data[j] = rank + j;
+    for (int i = 0; i < 106; ++i) want[i] = n * (n - 1) / 2 + n * (rank * 106 + i);
+    CHECK_NCCL(rank, ncclReduceScatter(data.data(), out.data(), 106, ncclInt32, ncclSum, comm, 0));
+    expect_equal(rank, "reduce-scatter", out, want);
+  }
+  {  // reduce to rank 0, count 107
+    std::vector<int32_t> data(107), out(107, -7), want(107);
+    for (int i = 0; i < 107; ++i) {
+      data[i] = rank + 2 * i;
+      want[i] = rank == 0 ? n * (n - 1) / 2 + 2 * n * i : -7;
+    }
+    CHECK_NCCL(rank, ncclReduce(data.data(), out.data(), 107, ncclInt32, ncclSum, 0, comm, 0));
+    expect_equal(rank, "reduce", out, want);
+  }
+  {  // send/recv around the ring, count 108
+    std::vector<int32_t> data(108), out(108), want(108);
+    const int from = (rank + n - 1) % n;
+    for (int i = 0; i < 108; ++i) {
+      data[i] = rank * 7 + i;
+      want[i] = from * 7 + i;
+    }
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank, ncclSend(data.data(), 108, ncclInt32, (rank + 1) % n, comm, 0));
+    CHECK_NCCL(rank, ncclRecv(out.data(), 108, ncclInt32, from, comm, 0));
+    CHECK_NCCL(rank, ncclGroupEnd());
+    expect_equal(rank, "send/recv", out, want);
+  }
+  {  // all-to-all, 109 per pair
+    std::vector<int32_t> data(109 * n), out(109 * n), want(109 * n);
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < 109; ++i) {
+        data[r * 109 + i] = rank * 1000 + r * 10 + i;
+        want[r * 109 + i] = r * 1000 + rank * 10 + i;
+      }
+    }
+    CHECK_NCCL(rank, ncclAlltoAll(data.data(), out.data(), 109, ncclInt32, comm, 0));
+    expect_equal(rank, "all-to-all", out, want);
+  }
+  {  // PreMulSum (x2), count 110: created on both sides, forwarded with the real one's op
+    float scalar = 2.0f;
+    ncclRedOp_t op;
+    CHECK_NCCL(rank,
+               ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm));
+    std::vector<float> data(110), want(110);
+    for (int i = 0; i < 110; ++i) {
+      data[i] = static_cast<float>(rank + i);
+      want[i] = static_cast<float>(2 * (n * i + n * (n - 1) / 2));
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), data.data(), 110, ncclFloat, op, comm, 0));
+    expect_equal(rank, "PreMulSum allreduce", data, want);
+    CHECK_NCCL(rank, ncclRedOpDestroy(op, comm));
+  }
+  {  // compressed: float sum of 4096 (16 KiB: the policy says int8)
+    std::vector<float> data(4096), out(4096);
+    std::vector<double> exact(4096, 0.0);
+    for (size_t i = 0; i < 4096; ++i) {
+      data[i] = compressed_input(rank, i);
+      for (int r = 0; r < n; ++r) exact[i] += compressed_input(r, i);
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), out.data(), 4096, ncclFloat, ncclSum, comm, 0));
+    expect_close(rank, "compressed allreduce", out, exact);
+    write_result(rank, "compressed4096", out);
+  }
+  {  // one group: a forwarded allgather (111), a compressed allreduce (8192), send/recv (112)
+    std::vector<int32_t> gathered_in(111), gathered(111 * n), gathered_want(111 * n);
+    for (int i = 0; i < 111; ++i) gathered_in[i] = rank * 3 + i;
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < 111; ++i) gathered_want[r * 111 + i] = r * 3 + i;
+    }
+    std::vector<float> data(8192), out(8192);
+    std::vector<double> exact(8192, 0.0);
+    for (size_t i = 0; i < 8192; ++i) {
+      data[i] = compressed_input(rank, i + 5);
+      for (int r = 0; r < n; ++r) exact[i] += compressed_input(r, i + 5);
+    }
+    std::vector<int32_t> sent(112), received(112), received_want(112);
+    const int to = (rank + n - 1) % n;
+    const int from = (rank + 1) % n;
+    for (int i = 0; i < 112; ++i) {
+      sent[i] = rank * 11 + i;
+      received_want[i] = from * 11 + i;
+    }
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank, ncclAllGather(gathered_in.data(), gathered.data(), 111, ncclInt32, comm, 0));
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), out.data(), 8192, ncclFloat, ncclSum, comm, 0));
+    CHECK_NCCL(rank, ncclRecv(received.data(), 112, ncclInt32, from, comm, 0));
+    CHECK_NCCL(rank, ncclSend(sent.data(), 112, ncclInt32, to, comm, 0));
+    CHECK_NCCL(rank, ncclGroupEnd());
+    expect_equal(rank, "grouped allgather", gathered, gathered_want);
+    expect_close(rank, "grouped compressed allreduce", out, exact);
+    expect_equal(rank, "grouped send/recv", received, received_want);
+    write_result(rank, "compressed8192", out);
+  }
+  {  // split by parity, then an int32 allreduce of 113 on the part
+    ncclComm_t part = nullptr;
+    CHECK_NCCL(rank, ncclCommSplit(comm, rank % 2, rank, &part, nullptr));
+    int size = 0;
+    CHECK_NCCL(rank, ncclCommCount(part, &size));
+    std::vector<int32_t> data(113, rank + 1), want(113, 0);
+    for (int r = rank % 2; r < n; r += 2) {
+      for (int32_t& value : want) value += r + 1;
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), data.data(), 113, ncclInt32, ncclSum, part, 0));
+    expect_equal(rank, "allreduce on a split communicator", data, want);
+    CHECK_NCCL(rank, ncclCommDestroy(part));
+  }
+  {  // memory: ncclMemAlloc / ncclCommRegister and their undoing
+    void* memory = nullptr;
+    void* handle = nullptr;
+    CHECK_NCCL(rank, ncclMemAlloc(&memory, 4096));
+    CHECK_NCCL(rank, ncclCommRegister(comm, memory, 4096, &handle));
+    CHECK_NCCL(rank, ncclCommDeregister(comm, handle));
+    CHECK_NCCL(rank, ncclMemFree(memory));
+  }
+  ncclResult_t async_error = ncclInternalError;
+  CHECK_NCCL(rank, ncclCommGetAsyncError(comm, &async_error));
+  if (async_error != ncclSuccess) report(rank, "ncclCommGetAsyncError is not ncclSuccess");
+}
+
+void async_error(int rank, ncclComm_t comm) {
+  std::vector<int32_t> data(777, 1);
+  CHECK_NCCL(rank, ncclAllReduce(data.data(), data.data(), 777, ncclInt32, ncclSum, comm, 0));
+  ncclResult_t error = ncclSuccess;
+  CHECK_NCCL(rank, ncclCommGetAsyncError(comm, &error));
+  if (error != ncclRemoteError) {
+    report(rank, std::string("ncclCommGetAsyncError says ") + ncclGetErrorString(error) +
+                     ", not ncclRemoteError");
+  }
+  // The broken communicator refuses the next forwarded call, and says why.
+  if (ncclAllReduce(data.data(), data.data(), 10, ncclInt32, ncclSum, comm, 0) == ncclSuccess) {
+    report(rank, "an allreduce on the failed communicator succeeded");
+  } else if (std::strstr(ncclGetLastError(nullptr), "real NCCL") == nullptr) {
+    report(rank, std::string("the failure does not say it came from the real NCCL: ") +
+                     ncclGetLastError(nullptr));
+  }
+}
+
+// Which lines this process's calls left in the stand-in's log.
+std::vector<std::string> my_log_lines() {
+  std::vector<std::string> lines;
+  const char* path = getenv("RECORDING_NCCL_LOG");
+  if (path == nullptr) return lines;
+  std::ifstream in(path);
+  const std::string mine = std::to_string(getpid()) + " ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.compare(0, mine.size(), mine) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+bool logged(const std::vector<std::string>& lines, const std::string& function, long count) {
+  const std::string name = " " + function + " ";
+  const std::string counted = " count=" + std::to_string(count) + " ";
+  for (const std::string& line : lines) {
+    if (line.find(name) != std::string::npos &&
+        (count < 0 || line.find(counted) != std::string::npos)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void check_log(int rank) {
+  const std::string expect = getenv("WRAP_EXPECT") != nullptr ? getenv("WRAP_EXPECT") : "";
+  const std::vector<std::string> lines = my_log_lines();
+  if (expect == "engine") {
+    if (!lines.empty()) report(rank, "engine mode, yet the stand-in logged: " + lines.front());
+    return;
+  }
+  if (expect != "wrap") return;
+  const std::pair<const char*, long> forwarded[] = {{"ncclAllReduce", 101},
+                                                    {"ncclAllReduce", 102},
+                                                    {"ncclAllReduce", 103},
+                                                    {"ncclAllGather", 104},
+                                                    {"ncclBroadcast", 105},
+                                                    {"ncclReduceScatter", 106},
+                                                    {"ncclReduce", 107},
+                                                    {"ncclSend", 108},
+                                                    {"ncclRecv", 108},
+                                                    {"ncclAlltoAll", 109},
+                                                    {"ncclAllReduce", 110},
+                                                    {"ncclAllGather", 111},
+                                                    {"ncclSend", 112},
+                                                    {"ncclRecv", 112},
+                                                    {"ncclAllReduce", 113},
+                                                    {"ncclCommSplit", -1},
+                                                    {"ncclRedOpCreatePreMulSum", -1},
+                                                    {"ncclRedOpDestroy", -1},
+                                                    {"ncclCommRegister", -1},
+                                                    {"ncclCommDeregister", -1},
+                                                    {"ncclMemAlloc", -1},
+                                                    {"ncclMemFree", -1},
+                                                    {"ncclGroupStart", -1},
+                                                    {"ncclGroupEnd", -1},
+                                                    {"ncclCommGetAsyncError", -1},
+                                                    {"ncclGetVersion", -1},
+                                                    {"ncclCommDestroy", -1}};
+  for (const auto& [function, count] : forwarded) {
+    if (!logged(lines, function, count)) {
+      report(rank, std::string("wrap mode, but the stand-in never saw ") + function +
+                       (count >= 0 ? " of count " + std::to_string(count) : ""));
+    }
+  }
+  for (long count : {4096L, 8192L}) {
+    if (logged(lines, "ncclAllReduce", count)) {
+      report(rank,
+             "the compressed allreduce of " + std::to_string(count) + " reached the stand-in");
+    }
+  }
+}
+
+void mode_error() {
+  ncclUniqueId id;
+  const ncclResult_t result = ncclGetUniqueId(&id);
+  const int expected =
+      atoi(getenv("WRAP_EXPECT_ERROR") != nullptr ? getenv("WRAP_EXPECT_ERROR") : "0");
+  if (static_cast<int>(result) != expected) {
+    report(0, "ncclGetUniqueId returned " + std::to_string(result) + ", expected " +
+                  std::to_string(expected));
+  }
+  const std::string message = ncclGetLastError(nullptr);
+  std::istringstream words(getenv("WRAP_EXPECT_WORDS") != nullptr ? getenv("WRAP_EXPECT_WORDS")
+                                                                  : "");
+  for (std::string word; words >> word;) {
+    if (message.find(word) == std::string::npos) {
+      report(0, "the message does not name " + word + ": " + message);
+    }
+  }
+}
+
+using Body = std::function<void(int, ncclComm_t)>;
+
+void run_on_threads(int n, const std::vector<ncclComm_t>& comms, const Body& body) {
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      body(rank, comms[rank]);
+      if (getenv("WRAP_ABORT") != nullptr) {
+        ncclCommAbort(comms[rank]);
+      } else if (ncclCommDestroy(comms[rank]) != ncclSuccess) {
+        report(rank, std::string("ncclCommDestroy: ") + ncclGetLastError(nullptr));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+}
+
+std::string to_hex(const ncclUniqueId& id) {
+  std::string hex;
+  char byte[3];
+  for (char c : id.internal) {
+    snprintf(byte, sizeof(byte), "%02x", static_cast<unsigned char>(c));
+    hex += byte;
+  }
+  return hex;
+}
+
+ncclUniqueId from_hex(const std::string& hex) {
+  ncclUniqueId id;
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  return id;
+}
+
+// Ranks as processes: this process made the id; each rank is this program again.
+int spawn_ranks(const char* self, const char* scenario, int n) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  const std::string hex = to_hex(id);
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < n; ++rank) {
+    const std::string n_text = std::to_string(n);
+    const std::string rank_text = std::to_string(rank);
+    std::vector<char*> argv = {const_cast<char*>(self),
+                               const_cast<char*>(scenario),
+                               const_cast<char*>(n_text.c_str()),
+                               const_cast<char*>("rank"),
+                               const_cast<char*>(rank_text.c_str()),
+                               const_cast<char*>(hex.c_str()),
+                               nullptr};
+    pid_t child = 0;
+    if (posix_spawn(&child, self, nullptr, nullptr, argv.data(), environ) != 0) {
+      fprintf(stderr, "cannot spawn rank %d\n", rank);
+      return 1;
+    }
+    children.push_back(child);
+  }
+  int failed = 0;
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s routing|async_error|mode_error NRANKS LAUNCH\n", argv[0]);
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  const int n = atoi(argv[2]);
+  const std::string launch = argv[3];
+  if (scenario == "mode_error") {
+    mode_error();
+    return failures == 0 ? 0 : 1;
+  }
+  const Body body = scenario == "routing" ? Body(routing) : Body(async_error);
+  if (launch == "processes") return spawn_ranks(argv[0], argv[1], n);
+  std::vector<ncclComm_t> comms(n, nullptr);
+  if (launch == "rank") {  // one rank of "processes"
+    const int rank = atoi(argv[4]);
+    if (ncclCommInitRank(&comms[0], n, from_hex(argv[5]), rank) != ncclSuccess) {
+      report(rank, std::string("ncclCommInitRank: ") + ncclGetLastError(nullptr));
+      return 1;
+    }
+    body(rank, comms[0]);
+    if (getenv("WRAP_ABORT") != nullptr) {
+      ncclCommAbort(comms[0]);
+    } else if (ncclCommDestroy(comms[0]) != ncclSuccess) {
+      report(rank, "ncclCommDestroy failed");
+    }
+    if (scenario == "routing") check_log(rank);
+    return failures == 0 ? 0 : 1;
+  }
+  if (launch == "init-all") {
+    if (ncclCommInitAll(comms.data(), n, nullptr) != ncclSuccess) {
+      report(-1, std::string("ncclCommInitAll: ") + ncclGetLastError(nullptr));
+      return 1;
+    }
+  } else {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) {
+      report(-1, std::string("ncclGetUniqueId: ") + ncclGetLastError(nullptr));
+      return 1;
+    }
+    if (launch == "group-init") {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      bool ok = ncclGroupStart() == ncclSuccess;
+      for (int rank = 0; ok && rank < n; ++rank) {
+        ok = ncclCommInitRankConfig(&comms[rank], n, id, rank, &config) == ncclSuccess;
+      }
+      if (ncclGroupEnd() != ncclSuccess || !ok) {
+        report(-1, std::string("init inside a group: ") + ncclGetLastError(nullptr));
+        return 1;
+      }
+    } else {  // threads
+      std::vector<std::thread> threads;
+      for (int rank = 0; rank < n; ++rank) {
+        threads.emplace_back([&, rank] {
+          if (ncclCommInitRank(&comms[rank], n, id, rank) != ncclSuccess) {
+            report(rank, std::string("ncclCommInitRank: ") + ncclGetLastError(nullptr));
+          }
+        });
+      }
+      for (auto& thread : threads) thread.join();
+      if (failures > 0) return 1;
+    }
+  }
+  run_on_threads(n, comms, body);
+  if (scenario == "routing") check_log(-1);
+  return failures == 0 ? 0 : 1;
+}
