@@ -26,6 +26,16 @@ double step_latency(const GroupShape& group, const LinkModel& links, double byte
   return bytes > kNetworkEagerBytes ? 3 * links.inter.latency_s : links.inter.latency_s;
 }
 
+// The latency of one phase in which every rank sends a message of `bytes` to each of its n - 1
+// peers, all posted at once. Over shared memory the ranks' cores copy them one after another:
+// n - 1 latencies. Over a network they are in flight together: one step's latency (measured on
+// the emulated cluster at 10 ms RTT: sra's two phases took 14 ms at 256 KiB, where n - 1
+// latencies a phase would be 30 ms; perf/RESULTS.md, issue 11).
+double all_to_all_latency(const GroupShape& group, const LinkModel& links, double bytes) {
+  if (group.nodes <= 1) return (group.ranks - 1) * links.intra.latency_s;
+  return step_latency(group, links, bytes);
+}
+
 // A pipeline of `pieces` pieces. Over a network the wire and the codec work overlap: the longer
 // of the two, plus one piece of the shorter (the first piece's encode before anything is sent,
 // or the last piece's decode after everything arrived). Over shared memory the "wire" is a copy
@@ -121,12 +131,8 @@ bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const
     p.wire_seconds = 2 * all_to_all_wire(w / n, group, links);
     p.codec_seconds = e * b * (1.0 + 1.0 / n) + d * 2.0 * b;
     const double pieces = b / n / std::max(1.0, piece_bytes);
-    // Each rank issues its n - 1 messages of a phase one after another.
     const double message = w / n / std::max(1.0, pieces);
-    // A phase's pieces above the eager size add the rendezvous round trip once (in flight
-    // together).
-    p.seconds = 2.0 * (n - 1) * link.latency_s +
-                2 * (step_latency(group, links, message) - link.latency_s) +
+    p.seconds = 2 * all_to_all_latency(group, links, message) +
                 pipelined(p.wire_seconds, p.codec_seconds, pieces, group);
   } else if (algorithm == "ring") {
     // Each hop decodes, adds and re-encodes a chunk; the allgather forwards and decodes.
@@ -166,9 +172,8 @@ bool predict_flat(const std::string& algorithm, const CodecFigures& codec, const
       p.wire_seconds = all_to_all_wire(w, group, links);
       p.codec_seconds = e * b + n * d * b;
       // The sizes to every rank, then the messages to every rank.
-      p.seconds = 2.0 * (n - 1) * link.latency_s +
-                  (step_latency(group, links, w) - link.latency_s) + p.wire_seconds +
-                  p.codec_seconds;
+      p.seconds = all_to_all_latency(group, links, 0) + all_to_all_latency(group, links, w) +
+                  p.wire_seconds + p.codec_seconds;
     }
   } else if (algorithm == "randomk" || algorithm == "powersgd") {
     // Encode (selection, or PowerSGD's products), exact rings of the small payload (PowerSGD:

@@ -5,8 +5,9 @@
 // no codec calls, so tests feed it figures of their own.
 //
 // Each algorithm is modelled as it is written (collectives/compressed/*.cpp):
-//   bytes on the busiest link / bandwidth + messages in sequence * latency (a rank that sends to
-//   n - 1 peers issues n - 1 messages one after another), and the codec work
+//   bytes on the busiest link / bandwidth + messages in sequence * latency (over a network the
+//   messages a rank posts to its n - 1 peers at once share one latency; over shared memory its
+//   cores copy them one after another), and the codec work
 //   on one rank (encode and decode seconds per byte of fp32 input, times the bytes it touches).
 // Pipelined algorithms (the dense ring, sra, the compressed ring) overlap a network's wire time
 // with the codec work: max(wire, codec) plus one piece of the smaller as the pipeline's fill.
