@@ -14,8 +14,8 @@
 #   .gpu-deps/prefix/                   the unpacked prefix: usr/..., nccl/include/nccl.h,
 #                                       src/nccl-tests, env.sh (source it: sets CMAKE_PREFIX_PATH,
 #                                       PKG_CONFIG_PATH, LD_LIBRARY_PATH, TERSE_DEPS_PREFIX)
-#   .gpu-deps/carry/terse-gpu-deps.tar.xz   the prefix packed: carry `.gpu-deps/carry` to the
-#                                       GPU machine; perf/gpu_check.sh unpacks it there
+#   .gpu-deps/carry/terse-gpu-deps.tar.xz   the prefix packed: copy `.gpu-deps/carry` into the
+#                                       GPU machine's checkout; perf/gpu_check.sh unpacks it
 set -euo pipefail
 
 max_mib=50
@@ -250,4 +250,4 @@ if [ $((packed_kib / 1024)) -ge "$max_mib" ]; then
   echo "gpu_deps.sh: .gpu-deps/carry is over $max_mib MiB: too large to carry" >&2
   exit 1
 fi
-echo "gpu_deps.sh: on the GPU machine: carry [\".gpu-deps/carry\"], run: bash perf/gpu_check.sh"
+echo "gpu_deps.sh: copy .gpu-deps/carry into the GPU machine's checkout and run bash perf/gpu_check.sh there"

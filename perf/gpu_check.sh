@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 12 in one command, for a GPU machine with CUDA, CMake, a compiler and
+# PyTorch but no network and none of terse's libraries: builds terse against the prefix that
+# perf/gpu_deps.sh prepared (carried as .gpu-deps/carry), then runs, each step timed and bounded:
+#   build       configure (Release, CUDA architecture of the present GPU) and build the targets used
+#   tests       the GPU tests (ctest -R 'Gpu|Device|device|fake_cudart'; they skip without a GPU)
+#   codec_perf  every codec's device kernels against a device-to-device copy (perf/codec_gpu_perf),
+#               and on the CPU (codec_perf)
+#   allreduce   device-buffer allreduces, several processes on one GPU, through torch.distributed
+#               under LD_PRELOAD=libterse.so TERSE_MODE=engine (tests/pytorch/allreduce_check.py),
+#               and perf/all_reduce_perf with device buffers when it has them
+#   ddp         tests/pytorch/ddp_train.py: DDP training, uncompressed, int8 and topk, compared
+#   nccl_tests  nccl-tests' own all_reduce_perf built from source (NCCL_TESTS_DIR, the prefix's
+#               src/nccl-tests, or ./nccl-tests), under LD_PRELOAD=libterse.so
+# Figures go to perf/results/gpu_check/<UTC time>/ and a dated section is appended to
+# perf/RESULTS.md; with OUT (or GPU_CHECK_OUT) set, gpu_check.tar.gz (both) and summary.md are
+# copied there too.
+#
+# Usage: bash perf/gpu_check.sh [--quick|--full] [--only STEP,...] [--skip STEP,...]
+#                               [--build-dir DIR] [--budget-s SECONDS]
+#   --quick (default) fits one 10-minute command with the build; --full runs larger sizes/steps.
+#   --budget-s (default 560): a step that would start with less than its own minimum left is
+#   skipped, and said so, rather than cut off with everything after it.
+# Environment: TERSE_DEPS_PREFIX (default .gpu-deps/prefix, unpacked from .gpu-deps/carry when
+# absent), NCCL_TESTS_DIR, CUDA_HOME, GPU_CHECK_NPROC (processes on the GPU, default 4),
+# GPU_CHECK_ARCH (CUDA architecture, default the GPU's), GPU_CHECK_TARGETS and
+# GPU_CHECK_TEST_TARGETS (what the build step builds), PYTHON (the one with torch).
+set -euo pipefail
+
+started_at=$SECONDS
+mode=quick
+only=""
+skip=""
+build_dir="build-gpu"
+budget_s=560
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) mode=quick; shift ;;
+    --full) mode=full; shift ;;
+    --only) only=",${2:?--only needs a list},"; shift 2 ;;
+    --skip) skip=",${2:?--skip needs a list},"; shift 2 ;;
+    --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift 2 ;;
+    --budget-s) budget_s="${2:?--budget-s needs seconds}"; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+results="perf/results/gpu_check/$stamp"
+mkdir -p "$results"
+build="$(mkdir -p "$build_dir" && cd "$build_dir" && pwd)"
+nproc_gpu="${GPU_CHECK_NPROC:-4}"
+jobs="$(nproc)"
+log() { echo "gpu_check.sh: $*" | tee -a "$results/steps.log"; }
+
+# --- the prefix of Debian packages ---------------------------------------------------------
+prefix="${TERSE_DEPS_PREFIX:-$repo/.gpu-deps/prefix}"
+if [ ! -f "$prefix/env.sh" ]; then
+  archive="$(find "$repo/.gpu-deps/carry" -name '*.tar.xz' 2>/dev/null | head -1 || true)"
+  if [ -n "$archive" ]; then
+    log "unpacking $archive"
+    if command -v xz >/dev/null; then
+      tar -C "$repo/.gpu-deps" -xJf "$archive"
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$archive" "$repo/.gpu-deps"
+    fi
+    prefix="$repo/.gpu-deps/prefix"
+  fi
+fi
+if [ -f "$prefix/env.sh" ]; then
+  # shellcheck source=/dev/null
+  source "$prefix/env.sh"
+  log "dependencies from $TERSE_DEPS_PREFIX"
+elif pkg-config --exists ucx hwloc libibverbs openblas re2 2>/dev/null; then
+  log "no prefix ($prefix); building against the system's packages"
+else
+  echo "gpu_check.sh: no prefix at $prefix and no .gpu-deps/carry/*.tar.xz: run perf/gpu_deps.sh where packages can be installed and carry .gpu-deps/carry" >&2
+  exit 1
+fi
+
+# --- CUDA ----------------------------------------------------------------------------------
+nvcc="$(command -v nvcc || true)"
+for candidate in "${CUDA_HOME:-}/bin/nvcc" /usr/local/cuda/bin/nvcc; do
+  [ -z "$nvcc" ] && [ -x "$candidate" ] && nvcc="$candidate"
+done
+[ -n "$nvcc" ] || { echo "gpu_check.sh: no nvcc (PATH, CUDA_HOME, /usr/local/cuda)" >&2; exit 1; }
+cuda_root="$(cd "$(dirname "$nvcc")/.." && pwd)"
+export PATH="$cuda_root/bin:$PATH"
+arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .' || true)"
+[ -n "$arch" ] || arch=90
+arch="${GPU_CHECK_ARCH:-$arch}"  # e.g. 80-real, to try the script on a machine without a GPU
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU seen by nvidia-smi')"
+python="${PYTHON:-python3}"
+
+{
+  echo "date (UTC): $stamp"
+  echo "mode: $mode"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo 'unknown (no .git here)')"
+  echo "gpu: $gpu_name (compute capability $arch)"
+  nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/driver, memory: /' || true
+  echo "nvcc: $nvcc ($("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
+  echo "cmake: $(cmake --version | head -1)"
+  echo "compiler: $(c++ --version 2>/dev/null | head -1)"
+  echo "cpus: $jobs"
+  "$python" -c 'import torch; print("torch:", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else None, "gpus", torch.cuda.device_count())' 2>&1 || echo "torch: not importable"
+} >"$results/facts.txt" 2>&1
+cat "$results/facts.txt"
+
+# --- steps ---------------------------------------------------------------------------------
+declare -a step_rows=()
+failures=0
+wanted() { [[ -z "$only" || "$only" == *",$1,"* ]] && [[ "$skip" != *",$1,"* ]]; }
+# run_step NAME MIN_SECONDS FUNCTION: runs FUNCTION unless unwanted or out of time; records it.
+run_step() {
+  local name="$1" min_s="$2" fn="$3" left status t0
+  if ! wanted "$name"; then return 0; fi
+  left=$((budget_s - (SECONDS - started_at)))
+  if [ "$left" -lt "$min_s" ]; then
+    log "$name: skipped, ${left}s left of the budget and it needs about ${min_s}s"
+    step_rows+=("| $name | skipped (out of time) | 0 |")
+    return 0
+  fi
+  log "$name: starting (${left}s left)"
+  t0=$SECONDS
+  if "$fn" "$left"; then status=passed; else status=FAILED; failures=$((failures + 1)); fi
+  log "$name: $status in $((SECONDS - t0))s"
+  step_rows+=("| $name | $status | $((SECONDS - t0)) |")
+}
+# bounded SECONDS LOG COMMAND...: the command's output to LOG (and the terminal), killed at SECONDS.
+bounded() {
+  local seconds="$1" logfile="$2"
+  shift 2
+  set -o pipefail
+  timeout --kill-after=10 "$seconds" "$@" 2>&1 | tee "$logfile"
+}
+time_left() { echo $((budget_s - (SECONDS - started_at))); }
+
+terse_lib="$build/plugin/libterse.so"
+have_target() { grep -Eq "(^|[ .])$1(:| |$)" "$build/.targets" 2>/dev/null; }
+
+step_build() {
+  local generator=() core=() tests=() keep_going=(-k) target
+  if [ -f "$build/CMakeCache.txt" ] && ! grep -q "^CMAKE_CUDA_ARCHITECTURES:.*=$arch\$" "$build/CMakeCache.txt"; then
+    rm -rf "$build" && mkdir -p "$build"
+  fi
+  # Ninja where present, unless the folder was configured with another generator.
+  if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$build/CMakeCache.txt" 2>/dev/null \
+     || { [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; }; then
+    generator=(-G Ninja)
+    keep_going=(-k 0)
+  fi
+  bounded "$(time_left)" "$results/configure.log" cmake -S "$repo" -B "$build" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DTERSE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DTERSE_DEPS_PREFIX="${TERSE_DEPS_PREFIX:-}" \
+    -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null || return 1
+  cmake --build "$build" --target help >"$build/.targets" 2>/dev/null || true
+  # Only what the later steps run: libterse and the benchmarks first, then the GPU tests'
+  # binaries, going on past one that fails to build (its tests then count as failed).
+  for target in ${GPU_CHECK_TARGETS:-terse codec_gpu_perf codec_perf all_reduce_perf}; do
+    have_target "$target" && core+=("$target")
+  done
+  for target in ${GPU_CHECK_TEST_TARGETS:-codec_tests plugin_tests fake_cudart compressed_device_tests compressed_fake_device_tests plugin_wrap_tests}; do
+    have_target "$target" && tests+=("$target")
+  done
+  log "building ${core[*]}, then ${tests[*]}"
+  if ! bounded "$(time_left)" "$results/build.log" cmake --build "$build" -j"$jobs" \
+       --target "${core[@]}" >/dev/null; then
+    grep -E 'error' "$results/build.log" | head -20
+    return 1
+  fi
+  [ ${#tests[@]} -eq 0 ] && return 0
+  if ! bounded "$(time_left)" "$results/build_tests.log" cmake --build "$build" -j"$jobs" \
+       --target "${tests[@]}" -- "${keep_going[@]}" >/dev/null; then
+    grep -E 'error' "$results/build_tests.log" | head -20
+    return 1
+  fi
+}
+
+step_tests() {
+  local left="$1"
+  bounded $((left - 10)) "$results/ctest.log" ctest --test-dir "$build" -R 'Gpu|Device|device|fake_cudart' \
+    -E '_NOT_BUILT' --output-on-failure --timeout 300 -j4 >/dev/null
+  local rc=$?
+  # The verdict, the tests that failed or did not run, and how many skipped (saying why in the
+  # log): a GPU run should skip none but those needing two GPUs.
+  {
+    grep -E 'tests passed|tests failed|\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted)\)' \
+      "$results/ctest.log" || true
+    echo "skipped: $(grep -c '(Skipped)' "$results/ctest.log" || true) tests"
+  } >"$results/ctest_summary.txt"
+  cat "$results/ctest_summary.txt"
+  return $rc
+}
+
+step_codec_perf() {
+  local left="$1" n=16M iters=3 gpu_n=64M gpu_iters=10 rc=0
+  [ "$mode" = full ] && n=64M && iters=10 && gpu_n=256M && gpu_iters=20
+  # The codecs' device kernels against a device-to-device copy (issue 12's 0.7x / 0.3x figure).
+  if [ -x "$build/perf/codec_gpu_perf" ]; then
+    bounded $((left / 2)) "$results/codec_gpu_perf.txt" "$build/perf/codec_gpu_perf" \
+      -n "$gpu_n" -i "$gpu_iters" >/dev/null || rc=1
+  else
+    log "codec_perf: no perf/codec_gpu_perf in this tree; the CPU codecs only"
+  fi
+  # The same codecs on the CPU, for comparison (and the planner's figures).
+  bounded $((left / 2 - 5)) "$results/codec_perf.txt" "$build/perf/codec_perf" -n "$n" \
+    -i "$iters" -c 'none;fp16;bf16;int8;int4;qsgd;sign;terngrad;topk;powersgd' >/dev/null || rc=1
+  return $rc
+}
+
+step_allreduce() {
+  local left="$1" sizes="1M,16M,64M" rc=0 help device_flag
+  [ "$mode" = full ] && sizes="256K,1M,4M,16M,64M,256M"
+  bounded $((left / 2)) "$results/allreduce_torch.txt" env LD_PRELOAD="$terse_lib" \
+    TERSE_MODE=engine PYTHONUNBUFFERED=1 "$python" tests/pytorch/allreduce_check.py \
+    --nproc "$nproc_gpu" --sizes "$sizes" --codecs none,int8,topk --iters 10 \
+    --out "$results/allreduce" >/dev/null || rc=1
+  # perf/all_reduce_perf with device buffers, where it has them (its -h says how).
+  help="$("$build/perf/all_reduce_perf" -h 2>&1 || true)"
+  device_flag="$(grep -oE -- '(-[A-Za-z] device|--device[-a-z]*|--memory[ =]device)' <<<"$help" | head -1 || true)"
+  if [ -n "$device_flag" ]; then
+    for codec in none int8 topk; do
+      # shellcheck disable=SC2086  # the flag is one or two words
+      bounded 120 "$results/all_reduce_perf_device_$codec.txt" env TERSE_SOCKET_IFNAME=lo \
+        perf/launch.sh "$nproc_gpu" "$build/perf/all_reduce_perf" $device_flag -b 1M -e 64M -f 4 \
+        -Z "$codec" -J "$results/all_reduce_perf_device_$codec.json" >/dev/null || rc=1
+    done
+  else
+    log "allreduce: perf/all_reduce_perf has no device-buffer flag in -h; torch's device buffers only"
+  fi
+  return $rc
+}
+
+step_ddp() {
+  local left="$1" steps=300
+  [ "$mode" = full ] && steps=1000
+  bounded $((left - 5)) "$results/ddp_train.txt" env LD_PRELOAD="$terse_lib" TERSE_MODE=engine \
+    PYTHONUNBUFFERED=1 "$python" tests/pytorch/ddp_train.py --nproc "$nproc_gpu" \
+    --steps "$steps" --codecs none,int8,topk --device cuda --out "$results/ddp" >/dev/null
+}
+
+# The real libnccl.so.2 of this machine (PyTorch's wheel, the system, CUDA's folder), if any.
+real_nccl() {
+  local found
+  found="$("$python" -c 'import os, nvidia.nccl as n; d = os.path.join(list(n.__path__)[0], "lib"); print(os.path.join(d, "libnccl.so.2"))' 2>/dev/null || true)"
+  [ -n "$found" ] && [ -e "$found" ] && { echo "$found"; return; }
+  found="$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')"
+  [ -n "$found" ] && { echo "$found"; return; }
+  for found in "$cuda_root"/lib64/libnccl.so.2 "$cuda_root"/lib/libnccl.so.2; do
+    [ -e "$found" ] && { echo "$found"; return; }
+  done
+}
+
+step_nccl_tests() {
+  local left="$1" src="${NCCL_TESTS_DIR:-}" out="$build/nccl-tests" mpi=0 mpi_home="" rc=0
+  [ -n "$src" ] || { [ -f "$prefix/src/nccl-tests/src/all_reduce.cu" ] && src="$prefix/src/nccl-tests"; }
+  [ -n "$src" ] || { [ -f "$repo/nccl-tests/src/all_reduce.cu" ] && src="$repo/nccl-tests"; }
+  if [ -z "$src" ]; then
+    log "nccl_tests: no sources (NCCL_TESTS_DIR, the prefix's src/nccl-tests, ./nccl-tests): not run"
+    echo "no nccl-tests sources" >"$results/nccl_tests.txt"
+    return 0
+  fi
+  # With MPI where the machine has it (several processes on the GPU), else one process.
+  # nccl-tests looks in MPI_HOME/include and lib; Debian's Open MPI is elsewhere, so the wrapper's
+  # own -I and -L go through CPATH and LIBRARY_PATH (which nvcc's host compiler and ld read).
+  local mpi_cpath="" mpi_libpath="" flag
+  if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+    mpi=1
+    mpi_home="$(dirname "$(dirname "$(command -v mpicc)")")"
+    for flag in $(mpicc -show 2>/dev/null || mpicc --showme 2>/dev/null || true); do
+      case "$flag" in
+        -I*) mpi_cpath="$mpi_cpath${mpi_cpath:+:}${flag#-I}" ;;
+        -L*) mpi_libpath="$mpi_libpath${mpi_libpath:+:}${flag#-L}" ;;
+      esac
+    done
+  fi
+  # nccl.h: the prefix's (the version terse implements). The binary links the machine's real
+  # libnccl, as an application does, and LD_PRELOAD puts terse in front of it; where there is
+  # none, it links libterse itself.
+  local real lib_dirs
+  real="$(real_nccl)"
+  mkdir -p "$out/nccl/include" "$out/nccl/lib"
+  cp "${TERSE_DEPS_PREFIX:-$cuda_root}/nccl/include/nccl.h" "$out/nccl/include/" 2>/dev/null \
+    || cp "$cuda_root/include/nccl.h" "$out/nccl/include/"
+  if [ -n "$real" ]; then
+    ln -sf "$real" "$out/nccl/lib/libnccl.so"
+    lib_dirs="$(dirname "$real")"
+    log "nccl_tests: linked to the real $real, terse by LD_PRELOAD"
+  else
+    ln -sf "$terse_lib" "$out/nccl/lib/libnccl.so"
+    lib_dirs="$(dirname "$terse_lib")"
+    log "nccl_tests: no real libnccl.so.2 here; linked to libterse"
+  fi
+  bounded $((left / 2)) "$results/nccl_tests_build.log" env CPATH="$mpi_cpath" \
+    LIBRARY_PATH="$mpi_libpath" make -C "$src/src" -j"$jobs" \
+    BUILDDIR="$out/build" CUDA_HOME="$cuda_root" NCCL_HOME="$out/nccl" MPI="$mpi" \
+    MPI_HOME="$mpi_home" NVCC_GENCODE="-gencode=arch=compute_${arch%-real},code=sm_${arch%-real}" \
+    "$out/build/all_reduce_perf" >/dev/null || { log "nccl_tests: build failed"; return 1; }
+  local binary="$out/build/all_reduce_perf" size=(-b 8 -e 64M -f 8) codec
+  [ "$mode" = full ] && size=(-b 8 -e 256M -f 4)
+  for codec in none int8; do
+    local vars=(LD_PRELOAD="$terse_lib" TERSE_MODE=engine TERSE_SOCKET_IFNAME=lo
+                NCCL_TESTS_DEVICE=0 LD_LIBRARY_PATH="$lib_dirs:${LD_LIBRARY_PATH:-}")
+    local exports=(-x LD_PRELOAD -x TERSE_MODE -x TERSE_SOCKET_IFNAME -x NCCL_TESTS_DEVICE
+                   -x LD_LIBRARY_PATH)
+    [ "$codec" = none ] || { vars+=(TERSE_CODEC="$codec"); exports+=(-x TERSE_CODEC); }
+    if [ "$mpi" = 1 ]; then
+      # Every process on GPU 0 (NCCL_TESTS_DEVICE): terse's engine lets ranks share it.
+      local launcher=(mpirun -np "$nproc_gpu")  # MPICH's passes the environment by itself
+      if mpirun --version 2>&1 | grep -q 'Open MPI'; then
+        launcher=(mpirun --allow-run-as-root --oversubscribe -np "$nproc_gpu" "${exports[@]}")
+      fi
+      bounded 150 "$results/nccl_tests_$codec.txt" env "${vars[@]}" "${launcher[@]}" \
+        "$binary" "${size[@]}" -g 1 -c 1 >/dev/null || rc=1
+    else
+      # One process, one GPU, one rank: nccl-tests' own checks of device buffers through terse.
+      bounded 120 "$results/nccl_tests_$codec.txt" env "${vars[@]}" "$binary" "${size[@]}" -g 1 -c 1 \
+        >/dev/null || rc=1
+    fi
+  done
+  return $rc
+}
+
+run_step build 120 step_build
+if wanted build && [ ! -f "$terse_lib" ]; then
+  log "no libterse.so: stopping after the build"
+else
+  run_step tests 60 step_tests
+  run_step codec_perf 30 step_codec_perf
+  run_step allreduce 60 step_allreduce
+  run_step ddp 60 step_ddp
+  run_step nccl_tests 90 step_nccl_tests
+fi
+
+# --- the record ----------------------------------------------------------------------------
+# shellcheck disable=SC2016  # backquotes are Markdown here
+excerpt() {  # excerpt TITLE FILE LINES: a fenced excerpt of a result file, if there is one
+  [ -s "$2" ] || return 0
+  printf '\n%s (`%s`):\n\n```\n' "$1" "${2#"$repo/"}"
+  grep -vE '^\s*$' "$2" | tail -n "$3"
+  printf '```\n'
+}
+# shellcheck disable=SC2016  # backquotes are Markdown here
+{
+  printf '\n## GPU check, %s (`perf/gpu_check.sh --%s`)\n\n' "$stamp" "$mode"
+  printf 'Machine: %s, %s CPUs. ' "$gpu_name" "$jobs"
+  sed -n 's/^torch: /torch /p; s/^nvcc: .*(\(.*\))/CUDA \1/p' "$results/facts.txt" | paste -sd ',' - | sed 's/,/, /g' | tr -d '\n'
+  printf '. Raw output: `%s/`.\n\n| step | result | seconds |\n| --- | --- | --- |\n' "$results"
+  printf '%s\n' "${step_rows[@]}"
+  excerpt "GPU tests" "$results/ctest_summary.txt" 30
+  excerpt "Codecs on the GPU against a device-to-device copy" "$results/codec_gpu_perf.txt" 30
+  excerpt "Codecs on the CPU" "$results/codec_perf.txt" 30
+  excerpt "Device-buffer allreduces, $nproc_gpu processes on one GPU, torch.distributed under LD_PRELOAD" "$results/allreduce_torch.txt" 20
+  for f in "$results"/all_reduce_perf_device_*.txt "$results"/nccl_tests_*.txt; do
+    [ -e "$f" ] && excerpt "$(basename "$f" .txt)" "$f" 25
+  done
+  excerpt "DDP training (tests/pytorch/ddp_train.py)" "$results/ddp_train.txt" 12
+} >"$results/summary.md"
+cat "$results/summary.md" >>perf/RESULTS.md
+log "figures in $results, section appended to perf/RESULTS.md"
+out="${GPU_CHECK_OUT:-${OUT:-}}"
+if [ -n "$out" ] && [ -d "$out" ]; then
+  tar -czf "$out/gpu_check.tar.gz" "$results"
+  cp "$results/summary.md" "$out/summary.md"
+  log "copied to $out: gpu_check.tar.gz (tar -xzf it in the repository root), summary.md"
+fi
+log "total $((SECONDS - started_at))s, $failures step(s) failed"
+[ "$failures" -eq 0 ]
