@@ -22,7 +22,7 @@ import re
 import sys
 
 PLAN = re.compile(r"\((\d+) x (float|half|bfloat16)\).*?"
-                  r"(?:plan: |is predicted fastest, )(\S+) (\S+) \S+ ms \(predicted: (.*)\)\s*$")
+                  r"(?:plan: |is predicted fastest, )(\S+) (\S+) (\S+) ms(?: \(predicted: (.*)\))?\s*$")
 ELEMENT_BYTES = {"float": 4, "half": 2, "bfloat16": 2}
 
 
@@ -49,18 +49,20 @@ def logged_plans(log_path):
         return plans
     with open(log_path, errors="replace") as handle:
         for line in handle:
-            match = PLAN.search(line) if "(predicted: " in line else None
+            match = PLAN.search(line)
             if not match:
                 continue
             size = int(match.group(1)) * ELEMENT_BYTES[match.group(2)]
             if size in plans:
                 continue
-            candidates = {}
-            for entry in match.group(5).split(", "):  # a spec's own commas have no space
+            chosen = plan_name(codec_name(match.group(3)), match.group(4))
+            # An uncompressed plan names only the dense algorithm the communicator runs, without
+            # a list of the others.
+            candidates = {chosen: float(match.group(5)) * 1e-3}
+            for entry in (match.group(6) or "").split(", "):  # a spec's own commas have no space
                 parts = entry.rsplit(" ", 3)  # codec, algorithm, value, "ms"
                 if len(parts) == 4 and parts[3] == "ms":
                     candidates[plan_name(codec_name(parts[0]), parts[1])] = float(parts[2]) * 1e-3
-            chosen = plan_name(codec_name(match.group(3)), match.group(4))
             plans[size] = (chosen, candidates)
     return plans
 
