@@ -2,7 +2,7 @@
 // user's call and fills this; the communicator assigns the operation sequence and runs the
 // algorithm the selector picked. Buffers are host memory here (device buffers are staged
 // through pinned host memory by the API layer, plugin/device_staging.h, before the engine sees
-// them).
+// them), except for an allreduce that comes with `device` (device_buffers.h).
 #pragma once
 
 #include <nccl.h>
@@ -19,6 +19,7 @@
 namespace terse {
 
 class Transport;
+class DeviceBuffers;
 
 // What terseAllReduceTensor says about a tensor (include/terse/terse.h: terseTensor).
 struct TensorRequest {
@@ -61,6 +62,9 @@ struct CollectiveArgs {
   // stages device buffers through host memory (0: `recv`).
   std::shared_ptr<const TensorRequest> tensor;
   uint64_t tensor_address = 0;
+  // Allreduce only: non-null when send and recv are device memory (device_buffers.h says where
+  // the engine then runs the call). Null: host memory.
+  DeviceBuffers* device = nullptr;
 };
 
 // What an algorithm runs with: one rank's transport, the operation number that keeps its

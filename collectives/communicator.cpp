@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/device_buffers.h"
 #include "collectives/operation_numbers.h"
 #include "collectives/settings_agreement.h"
 #include "common/env.h"
@@ -269,7 +270,13 @@ ncclResult_t Communicator::run_locked(const CollectiveArgs& args, const Algorith
               context.sequence);
   const uint64_t sent_before = transport_->bytes_sent();
   const auto start = std::chrono::steady_clock::now();
-  const ncclResult_t result = algorithm->run(args, context);
+  // Device buffers the compressed path did not take: the dense algorithms run on host memory
+  // (device_buffers.h).
+  CollectiveArgs host = args;
+  ncclResult_t result = ncclSuccess;
+  if (args.device != nullptr) result = args.device->stage_in(&host);
+  if (result == ncclSuccess) result = algorithm->run(host, context);
+  if (result == ncclSuccess && args.device != nullptr) result = args.device->stage_out();
   if (result != ncclSuccess) {
     break_with(result);
     return result;

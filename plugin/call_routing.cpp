@@ -52,6 +52,18 @@ ncclResult_t check_not_broken(const Communicator& engine) {
               engine.rank(), engine.async_error_message().c_str());
 }
 
+// Whether a call outside a group goes to the device backend (backend_route.h): an allreduce of
+// device buffers that the engine expects to run there. A PreMulSum scalar in device memory is
+// read from the staging, so such calls stay staged.
+ncclResult_t takes_backend_route(Communicator* engine, const QueuedCall& call, bool* backend) {
+  *backend = false;
+  if (!call.on_device || call.args.kind != CollectiveKind::kAllReduce || call.args.count == 0 ||
+      call.device_scalar != nullptr) {
+    return ncclSuccess;
+  }
+  return engine->compression()->predicts_backend(call.args, backend);
+}
+
 struct CommunicatorCalls {
   ncclComm* comm = nullptr;
   std::vector<QueuedCall> calls;
@@ -143,6 +155,9 @@ ncclResult_t route_call(ncclComm* comm, const QueuedCall& call) {
     staging = existing_staging(comm);
   }
   if (staging == nullptr) return engine->run(call.args);
+  bool backend = false;
+  TERSE_CHECK(takes_backend_route(engine, call, &backend));
+  if (backend) return staging->run_on_backend(call);
   std::shared_ptr<DeviceStaging::Batch> batch;
   TERSE_CHECK(staging->stage_inputs({call}, &batch));
   TERSE_CHECK(staging->stage_outputs(batch));

@@ -3,7 +3,10 @@
 // - Host buffers on a communicator without staging: the engine, at once (outside a group) or
 //   through the engine's group at ncclGroupEnd, exactly as before device buffers existed.
 // - Device buffers: the communicator's DeviceStaging (device_staging.h), created at its first
-//   device call; the call returns once its copies are enqueued on the stream.
+//   device call; the call returns once its copies are enqueued on the stream. A lone allreduce
+//   the engine expects to compress with an algorithm and codec the device backend runs goes to
+//   the backend instead (backend_route.h: only encoded messages are copied); inside a group
+//   every call is staged.
 // - Any call on a communicator that has staging: through its stream proxy, so that the engine
 //   sees that communicator's operations in issue order on every rank. Host-buffer calls are
 //   waited for (they complete before returning, as always); count-0 calls are queued and not

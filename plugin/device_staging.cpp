@@ -142,6 +142,7 @@ DeviceStaging::~DeviceStaging() {
     proxy_.reset();
   }
   CurrentDevice current(device_);
+  backend_.reset();  // after the proxy: nothing runs on it any more
   for (cudaEvent_t event : events_) cudaEventDestroy(event);
   if (pinned_ != nullptr) pinned_->free_when_idle(Deadline::after_seconds(timeout_seconds_));
 }
@@ -170,6 +171,63 @@ ncclResult_t DeviceStaging::cancel(Batch& batch, ncclResult_t result) {
   pinned_->leak(batch.block);
   StreamProxy::mark_ready(batch.unit);
   return result;
+}
+
+ncclResult_t DeviceStaging::refuse_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const cudaError_t error = cudaStreamIsCapturing(stream, &capture);
+  if (error != cudaSuccess) return cuda_failure(error, "cudaStreamIsCapturing", device_);
+  if (capture != cudaStreamCaptureStatusNone) {
+    return fail(ncclInvalidUsage,
+                "stream %p is capturing a CUDA graph: terse runs device-buffer collectives through "
+                "host-side work (its stream proxy) that a graph cannot replay",
+                static_cast<void*>(stream));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t DeviceStaging::run_on_backend(const QueuedCall& call) {
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
+  CurrentDevice current(device_);
+  if (current.result() != cudaSuccess) {
+    return cuda_failure(current.result(), "cudaSetDevice for the communicator's device", device_);
+  }
+  TERSE_CHECK(refuse_capture(call.stream));
+  if (backend_ == nullptr) TERSE_CHECK(BackendRoute::create(engine_, device_, pinned_, &backend_));
+  // Set before the unit is marked ready, read by the proxy after (as Batch::cancelled).
+  struct Cancel {
+    bool cancelled = false;
+    ncclResult_t result = ncclSuccess;
+    std::string message;
+  };
+  auto cancel = std::make_shared<Cancel>();
+  Communicator* engine = engine_;
+  BackendRoute* route = backend_.get();
+  const CollectiveArgs args = call.args;
+  auto work = [engine, route, args, cancel]() -> ncclResult_t {
+    const ncclResult_t result =
+        cancel->cancelled ? fail(cancel->result, "%s", cancel->message.c_str()) : route->run(args);
+    // The caller already returned success: a failure reaches ncclCommGetAsyncError.
+    if (result != ncclSuccess) engine->break_with(result);
+    return result;
+  };
+  std::shared_ptr<StreamProxy::Unit> unit;
+  uint32_t sequence = 0;
+  TERSE_CHECK(proxy_->enqueue(work, /*ready=*/false, &unit, &sequence));
+  auto* ticket = new std::shared_ptr<StreamProxy::Unit>(unit);
+  cudaError_t error = cudaLaunchHostFunc(call.stream, inputs_staged, ticket);
+  if (error != cudaSuccess) {
+    delete ticket;
+    cancel->cancelled = true;
+    cancel->result = cuda_failure(error, "cudaLaunchHostFunc", device_);
+    cancel->message = last_error();
+    StreamProxy::mark_ready(unit);
+    return cancel->result;
+  }
+  const ncclResult_t waited = waiter_->wait(call.stream, sequence);
+  // Without the wait the stream would read the result early: the communicator is broken.
+  if (waited != ncclSuccess) engine_->break_with(waited);
+  return waited;
 }
 
 ncclResult_t DeviceStaging::stage_inputs(std::vector<QueuedCall> calls,
@@ -209,17 +267,7 @@ ncclResult_t DeviceStaging::stage_inputs(std::vector<QueuedCall> calls,
                           device_);
     }
   }
-  for (cudaStream_t stream : batch->streams) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    const cudaError_t error = cudaStreamIsCapturing(stream, &capture);
-    if (error != cudaSuccess) return cuda_failure(error, "cudaStreamIsCapturing", device_);
-    if (capture != cudaStreamCaptureStatusNone) {
-      return fail(ncclInvalidUsage,
-                  "stream %p is capturing a CUDA graph: terse stages device buffers through "
-                  "host-side work that a graph cannot replay",
-                  static_cast<void*>(stream));
-    }
-  }
+  for (cudaStream_t stream : batch->streams) TERSE_CHECK(refuse_capture(stream));
   if (batch->has_device_calls) {
     const ncclResult_t acquired = pinned_->acquire(total, &batch->block);
     if (acquired != ncclSuccess) {
@@ -300,6 +348,11 @@ ncclResult_t DeviceStaging::stage_inputs(std::vector<QueuedCall> calls,
       return cancel(*batch, cuda_failure(error, "cudaMemcpyAsync of a PreMulSum scalar", device_));
     }
   }
+  uint64_t staged_in = 0;
+  for (size_t i = 0; i < batch->calls.size(); ++i) {
+    if (batch->calls[i].on_device) staged_in += batch->layouts[i].input.bytes;
+  }
+  engine_->compression()->count_staging_copies(staged_in, 0);
   cudaStream_t first = batch->streams.front();
   for (size_t j = 1; j < batch->streams.size(); ++j) {
     cudaEvent_t event = nullptr;
@@ -342,6 +395,12 @@ ncclResult_t DeviceStaging::stage_outputs(const std::shared_ptr<Batch>& batch) {
       }
     }
     if (result == ncclSuccess) {
+      uint64_t staged_out = 0;
+      for (size_t i = 0; i < batch->calls.size(); ++i) {
+        const QueuedCall& call = batch->calls[i];
+        if (call.on_device && call.stream == stream) staged_out += batch->layouts[i].output.bytes;
+      }
+      engine_->compression()->count_staging_copies(0, staged_out);
       auto* ticket = new std::shared_ptr<Batch>(batch);
       const cudaError_t error = cudaLaunchHostFunc(stream, outputs_copied, ticket);
       if (error != cudaSuccess) {
@@ -379,6 +438,10 @@ ncclResult_t DeviceStaging::stage_inputs(std::vector<QueuedCall>, std::shared_pt
 
 ncclResult_t DeviceStaging::stage_outputs(const std::shared_ptr<Batch>&) {
   return fail(ncclInvalidUsage, "terse was built without CUDA: no device staging");
+}
+
+ncclResult_t DeviceStaging::run_on_backend(const QueuedCall&) {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
 }
 
 #endif  // TERSE_HAVE_CUDA

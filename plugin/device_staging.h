@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "collectives/collective_args.h"
+#include "plugin/backend_route.h"
 #include "plugin/pinned_staging.h"
 #include "plugin/staging_layout.h"
 #include "plugin/stream_proxy.h"
@@ -85,12 +86,19 @@ class DeviceStaging {
   static ncclResult_t wait(const std::shared_ptr<Batch>& batch);
   static bool has_device_calls(const Batch& batch);
 
+  // A lone allreduce of device buffers on the device backend instead (backend_route.h): on
+  // the stream, a host function that marks it ready and the wait for the proxy; no copies of
+  // the tensor. Returns once those are enqueued.
+  ncclResult_t run_on_backend(const QueuedCall& call);
+
  private:
   DeviceStaging() = default;
   ncclResult_t join_event(size_t index, cudaEvent_t* event);
   // Marks the batch failed and lets the proxy fail it (breaking the communicator and
   // publishing its sequence). Returns `result`.
   ncclResult_t cancel(Batch& batch, ncclResult_t result);
+  // ncclInvalidUsage naming `stream` when it is capturing a CUDA graph.
+  ncclResult_t refuse_capture(cudaStream_t stream);
 
   Communicator* engine_ = nullptr;
   int device_ = -1;
@@ -100,6 +108,8 @@ class DeviceStaging {
   std::unique_ptr<StreamProxy> proxy_;
   std::mutex enqueue_mutex_;         // one batch's enqueues at a time
   std::vector<cudaEvent_t> events_;  // the join's events, reused batch after batch
+  // Made at the first call routed to the device backend; used by the proxy alone.
+  std::unique_ptr<BackendRoute> backend_;
 };
 
 }  // namespace terse

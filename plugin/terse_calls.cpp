@@ -89,6 +89,8 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) try
   terse::copy_text(now.last_inner_algorithm, stats->last_inner_algorithm,
                    sizeof(stats->last_inner_algorithm));
   stats->last_predicted_seconds = now.last_predicted_seconds;
+  stats->pcie_bytes_to_host = now.pcie_bytes_to_host;
+  stats->pcie_bytes_to_device = now.pcie_bytes_to_device;
   return ncclSuccess;
 } catch (...) {
   return terse::result_of_current_exception("terseCommGetStats");

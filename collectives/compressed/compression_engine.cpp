@@ -9,6 +9,8 @@
 #include <iterator>
 
 #include "codecs/codec_registry.h"
+#include "collectives/compressed/execution_backend.h"
+#include "collectives/device_buffers.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
@@ -256,13 +258,20 @@ void CompressionEngine::forget_idle_tensors() {
   }
 }
 
+bool CompressionEngine::backend_runs(const Plan& plan) {
+  return plan.compressed && plan.algorithm->any_memory &&
+         plan.codec->family() == CodecFamily::kDense;
+}
+
 bool CompressionEngine::needs_entry(const Plan& plan) const {
   return plan.decision.memory != MemoryKind::kNone ||
          plan.codec->stateful(plan.key.count, plan.dtype, plan.shape);
 }
 
-EntryOptions CompressionEngine::entry_options(const Plan& plan) const {
+EntryOptions CompressionEngine::entry_options(const Plan& plan, Memory memory, void* stream) const {
   EntryOptions options;
+  options.memory = memory;
+  options.stream = stream;
   options.shape = plan.shape;
   if (plan.decision.memory == MemoryKind::kResidual) {
     options.stage_count = plan.call.stage_elements;
@@ -356,11 +365,17 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
           : 0;
   if (!plan.compressed) return ncclSuccess;
 
+  // Device buffers run on the device backend when the plan allows it, with their residual in
+  // device memory; otherwise staged through host memory below (device_buffers.h).
+  DeviceBuffers* device = args.device;
   std::shared_ptr<ResidualEntry> entry;
   if (needs_entry(plan)) {
     Admission admission;
+    const bool on_device = device != nullptr && backend_runs(plan);
     TERSE_CHECK(residuals_->acquire(plan.key, *plan.codec, plan.decision.memory,
-                                    entry_options(plan), &entry, &admission));
+                                    entry_options(plan, on_device ? Memory::kDevice : Memory::kHost,
+                                                  on_device ? device->stream() : nullptr),
+                                    &entry, &admission));
     if (entry == nullptr) {
       TERSE_CHECK(fall_back(admission, &plan));
       if (!plan.compressed) return ncclSuccess;  // the caller runs the dense allreduce
@@ -368,6 +383,8 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
       note_admitted(plan.key);
     }
   }
+  const bool on_backend = device != nullptr && backend_runs(plan);
+  const bool staged = device != nullptr && !on_backend;
 
   CompressedArgs compressed;
   compressed.send = args.send;
@@ -393,6 +410,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed_context.scratch = &scratch_;
   CompressionCounters counters;
   compressed_context.counters = &counters;
+  compressed_context.backend = on_backend ? device->backend() : nullptr;
 
   *handled = true;
   const uint64_t sent_before = transport_->bytes_sent();
@@ -401,8 +419,17 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   // residual resets) never waits for a transfer. The communicator's call lock keeps its other
   // calls out, and what the run uses stays put: codecs are never removed, the entry is shared.
   lock.unlock();
-  const ncclResult_t result =
-      run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
+  ncclResult_t result = ncclSuccess;
+  if (staged) {
+    CollectiveArgs host = args;
+    result = device->stage_in(&host);
+    compressed.send = host.send;
+    compressed.recv = host.recv;
+  }
+  if (result == ncclSuccess) {
+    result = run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
+  }
+  if (result == ncclSuccess && staged) result = device->stage_out();
   lock.lock();
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
@@ -463,6 +490,8 @@ void CompressionEngine::record(const std::string& codec, const std::string& algo
   row->encode_seconds += counters.encode_seconds;
   row->decode_seconds += counters.decode_seconds;
   row->seconds += seconds;
+  stats_.pcie_bytes_to_host += counters.pcie_bytes_to_host;
+  stats_.pcie_bytes_to_device += counters.pcie_bytes_to_device;
   ++stats_.calls;
   if (compressed) ++stats_.compressed_calls;
   stats_.last_codec = codec;
@@ -497,6 +526,30 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
                                        std::string* algorithm) {
   std::lock_guard<std::mutex> lock(mutex_);
   Plan plan;
+  TERSE_CHECK(predict(args, &plan));
+  *codec = plan.compressed ? plan.codec->spec() : "none";
+  *algorithm = plan.compressed ? plan.algorithm->name : "";
+  return ncclSuccess;
+}
+
+ncclResult_t CompressionEngine::predicts_backend(const CollectiveArgs& args, bool* backend) {
+  *backend = false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
+  Plan plan;
+  TERSE_CHECK(predict(args, &plan));
+  *backend = backend_runs(plan);
+  return ncclSuccess;
+}
+
+void CompressionEngine::count_staging_copies(uint64_t to_host, uint64_t to_device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.pcie_bytes_to_host += to_host;
+  stats_.pcie_bytes_to_device += to_device;
+}
+
+ncclResult_t CompressionEngine::predict(const CollectiveArgs& args, Plan* out) {
+  Plan& plan = *out;
   TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
   // As allreduce() would find residual memory at that step (an entry of the tensor that exists
   // counts as admitted).
@@ -508,8 +561,6 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
       TERSE_CHECK(switch_to_fallback(&plan, /*may_agree=*/false, &path));
     }
   }
-  *codec = plan.compressed ? plan.codec->spec() : "none";
-  *algorithm = plan.compressed ? plan.algorithm->name : "";
   return ncclSuccess;
 }
 

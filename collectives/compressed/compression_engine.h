@@ -93,6 +93,11 @@ struct CompressionStats {
   uint64_t fallback_calls = 0;
   // Tensors residual memory did not admit, each counted once (when its WARN was written).
   uint64_t residual_refused = 0;
+  // Bytes copied between device and host memory for collectives on device buffers: encoded
+  // messages where the device backend ran an allreduce, whole tensors where a call was staged
+  // (count_staging_copies).
+  uint64_t pcie_bytes_to_host = 0;
+  uint64_t pcie_bytes_to_device = 0;
 };
 
 // Pipeline pieces of the compressed algorithms, in bytes of fp32 input
@@ -131,6 +136,16 @@ class CompressionEngine {
   ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const char* runner,
                                      bool* elsewhere);
 
+  // Device buffers (collectives/device_buffers.h): whether allreduce() would run `args` on the
+  // device backend at the tensor's next step, as this rank sees it now (no agreement: the
+  // algorithm's codec speeds may not be agreed yet, and calls queued before it have not moved
+  // the tensor's step yet). A prediction for the API layer's choice of route only; allreduce()
+  // decides on its own plan, alike on every rank.
+  ncclResult_t predicts_backend(const CollectiveArgs& args, bool* backend);
+  // Bytes the API layer copied between device and host memory for this communicator's calls
+  // (its staging of whole tensors), for the statistics.
+  void count_staging_copies(uint64_t to_host, uint64_t to_device);
+
   // The C API (terse.h).
   CompressionStats stats() const;
   void reset_stats();
@@ -159,7 +174,7 @@ class CompressionEngine {
   struct Plan {
     bool compressed = false;
     bool automatic = false;  // the rule said auto (the planner chose the codec or none)
-    std::string why;  // for the log when not compressed
+    std::string why;         // for the log when not compressed
     Decision decision;
     Codec* codec = nullptr;
     const CompressedAlgorithmInfo* algorithm = nullptr;
@@ -187,7 +202,16 @@ class CompressionEngine {
   // Whether `plan` keeps a residual entry (memory other than none, or a codec with state), and
   // the entry it asks residual memory for.
   bool needs_entry(const Plan& plan) const;
-  EntryOptions entry_options(const Plan& plan) const;
+  // `memory`, `stream`: where the call's residual lives (EntryOptions).
+  EntryOptions entry_options(const Plan& plan, Memory memory = Memory::kHost,
+                             void* stream = nullptr) const;
+  // Whether the device backend runs `plan` on device buffers: a compressed plan whose algorithm
+  // is written against the execution backend with a dense codec. Depends on the plan alone,
+  // never on memory kinds, so every rank's plan is the same whatever its buffers.
+  static bool backend_runs(const Plan& plan);
+  // decide()'s plan (mutex_ held): the plan at the tensor's next step, its fallback when
+  // residual memory would not admit it now.
+  ncclResult_t predict(const CollectiveArgs& args, Plan* plan);
   // Turns `plan` into its rule's fallback: the fallback codec with memory none when the rule
   // names one and the algorithm can run it, else uncompressed; `path` says which, for messages.
   ncclResult_t switch_to_fallback(Plan* plan, bool may_agree, std::string* path);

@@ -122,6 +122,13 @@ typedef struct {
    * the call, in seconds (TERSE_DEBUG=INFO logs every candidate's prediction, once per tensor). */
   char last_inner_algorithm[TERSE_NAME_BYTES];
   double last_predicted_seconds;
+  /* Bytes copied between the GPU and host memory for this communicator's collectives on device
+   * buffers (CUDA builds): where the device backend runs a compressed allreduce, its encoded
+   * messages only (those it sends copied to the host, those it receives copied to the device);
+   * where a call is staged through pinned host memory, its whole inputs to the host and its
+   * whole outputs to the device. 0 for host buffers. Zeroed by terseCommResetStats. */
+  uint64_t pcie_bytes_to_host;
+  uint64_t pcie_bytes_to_device;
 } terseStats;
 
 /* Copies the communicator's statistics into *stats. */

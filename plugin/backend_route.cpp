@@ -1,0 +1,154 @@
+#include "plugin/backend_route.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <utility>
+
+#include "collectives/communicator.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "plugin/buffer_placement.h"
+
+#if TERSE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace terse {
+
+ncclResult_t make_device_compute(std::unique_ptr<DeviceCompute>* out) {
+  const char* library = std::getenv("TERSE_TEST_DEVICE_COMPUTE");
+  if (library == nullptr || *library == '\0') return make_cuda_compute(out);
+  // Kept loaded for the process: the kernels it makes live as long as their communicators.
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    return fail(ncclInvalidArgument, "TERSE_TEST_DEVICE_COMPUTE=%s cannot be loaded: %s", library,
+                dlerror());
+  }
+  using Factory = DeviceCompute* (*)();
+  auto factory = reinterpret_cast<Factory>(dlsym(handle, "terse_test_make_device_compute"));
+  if (factory == nullptr) {
+    return fail(ncclInvalidArgument,
+                "TERSE_TEST_DEVICE_COMPUTE=%s has no terse_test_make_device_compute", library);
+  }
+  out->reset(factory());
+  TERSE_INFO("device backend: kernels from TERSE_TEST_DEVICE_COMPUTE=%s (a test's)", library);
+  return ncclSuccess;
+}
+
+#if TERSE_HAVE_CUDA
+
+namespace {
+
+cudaStream_t cuda(void* stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+ncclResult_t cuda_failure(cudaError_t error, const char* what, int device) {
+  cudaGetLastError();  // not sticky: leave the application's next call a clean slate
+  return fail(ncclUnhandledCudaError, "device %d: %s failed: %s", device, what,
+              cudaGetErrorString(error));
+}
+
+}  // namespace
+
+ncclResult_t BackendRoute::create(Communicator* engine, int device,
+                                  std::shared_ptr<PinnedStaging> pinned,
+                                  std::unique_ptr<BackendRoute>* out) {
+  std::unique_ptr<BackendRoute> route(new BackendRoute());
+  route->engine_ = engine;
+  route->device_ = device;
+  route->pinned_ = std::move(pinned);
+  cudaStream_t stream = nullptr;
+  const cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (error != cudaSuccess) return cuda_failure(error, "cudaStreamCreateWithFlags", device);
+  route->stream_ = stream;
+  std::unique_ptr<DeviceCompute> compute;
+  TERSE_CHECK(make_device_compute(&compute));
+  TERSE_CHECK(CudaBackend::create(stream, std::move(compute), &route->backend_));
+  *out = std::move(route);
+  return ncclSuccess;
+}
+
+BackendRoute::~BackendRoute() {
+  backend_.reset();
+  if (stream_ != nullptr) cudaStreamDestroy(cuda(stream_));
+}
+
+ncclResult_t BackendRoute::run(const CollectiveArgs& args) {
+  // The proxy's thread: the backend's stream and memory belong to the communicator's device.
+  const cudaError_t error = cudaSetDevice(device_);
+  if (error != cudaSuccess)
+    return cuda_failure(error, "cudaSetDevice on the stream proxy", device_);
+  CollectiveArgs call = args;
+  call.device = this;
+  const ncclResult_t result = engine_->run(call);
+  release_block();  // a staged call that failed between stage_in and stage_out
+  return result;
+}
+
+ncclResult_t BackendRoute::stage_in(CollectiveArgs* args) {
+  const BufferBytes bytes = buffer_bytes(*args, engine_->rank(), engine_->nranks());
+  layout_ = plan_staging(reinterpret_cast<uintptr_t>(args->send), bytes.send,
+                         reinterpret_cast<uintptr_t>(args->recv), bytes.recv);
+  TERSE_CHECK(pinned_->acquire(layout_.bytes, &block_));
+  args->send = block_.data + layout_.send_offset;
+  args->recv = block_.data + layout_.recv_offset;
+  const StagingCopy& input = layout_.input;
+  if (input.bytes == 0) return ncclSuccess;
+  cudaError_t error = cudaMemcpyAsync(block_.data + input.staging_offset,
+                                      reinterpret_cast<const void*>(input.device), input.bytes,
+                                      cudaMemcpyDefault, cuda(stream_));
+  if (error == cudaSuccess) error = cudaStreamSynchronize(cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "staging an input to the host", device_);
+  engine_->compression()->count_staging_copies(input.bytes, 0);
+  return ncclSuccess;
+}
+
+ncclResult_t BackendRoute::stage_out() {
+  const StagingCopy& output = layout_.output;
+  if (output.bytes > 0) {
+    cudaError_t error =
+        cudaMemcpyAsync(reinterpret_cast<void*>(output.device), block_.data + output.staging_offset,
+                        output.bytes, cudaMemcpyDefault, cuda(stream_));
+    if (error == cudaSuccess) error = cudaStreamSynchronize(cuda(stream_));
+    if (error != cudaSuccess) return cuda_failure(error, "copying a result to the device", device_);
+    engine_->compression()->count_staging_copies(0, output.bytes);
+  }
+  release_block();
+  return ncclSuccess;
+}
+
+void BackendRoute::release_block() {
+  if (block_.data == nullptr) return;
+  // A failed copy may still be in flight: the block goes back only once the stream is idle.
+  if (cudaStreamSynchronize(cuda(stream_)) == cudaSuccess) {
+    pinned_->release(block_);
+  } else {
+    cudaGetLastError();
+    pinned_->leak(block_);
+  }
+  block_ = PinnedStaging::Block{};
+}
+
+#else  // !TERSE_HAVE_CUDA
+
+ncclResult_t BackendRoute::create(Communicator*, int, std::shared_ptr<PinnedStaging>,
+                                  std::unique_ptr<BackendRoute>*) {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
+}
+BackendRoute::~BackendRoute() = default;
+ncclResult_t BackendRoute::run(const CollectiveArgs&) {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
+}
+ncclResult_t BackendRoute::stage_in(CollectiveArgs*) {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
+}
+ncclResult_t BackendRoute::stage_out() {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
+}
+void BackendRoute::release_block() {}
+
+#endif  // TERSE_HAVE_CUDA
+
+}  // namespace terse

@@ -1,0 +1,76 @@
+// The route of a lone allreduce of device buffers that the compression engine expects to run on
+// the CUDA execution backend (collectives/compressed/cuda_backend.h): the tensor stays on the
+// device and only encoded messages cross PCIe (issue 12, DESIGN.md section 3).
+//
+// On the caller's stream (DeviceStaging::run_on_backend): a host function that marks the call
+// ready on the communicator's stream proxy, then a wait until the proxy publishes the call's
+// sequence (stream_wait.h), exactly as the staging path orders its copies; the caller returns
+// at once. The proxy runs the call (run) once the host function ran, so everything the caller
+// enqueued before it has completed: the backend's own stream needs no event from the caller's.
+// The engine then plans the call as on every rank and either runs it on the backend (waiting
+// on its events only, the result in place before the sequence is published) or, for a plan the
+// backend cannot run (the prediction that chose this route was made before earlier calls had
+// moved the tensor's step, or without agreed codec speeds), copies the whole tensor through
+// pinned host memory on this route's stream (stage_in, stage_out: the staging path's work, done
+// by the proxy). Either way the caller's later stream work waits for the published sequence.
+//
+// The kernels: the codecs' (make_cuda_compute), or for tests without a GPU the DeviceCompute a
+// test library makes: TERSE_TEST_DEVICE_COMPUTE names a shared library whose
+// `terse_test_make_device_compute` returns one (tests/compressed/device/emulated_compute.h).
+// Nothing of this is exported from libterse.
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+
+#include "collectives/collective_args.h"
+#include "collectives/compressed/cuda_backend.h"
+#include "collectives/device_buffers.h"
+#include "plugin/pinned_staging.h"
+#include "plugin/staging_layout.h"
+
+namespace terse {
+
+class Communicator;
+
+class BackendRoute final : public DeviceBuffers {
+ public:
+  // For `engine`, whose device is `device` (current on the calling thread): a stream of its own
+  // and the backend on it.
+  static ncclResult_t create(Communicator* engine, int device,
+                             std::shared_ptr<PinnedStaging> pinned,
+                             std::unique_ptr<BackendRoute>* out);
+  // Frees the backend and its stream; no call may be running.
+  ~BackendRoute() override;
+  BackendRoute(const BackendRoute&) = delete;
+  BackendRoute& operator=(const BackendRoute&) = delete;
+
+  // On the stream proxy, one call at a time: the engine's allreduce of `args` (device
+  // buffers). Returns once the result is in args.recv.
+  ncclResult_t run(const CollectiveArgs& args);
+
+  ExecutionBackend* backend() override { return backend_.get(); }
+  void* stream() override { return stream_; }
+  ncclResult_t stage_in(CollectiveArgs* args) override;
+  ncclResult_t stage_out() override;
+
+ private:
+  BackendRoute() = default;
+  // Waits for the stream and gives the staging block back, if one is held.
+  void release_block();
+
+  Communicator* engine_ = nullptr;
+  int device_ = -1;
+  void* stream_ = nullptr;  // cudaStream_t
+  std::unique_ptr<CudaBackend> backend_;
+  std::shared_ptr<PinnedStaging> pinned_;
+  // The call being staged (stage_in until stage_out).
+  PinnedStaging::Block block_;
+  StagingLayout layout_;
+};
+
+// The DeviceCompute of a new backend: TERSE_TEST_DEVICE_COMPUTE's, else the real kernels.
+ncclResult_t make_device_compute(std::unique_ptr<DeviceCompute>* out);
+
+}  // namespace terse

@@ -1,0 +1,328 @@
+// Device-buffer allreduces that libterse runs on its CUDA execution backend
+// (plugin/backend_route.h), through the NCCL API as an application makes them: results equal to
+// the reference model (tests/model) bit for bit, only encoded messages across PCIe
+// (terseCommGetStats), the caller's stream order, the caller returning before its stream ran, and
+// a rank with host buffers beside one with device buffers. Plans the backend cannot run are
+// staged, whole tensors counted.
+//
+// Runs on a GPU with the real kernels, and without one under the fake CUDA runtime with the
+// emulated kernels (CTest's plugin_device_backend_on_fake_cudart sets LD_LIBRARY_PATH and
+// TERSE_TEST_DEVICE_COMPUTE); skips where no CUDA device is visible.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <terse/terse.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codecs/codec_registry.h"
+#include "model/compressed_model.h"
+#include "plugin/plugin_ranks.h"
+
+namespace {
+
+using plugin_test::run_ranks;
+using terse::DType;
+
+bool have_device() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return devices > 0;
+}
+
+#define REQUIRE_DEVICE() \
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: the device backend's route is not tested"
+
+// Sets an environment variable for a scope (before any rank thread starts), restoring it after.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    const char* old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+float input_value(int rank, uint64_t step, size_t i) {
+  return static_cast<float>(((i * 37 + rank * 101 + step * 7) % 1000) / 250.0 - 2.0) *
+         (1.0f + 0.25f * static_cast<float>(rank));
+}
+
+// What one rank did in one call.
+struct RankCall {
+  std::vector<uint8_t> output;
+  terseStats stats{};
+  std::string error;
+};
+
+// Each step, every rank: its input into its buffer (device: a copy on its stream, then a
+// pattern over the output, both work the collective must follow), ncclAllReduce, the output
+// copied back on the stream (work that must see the result), a stream synchronize.
+// device[r]: whether rank r uses device buffers.
+std::vector<std::vector<RankCall>> run_steps(const std::vector<bool>& device, size_t count,
+                                             int steps, bool in_place) {
+  const int n = static_cast<int>(device.size());
+  std::vector<std::vector<RankCall>> calls(static_cast<size_t>(steps),
+                                           std::vector<RankCall>(static_cast<size_t>(n)));
+  const size_t bytes = count * sizeof(float);
+  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
+    cudaStream_t stream = nullptr;
+    void* send = nullptr;
+    void* recv = nullptr;
+    std::vector<float> host_send(count), host_recv(count);
+    const bool on_device = device[static_cast<size_t>(rank)];
+    if (on_device &&
+        (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+         cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess)) {
+      calls[0][static_cast<size_t>(rank)].error = "CUDA setup failed";
+      return;
+    }
+    for (int step = 0; step < steps; ++step) {
+      RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(rank)];
+      std::vector<float> input(count);
+      for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
+      ncclResult_t result = ncclSuccess;
+      if (on_device) {
+        void* out = in_place ? send : recv;
+        cudaMemcpyAsync(send, input.data(), bytes, cudaMemcpyHostToDevice, stream);
+        if (!in_place) cudaMemsetAsync(recv, 0x7f, bytes, stream);
+        result = ncclAllReduce(send, out, count, ncclFloat32, ncclSum, comm, stream);
+        call.output.resize(bytes);
+        cudaMemcpyAsync(call.output.data(), out, bytes, cudaMemcpyDeviceToHost, stream);
+        if (cudaStreamSynchronize(stream) != cudaSuccess) call.error = "cudaStreamSynchronize";
+      } else {
+        host_send = input;
+        float* out = in_place ? host_send.data() : host_recv.data();
+        result = ncclAllReduce(host_send.data(), out, count, ncclFloat32, ncclSum, comm, nullptr);
+        call.output.assign(reinterpret_cast<uint8_t*>(out),
+                           reinterpret_cast<uint8_t*>(out) + bytes);
+      }
+      if (result != ncclSuccess)
+        call.error = std::string("ncclAllReduce: ") + ncclGetLastError(comm);
+      if (terseCommGetStats(comm, &call.stats) != ncclSuccess) call.error = "terseCommGetStats";
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      if (async != ncclSuccess) call.error = std::string("async: ") + ncclGetLastError(comm);
+    }
+    if (on_device) {
+      cudaFree(send);
+      cudaFree(recv);
+      cudaStreamDestroy(stream);
+    }
+  });
+  if (!failure.empty()) calls[0][0].error = failure;
+  return calls;
+}
+
+// The model's result for `step` of the calls, from the inputs the ranks used and the seed, step
+// and piece size the statistics report (the same on every rank).
+terse::model::Expected model_step(terse::model::CompressedModel* model, int n, size_t count,
+                                  int step, const terseStats& stats) {
+  std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> input(count);
+    for (size_t i = 0; i < count; ++i) input[i] = input_value(r, step, i);
+    inputs[static_cast<size_t>(r)].resize(count * sizeof(float));
+    std::memcpy(inputs[static_cast<size_t>(r)].data(), input.data(), count * sizeof(float));
+  }
+  terse::model::CallSpec spec;
+  spec.algorithm = stats.last_algorithm;
+  spec.dtype = DType::kFloat32;
+  spec.count = count;
+  spec.seed = stats.last_seed;
+  spec.step = stats.last_step;
+  spec.piece_bytes = stats.last_piece_bytes;
+  return model->call(spec, inputs);
+}
+
+// Bytes rank `rank` of `n` copies in one scatter-reduce-allgather of `count` fp32 elements, one
+// piece per chunk, from the layout alone: to the host its encode of every chunk and the re-encode
+// of its own; to the device the n encodes of its chunk and the n owners' chunks.
+void sra_pcie_bytes(const terse::Codec& codec, size_t count, int n, int rank, uint64_t* to_host,
+                    uint64_t* to_device) {
+  const auto chunk_bytes = [&](int j) {
+    const size_t elements = count / n + (static_cast<size_t>(j) < count % n ? 1 : 0);
+    return static_cast<uint64_t>(codec.wire_bytes(elements, DType::kFloat32, terse::MatrixShape{}));
+  };
+  *to_host = chunk_bytes(rank);
+  *to_device = static_cast<uint64_t>(n) * chunk_bytes(rank);
+  for (int j = 0; j < n; ++j) {
+    *to_host += chunk_bytes(j);
+    *to_device += chunk_bytes(j);
+  }
+}
+
+std::unique_ptr<terse::Codec> make_codec(const std::string& spec) {
+  std::string name;
+  terse::CodecParams params;
+  std::unique_ptr<terse::Codec> codec;
+  if (terse::parse_codec_spec(spec, &name, &params) != ncclSuccess ||
+      terse::create_codec(name, params, &codec) != ncclSuccess) {
+    return nullptr;
+  }
+  return codec;
+}
+
+// int8 over sra on `device` (one flag per rank), three steps with error feedback: every rank's
+// result is the model's bit for bit, and each device rank copied exactly sra's encoded messages.
+void expect_int8_sra(const std::vector<bool>& device, bool in_place) {
+  ScopedEnvironment codec("TERSE_CODEC", "int8");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+  const int n = static_cast<int>(device.size());
+  const size_t count = 20000 + static_cast<size_t>(n);  // chunks of unequal sizes
+  const int steps = 3;
+  const auto calls = run_steps(device, count, steps, in_place);
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  const std::unique_ptr<terse::Codec> int8 = make_codec("int8");
+  ASSERT_NE(int8, nullptr);
+  uint64_t before_host[8] = {}, before_device[8] = {};
+  for (int step = 0; step < steps; ++step) {
+    for (int r = 0; r < n; ++r) {
+      const RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(r)];
+      ASSERT_EQ(call.error, "") << "rank " << r << " step " << step;
+      EXPECT_STREQ(call.stats.last_algorithm, "sra");
+    }
+    const terseStats& stats = calls[static_cast<size_t>(step)][0].stats;
+    const terse::model::Expected expected = model_step(&model, n, count, step, stats);
+    for (int r = 0; r < n; ++r) {
+      const RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(r)];
+      const terse::model::Comparison c =
+          terse::model::compare(expected, DType::kFloat32, call.output.data(), count);
+      EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
+      uint64_t to_host = 0, to_device = 0;
+      if (device[static_cast<size_t>(r)]) sra_pcie_bytes(*int8, count, n, r, &to_host, &to_device);
+      EXPECT_EQ(call.stats.pcie_bytes_to_host - before_host[r], to_host) << "rank " << r;
+      EXPECT_EQ(call.stats.pcie_bytes_to_device - before_device[r], to_device) << "rank " << r;
+      // Far below the tensor's bytes: a staged call would copy all of them each way.
+      EXPECT_LT(to_host, count * sizeof(float) / 2);
+      before_host[r] = call.stats.pcie_bytes_to_host;
+      before_device[r] = call.stats.pcie_bytes_to_device;
+    }
+  }
+}
+
+TEST(PluginDeviceBackendRoute, Int8OnTwoRanksEqualsTheModelAndCopiesOnlyMessages) {
+  REQUIRE_DEVICE();
+  expect_int8_sra({true, true}, /*in_place=*/false);
+}
+
+TEST(PluginDeviceBackendRoute, Int8OnThreeRanksInPlaceEqualsTheModel) {
+  REQUIRE_DEVICE();
+  expect_int8_sra({true, true, true}, /*in_place=*/true);
+}
+
+// The plan, and so the messages, do not depend on where a rank's buffers are.
+TEST(PluginDeviceBackendRoute, HostBufferRankAndDeviceBufferRankAgree) {
+  REQUIRE_DEVICE();
+  expect_int8_sra({false, true}, /*in_place=*/false);
+  expect_int8_sra({true, false, true}, /*in_place=*/false);
+}
+
+// A plan the backend does not run (the compressed ring) is staged: the whole tensor crosses
+// each way, and the result is still the model's.
+TEST(PluginDeviceBackendRoute, OtherAlgorithmsAreStagedWholeTensorsCounted) {
+  REQUIRE_DEVICE();
+  ScopedEnvironment codec("TERSE_CODEC", "int8");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "ring");
+  const size_t count = 5000;
+  const auto calls = run_steps({true, true}, count, 1, false);
+  terse::model::CompressedModel model("int8", 2, terse::MemoryKind::kResidual);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(calls[0][static_cast<size_t>(r)].error, "");
+  const terse::model::Expected expected = model_step(&model, 2, count, 0, calls[0][0].stats);
+  for (int r = 0; r < 2; ++r) {
+    const RankCall& call = calls[0][static_cast<size_t>(r)];
+    EXPECT_STREQ(call.stats.last_algorithm, "ring");
+    EXPECT_EQ(
+        terse::model::compare(expected, DType::kFloat32, call.output.data(), count).mismatches, 0u);
+    EXPECT_EQ(call.stats.pcie_bytes_to_host, count * sizeof(float));
+    EXPECT_EQ(call.stats.pcie_bytes_to_device, count * sizeof(float));
+  }
+}
+
+// The call returns before its stream reaches it: each rank's stream is held by a host function
+// that the test releases only after ncclAllReduce returned (a call that waited for its stream
+// would return only when the gate gives up, and fail here); the result still follows the
+// upload enqueued before the gate.
+TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
+  REQUIRE_DEVICE();
+  ScopedEnvironment codec("TERSE_CODEC", "int8");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+  const int n = 2;
+  const size_t count = 4096;
+  enum GateState : int { kClosed = 0, kPassed = 1, kGaveUp = 2 };
+  struct Gate {
+    std::atomic<bool> open{false};
+    std::atomic<int> state{kClosed};
+  };
+  Gate gates[n];
+  std::vector<std::vector<uint8_t>> outputs(n, std::vector<uint8_t>(count * sizeof(float)));
+  std::vector<std::string> errors(n);
+  std::vector<terseStats> stats(n);
+  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
+    cudaStream_t stream = nullptr;
+    void* data = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    cudaMalloc(&data, count * sizeof(float));
+    std::vector<float> input(count);
+    for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, 0, i);
+    auto hold = [](void* argument) {
+      Gate* held = static_cast<Gate*>(argument);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!held->open.load() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      held->state = held->open.load() ? kPassed : kGaveUp;
+    };
+    cudaLaunchHostFunc(stream, hold, &gates[rank]);
+    cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
+    const ncclResult_t result =
+        ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
+    if (gates[rank].state.load() != kClosed) errors[rank] = "returned after its stream ran";
+    gates[rank].open = true;
+    if (result != ncclSuccess) errors[rank] = ncclGetLastError(comm);
+    cudaMemcpyAsync(outputs[rank].data(), data, count * sizeof(float), cudaMemcpyDeviceToHost,
+                    stream);
+    cudaStreamSynchronize(stream);
+    terseCommGetStats(comm, &stats[rank]);
+    cudaFree(data);
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_EQ(failure, "");
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  const terse::model::Expected expected = model_step(&model, n, count, 0, stats[0]);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(gates[r].state.load(), kPassed) << "rank " << r;
+    EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, outputs[r].data(), count).mismatches,
+              0u)
+        << "rank " << r;
+    EXPECT_LT(stats[r].pcie_bytes_to_host, count * sizeof(float) / 2) << "staged, not the backend";
+  }
+}
+
+}  // namespace
