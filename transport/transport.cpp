@@ -86,6 +86,17 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
   });
   TERSE_CHECK(UcxContext::create(nranks, nullptr, &transport->context_, net_devices));
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
+  // Every buffer terse hands UCX is host memory, and each request says so (post_send,
+  // post_recv): device-buffer collectives are staged, and the device backend copies its encoded
+  // messages into pinned host memory. Where UCX takes CUDA memory those messages could stay on
+  // the device; terse does not do that yet, so the answer is only reported.
+  static std::once_flag memory_logged;
+  std::call_once(memory_logged, [&] {
+    TERSE_INFO(
+        "transport: UCX %s CUDA device memory; messages of device-buffer collectives go "
+        "through pinned host memory (declared UCS_MEMORY_TYPE_HOST)",
+        transport->context_->supports_cuda_memory() ? "supports" : "does not support");
+  });
   if (error_mode != UcxErrorModeSetting::kPeer && getenv("UCX_TLS") == nullptr) {
     // Best effort: without it, ranks on this host use the network worker.
     if (UcxContext::create(nranks, kLocalTransports, &transport->local_context_, std::string(),

@@ -71,6 +71,13 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transpor
   return ncclSuccess;
 }
 
+bool UcxContext::supports_cuda_memory() const {
+  ucp_context_attr_t attributes{};
+  attributes.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(context_, &attributes) != UCS_OK) return false;
+  return (attributes.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 UcxContext::~UcxContext() {
   ucp_cleanup(context_);
 }

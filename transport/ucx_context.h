@@ -37,6 +37,11 @@ class UcxContext {
 
   ucp_context_h handle() const { return context_; }
 
+  // Whether this UCX build and configuration take CUDA device memory in its requests
+  // (ucp_context_query: UCS_MEMORY_TYPE_CUDA among the memory types). Without it a message in
+  // device memory must be copied to host memory before UCX sees it.
+  bool supports_cuda_memory() const;
+
  private:
   explicit UcxContext(ucp_context_h context) : context_(context) {}
   ucp_context_h context_;
