@@ -65,7 +65,9 @@ ncclResult_t BackendRoute::create(Communicator* engine, int device,
   route->stream_ = stream;
   std::unique_ptr<DeviceCompute> compute;
   TERSE_CHECK(make_device_compute(&compute));
-  TERSE_CHECK(CudaBackend::create(stream, std::move(compute), &route->backend_));
+  std::unique_ptr<CudaBackend> backend;
+  TERSE_CHECK(CudaBackend::create(stream, std::move(compute), &backend));
+  route->backend_ = std::move(backend);
   *out = std::move(route);
   return ncclSuccess;
 }

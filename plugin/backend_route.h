@@ -63,7 +63,8 @@ class BackendRoute final : public DeviceBuffers {
   Communicator* engine_ = nullptr;
   int device_ = -1;
   void* stream_ = nullptr;  // cudaStream_t
-  std::unique_ptr<CudaBackend> backend_;
+  // A CudaBackend, held by its interface: builds without CUDA define no CudaBackend destructor.
+  std::unique_ptr<ExecutionBackend> backend_;
   std::shared_ptr<PinnedStaging> pinned_;
   // The call being staged (stage_in until stage_out).
   PinnedStaging::Block block_;
