@@ -49,7 +49,7 @@ struct CollectiveTest {
   CallCounts (*counts)(size_t count, size_t element_bytes, int nranks);
   double (*bus_factor)(int nranks);
   ncclResult_t (*launch)(const void* send, void* recv, size_t count, ncclDataType_t type,
-                         ncclRedOp_t op, int root, ncclComm_t comm);
+                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
   // What element `index` of the checked output (recv + rank * recv_in_place in place) must be.
   Expectation (*expected)(const CheckContext& context, size_t index);
 };

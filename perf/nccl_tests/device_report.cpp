@@ -17,10 +17,10 @@ constexpr size_t kLineBytes = 256;
 
 }  // namespace
 
-void report_devices(RankContext& context, int device) {
+void report_devices(RankContext& context, int device, const std::string& gpu) {
   char line[kLineBytes] = {};
   const std::string text =
-      device_line(context.rank, 0, static_cast<int>(getpid()), short_host_name(), device);
+      device_line(context.rank, 0, static_cast<int>(getpid()), short_host_name(), device, gpu);
   strncpy(line, text.c_str(), kLineBytes - 1);
   std::vector<char> lines(kLineBytes * static_cast<size_t>(context.nranks));
   {

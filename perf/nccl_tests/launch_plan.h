@@ -8,8 +8,8 @@
 //     NCCL_COMM_ID already set wins);
 //   - otherwise one process.
 // Each process runs -t ranks as threads: nranks = processes * threads, and thread t of process
-// p is rank p * threads + t. LOCAL_RANK (or Open MPI's local rank) only numbers the device
-// column.
+// p is rank p * threads + t. LOCAL_RANK (or Open MPI's local rank) numbers the device column
+// and, with device buffers, picks the GPU (buffer_memory.h).
 #pragma once
 
 #include <functional>

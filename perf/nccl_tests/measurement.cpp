@@ -45,12 +45,12 @@ bool compresses(const RankContext& context, const RowCase& row) {
 void launch_call(RankContext& context, const RowCase& row, bool in_place, int iteration) {
   const size_t element = row.type.bytes;
   const size_t span = std::max(row.counts.send, row.counts.recv) * element;
-  const size_t positions = span == 0 ? 1 : std::max<size_t>(context.buffers.capacity / span, 1);
+  const size_t positions = span == 0 ? 1 : std::max<size_t>(context.buffers.capacity() / span, 1);
   const size_t shift = span * (static_cast<size_t>(iteration) % positions);
-  char* recv_base = context.buffers.recv.get() + shift;
+  char* recv_base = context.buffers.recv() + shift;
   const size_t rank = static_cast<size_t>(context.rank);
   const char* send = in_place ? recv_base + rank * row.counts.send_in_place * element
-                              : context.buffers.send.get() + shift;
+                              : context.buffers.send() + shift;
   char* recv = recv_base + (in_place ? rank * row.counts.recv_in_place * element : 0);
 
   ncclRedOp_t op = builtin_op(row.op);
@@ -65,7 +65,7 @@ void launch_call(RankContext& context, const RowCase& row, bool in_place, int it
   {
     CallTimer timer(context.slot, context.test.name);
     TERSE_PERF_NCCL(context.test.launch(send, recv, row.counts.param, row.type.type, op, row.root,
-                                        context.comm));
+                                        context.comm, static_cast<cudaStream_t>(context.stream)));
   }
   if (premul) TERSE_PERF_NCCL(ncclRedOpDestroy(op, context.comm));
 }
@@ -76,6 +76,8 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
   const bool checked = options.check > 0 && (!in_place || context.test.checks_in_place);
   if (checked) prepare_row_inputs(context, row, in_place);
   launch_call(context, row, in_place, 0);
+  // With device buffers the call may return before its stream ran: the timing starts once it has.
+  context.buffers.synchronize();
   context.sync.barrier();
 
   // Compressed allreduces: the statistics around the timed calls give the traffic figures.
@@ -88,14 +90,25 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
     for (int call = 0; call < options.agg_iters; ++call) {
       launch_call(context, row, in_place, iter * options.agg_iters + call);
       // Inside a group the barrier would only be queued: it follows the group instead.
-      if (options.blocking == 1 && options.agg_iters == 1) context.sync.barrier();
+      if (options.blocking == 1 && options.agg_iters == 1) {
+        context.buffers.synchronize();  // -z 1 waits for the call, as nccl-tests does
+        context.sync.barrier();
+      }
     }
     if (options.agg_iters > 1) {
-      CallTimer timer(context.slot, context.test.name);
-      TERSE_PERF_NCCL(ncclGroupEnd());
-      if (options.blocking == 1) context.sync.barrier();
+      {
+        CallTimer timer(context.slot, context.test.name);
+        TERSE_PERF_NCCL(ncclGroupEnd());
+      }
+      if (options.blocking == 1) {
+        context.buffers.synchronize();
+        context.sync.barrier();
+      }
     }
   }
+  // The batch ends when the last call's stream has run it, as nccl-tests' cudaStreamSynchronize
+  // after its timed loop: device-buffer calls return once queued.
+  context.buffers.synchronize();
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   CompressionFigures figures;
   if (compression) {
@@ -129,6 +142,8 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
     // the timed calls left behind would otherwise be part of the result (error feedback at work).
     if (compression) TERSE_PERF_NCCL(terseResidualReset(context.comm, nullptr));
     launch_call(context, row, in_place, 0);
+    // The statistics below describe the last call run: with device buffers, once it has run.
+    context.buffers.synchronize();
     int64_t wrong = 0;
     terseStats stats{};
     if (compression) TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));

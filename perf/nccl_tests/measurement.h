@@ -1,7 +1,9 @@
 // The timing loop of one half of a row (out-of-place or in-place), as nccl-tests' BenchTime:
 // inputs filled when checking, one untimed call, a barrier, -n timed iterations of -m calls
 // each (grouped when -m > 1; with -z 1 a barrier after each), the mean time combined across
-// ranks (-a), then -c checked calls whose wrong elements are summed over all ranks.
+// ranks (-a), then -c checked calls whose wrong elements are summed over all ranks. With device
+// buffers the batch is timed until the rank's stream has run it (cudaStreamSynchronize), as
+// nccl-tests times it, since a call returns once it is queued.
 #pragma once
 
 #include "perf/nccl_tests/json_report.h"

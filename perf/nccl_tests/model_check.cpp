@@ -12,6 +12,7 @@
 #include "common/text_hash.h"
 #include "model/last_call.h"
 #include "perf/nccl_tests/element_values.h"
+#include "perf/nccl_tests/row_check.h"
 #include "perf/nccl_tests/run_abort.h"
 
 namespace terse {
@@ -46,10 +47,7 @@ ModelFigures check_compressed_row(const RankContext& context, const RowCase& row
                                   const std::vector<std::string>& hosts) {
   ModelFigures figures;
   const size_t count = row.counts.recv;
-  const char* output =
-      context.buffers.recv.get() +
-      (in_place ? static_cast<size_t>(context.rank) * row.counts.recv_in_place * row.type.bytes
-                : 0);
+  const char* output = checked_output(context, row, in_place);
   DType dtype;
   terseStats stats{};
   TERSE_PERF_NCCL(terseCommGetStats(context.comm, &stats));

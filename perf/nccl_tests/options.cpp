@@ -100,8 +100,8 @@ std::string apply_gpus(const std::string& text, Options* options) {
   if (!parse_int(text, &value)) return "-g: '" + text + "' is not a whole number";
   if (value != 1) {
     return "-g " + text +
-           ": only 1 rank per thread is supported (buffers are host memory, so there are no "
-           "GPUs for one thread to drive); use -t for more ranks per process";
+           ": only 1 rank per thread is supported (one thread drives one GPU); use -t for more "
+           "ranks per process";
   }
   options->gpus = 1;
   return "";
@@ -119,7 +119,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {'t', "nthreads", "<n>", "ranks per process, one thread each (default 1)",
        int_flag('t', 1, 1024, &Options::threads)},
-      {'g', "ngpus", "<n>", "ranks per thread: only 1 (buffers are host memory)", apply_gpus},
+      {'g', "ngpus", "<n>", "ranks per thread: only 1 (use -t)", apply_gpus},
       {'b', "minbytes", "<size>", "smallest size; K, M, G are 1024-based (default 32M)",
        size_flag('b', &Options::min_bytes)},
       {'e', "maxbytes", "<size>", "largest size (default 32M)",
@@ -160,6 +160,18 @@ const std::vector<Flag>& flags() {
          options->codec = text;
          return "";
        }},
+      // -B: nccl-tests has no such flag (its -M is the memory report), so none clashes.
+      {'B', "buffers", "<host|device|managed>",
+       "where each rank's buffers live: -B device allocates them with cudaMalloc on the rank's "
+       "GPU (as nccl-tests does), managed with cudaMallocManaged, host in host memory (default: "
+       "device when this build has CUDA and a GPU is present, else host; TERSE_PERF_BUFFERS "
+       "sets it too)",
+       [](const std::string& text, Options* options) -> std::string {
+         if (!parse_buffer_memory(text, &options->memory)) {
+           return "-B: '" + text + "' is not host, device or managed";
+         }
+         return "";
+       }},
       {'J', "output_file", "<file.json>", "also write every row to this JSON file",
        [](const std::string& text, Options* options) -> std::string {
          if (text.empty()) return "-J: the file name is empty";
@@ -191,6 +203,30 @@ std::string check_combination(const Options& options) {
 }
 
 }  // namespace
+
+bool parse_buffer_memory(const std::string& text, BufferMemory* memory) {
+  for (BufferMemory candidate :
+       {BufferMemory::kHost, BufferMemory::kDevice, BufferMemory::kManaged}) {
+    if (text == buffer_memory_name(candidate)) {
+      *memory = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* buffer_memory_name(BufferMemory memory) {
+  switch (memory) {
+    case BufferMemory::kHost:
+      return "host";
+    case BufferMemory::kDevice:
+      return "device";
+    case BufferMemory::kManaged:
+      return "managed";
+    default:
+      return "auto";
+  }
+}
 
 bool parse_size(const std::string& text, size_t* bytes) {
   size_t position = 0;

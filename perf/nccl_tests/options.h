@@ -13,6 +13,18 @@
 namespace terse {
 namespace perf {
 
+// Where a rank's send and receive buffers live (-B).
+enum class BufferMemory {
+  kAuto,     // device memory when this build has CUDA and a GPU is present, else host memory
+  kHost,     // page-aligned host memory
+  kDevice,   // cudaMalloc on the rank's GPU, as nccl-tests
+  kManaged,  // cudaMallocManaged on the rank's GPU
+};
+
+// "host", "device", "managed"; false for anything else.
+bool parse_buffer_memory(const std::string& text, BufferMemory* memory);
+const char* buffer_memory_name(BufferMemory memory);  // "auto" for kAuto
+
 struct Options {
   int threads = 1;               // -t: ranks per process, one thread each
   int gpus = 1;                  // -g: ranks per thread (only 1 without GPUs)
@@ -32,6 +44,7 @@ struct Options {
   int average = 1;        // -a: 0 rank 0, 1 mean, 2 min, 3 max across ranks
   std::string json_path;  // -J
   std::string codec;      // -Z: TERSE_CODEC for this run ("" leaves the environment alone)
+  BufferMemory memory = BufferMemory::kAuto;  // -B
   std::vector<std::string> command_line;
 };
 

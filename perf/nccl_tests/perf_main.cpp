@@ -7,8 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include "perf/nccl_tests/buffer_memory.h"
 #include "perf/nccl_tests/compression_figures.h"
 #include "perf/nccl_tests/device_report.h"
+#include "perf/nccl_tests/device_runtime.h"
 #include "perf/nccl_tests/json_report.h"
 #include "perf/nccl_tests/launch_plan.h"
 #include "perf/nccl_tests/mpi_launch.h"
@@ -36,21 +38,42 @@ struct Job {
   const LaunchPlan& plan;
   int process;
   int nranks;
-  JsonReport* json;  // null unless this process prints and -J was given
+  JsonReport* json;                 // null unless this process prints and -J was given
+  const std::vector<int>& devices;  // each rank thread's GPU; empty with host buffers
 };
+
+// With device buffers: this rank thread's GPU made current, and a stream of its own on it.
+void* open_rank_stream(int device, int rank) {
+  std::string why;
+  void* stream = nullptr;
+  if (!cuda_select_device(device, &why) || !cuda_create_stream(&stream, &why)) {
+    abort_run(kExitNoMemory, short_host_name() + ": rank " + std::to_string(rank) + ": " + why);
+  }
+  return stream;
+}
 
 void run_rank(const Job& job, ncclComm_t comm, int slot, RankOutcome* outcome) {
   const Options& options = job.options;
   const int rank = job.process * options.threads + slot;
   const bool prints = rank == 0;
+  const bool on_gpu = !job.devices.empty();
+  const int device = on_gpu ? job.devices[static_cast<size_t>(slot)]
+                            : job.plan.local_rank * options.threads + slot;
+  void* stream = on_gpu ? open_rank_stream(device, rank) : nullptr;
   RankContext context{
       options,       job.test,
       comm,          rank,
       job.nranks,    slot,
       RankBuffers{}, RankSync(comm, rank, job.nranks, slot),
       prints,        prints ? job.json : nullptr,
+      stream,
   };
-  report_devices(context, job.plan.local_rank * options.threads + slot);
+  std::string gpu;
+  if (on_gpu) {
+    gpu = cuda_device_description(device);
+    if (options.memory == BufferMemory::kManaged) gpu += " (managed memory)";
+  }
+  report_devices(context, device, gpu);
 
   // Every rank must sweep the same sizes: agree on the smallest memory limit of any process.
   size_t max_bytes = options.max_bytes;
@@ -62,10 +85,11 @@ void run_rank(const Job& job, ncclComm_t comm, int slot, RankOutcome* outcome) {
     }
   }
   const size_t min_bytes = std::min(options.min_bytes, max_bytes);
-  context.buffers = allocate_buffers(max_bytes);
-  if (!context.buffers.send || !context.buffers.recv) {
+  context.buffers = RankBuffers::allocate(options.memory, max_bytes, stream, slot);
+  if (!context.buffers.allocated()) {
     abort_run(kExitNoMemory, short_host_name() + ": cannot allocate 2 x " +
-                                 std::to_string(max_bytes) + " bytes for rank " +
+                                 std::to_string(max_bytes) + " bytes of " +
+                                 buffer_memory_name(options.memory) + " memory for rank " +
                                  std::to_string(rank));
   }
   if (context.prints) {
@@ -121,9 +145,21 @@ int run_perf(int argc, char** argv, const CollectiveTest& test) {
   // -Z: the one-rule policy, read by every communicator this process creates.
   if (!options.codec.empty()) setenv("TERSE_CODEC", options.codec.c_str(), 1);
   LaunchPlan plan;
-  if (!plan_launch(getenv, built_with_mpi(), &plan, &error)) {
+  if (!resolve_buffer_memory(&options.memory, &error) ||
+      !plan_launch(getenv, built_with_mpi(), &plan, &error)) {
     fprintf(stderr, "%s: %s\n", program.c_str(), error.c_str());
     return kExitUsage;
+  }
+  // Each rank thread's GPU, known before the communicators: a communicator's device is the one
+  // current when it is created.
+  std::vector<int> devices;
+  for (int slot = 0; options.memory != BufferMemory::kHost && slot < options.threads; ++slot) {
+    int device = 0;
+    if (!rank_device(plan.local_rank, options.threads, slot, &device, &error)) {
+      fprintf(stderr, "%s: %s\n", program.c_str(), error.c_str());
+      return kExitUsage;
+    }
+    devices.push_back(device);
   }
   int process = plan.process;
   int processes = plan.processes;
@@ -175,6 +211,10 @@ int run_perf(int argc, char** argv, const CollectiveTest& test) {
     CallTimer timer(0, "ncclCommInitRank");
     TERSE_PERF_NCCL(ncclGroupStart());
     for (int slot = 0; slot < options.threads; ++slot) {
+      std::string why;
+      if (!devices.empty() && !cuda_select_device(devices[static_cast<size_t>(slot)], &why)) {
+        abort_run(kExitNoMemory, short_host_name() + ": " + why);
+      }
       TERSE_PERF_NCCL(ncclCommInitRank(&comms[static_cast<size_t>(slot)], nranks, id,
                                        process * options.threads + slot));
     }
@@ -182,7 +222,7 @@ int run_perf(int argc, char** argv, const CollectiveTest& test) {
   }
   set_abortable_communicators(comms);
 
-  const Job job{options, test, plan, process, nranks, json.is_open() ? &json : nullptr};
+  const Job job{options, test, plan, process, nranks, json.is_open() ? &json : nullptr, devices};
   std::vector<RankOutcome> outcomes(comms.size());
   std::vector<std::thread> threads;
   for (int slot = 0; slot < options.threads; ++slot) {

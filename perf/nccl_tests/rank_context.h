@@ -24,6 +24,7 @@ struct RankContext {
   RankSync sync;
   bool prints;       // rank 0 prints the table
   JsonReport* json;  // rank 0 with -J, else null
+  void* stream;      // every call's stream: the rank's CUDA stream with device buffers, else null
 };
 
 struct RowCase {

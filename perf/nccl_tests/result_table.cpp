@@ -51,9 +51,10 @@ std::string run_header(const RunDescription& run) {
   return text;
 }
 
-std::string device_line(int rank, int group, int pid, const std::string& host, int device) {
-  return format("#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] host memory\n", rank,
-                group, pid, host.c_str(), device);
+std::string device_line(int rank, int group, int pid, const std::string& host, int device,
+                        const std::string& gpu) {
+  return format("#  Rank %2d Group %2d Pid %6d on %10s device %2d %s\n", rank, group, pid,
+                host.c_str(), device, gpu.empty() ? "[host] host memory" : gpu.c_str());
 }
 
 std::string column_header(bool compression) {

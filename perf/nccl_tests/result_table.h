@@ -27,8 +27,10 @@ struct RunDescription {
 // line when -z 1, and "#".
 std::string run_header(const RunDescription& run);
 
-// One "# Using devices" entry; host memory takes the place of the GPU's name.
-std::string device_line(int rank, int group, int pid, const std::string& host, int device);
+// One "# Using devices" entry: `gpu` ("[bus id] name") where nccl-tests names the GPU, or
+// "[host] host memory" when it is empty.
+std::string device_line(int rank, int group, int pid, const std::string& host, int device,
+                        const std::string& gpu = "");
 
 // "#" and the three column-header lines; with `compression`, the codec, ratio, rel_err and mean_err
 // columns after the in-place half (compression_figures.h).

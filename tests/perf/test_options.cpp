@@ -110,6 +110,28 @@ TEST(PerfOptions, AllMeansNcclTestsLists) {
   EXPECT_EQ(options.ops.back(), Reduction::kMulSum);
 }
 
+TEST(PerfOptions, BuffersSayWhereTheBuffersLive) {
+  Options options;
+  std::string error;
+  ASSERT_EQ(parse({}, &options, &error), ParseOutcome::kRun) << error;
+  EXPECT_EQ(options.memory, BufferMemory::kAuto);
+  ASSERT_EQ(parse({"-B", "device"}, &options, &error), ParseOutcome::kRun) << error;
+  EXPECT_EQ(options.memory, BufferMemory::kDevice);
+  ASSERT_EQ(parse({"--buffers=managed"}, &options, &error), ParseOutcome::kRun) << error;
+  EXPECT_EQ(options.memory, BufferMemory::kManaged);
+  ASSERT_EQ(parse({"-Bhost"}, &options, &error), ParseOutcome::kRun) << error;
+  EXPECT_EQ(options.memory, BufferMemory::kHost);
+  // gpu_check.sh finds the device mode by this text in -h.
+  EXPECT_NE(usage_text("all_reduce_perf").find("-B device"), std::string::npos);
+}
+
+// nccl-tests' own getopt string (2.19): terse's additions must not take a letter it gives
+// another meaning (its -M is the memory report, so -B names the buffers' memory).
+TEST(PerfOptions, OurOwnFlagsAreFreeInNcclTests) {
+  const std::string nccl_tests = "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:";
+  for (char ours : {'B', 'Z'}) EXPECT_EQ(nccl_tests.find(ours), std::string::npos) << ours;
+}
+
 TEST(PerfOptions, HelpIsNotAnError) {
   Options options;
   std::string error;
@@ -152,6 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCommandLine{{"-f", "1", "-i", "0"}, "-i 0 with -f 1"},
                       BadCommandLine{{"-b", "0", "-f", "2"}, "would never grow"},
                       BadCommandLine{{"-J", ""}, "-J: the file name is empty"},
+                      BadCommandLine{{"-B", "gpu"}, "-B: 'gpu' is not host, device or managed"},
                       BadCommandLine{{"8"}, "unexpected argument '8'"}));
 
 TEST(PerfOptions, ASubsetRefusesTheRest) {

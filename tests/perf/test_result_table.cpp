@@ -76,6 +76,8 @@ TEST(PerfResultTable, RunHeaderNamesTheSweep) {
   EXPECT_EQ(lines[4], "#");
   EXPECT_EQ(device_line(3, 0, 4242, "node7", 1),
             "#  Rank  3 Group  0 Pid   4242 on      node7 device  1 [host] host memory\n");
+  EXPECT_EQ(device_line(0, 0, 17, "node7", 2, "[0000:65:00.0] NVIDIA H100"),
+            "#  Rank  0 Group  0 Pid     17 on      node7 device  2 [0000:65:00.0] NVIDIA H100\n");
 }
 
 TEST(PerfResultTable, Footer) {

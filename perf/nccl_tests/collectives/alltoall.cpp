@@ -18,8 +18,8 @@ CallCounts counts(size_t count, size_t element_bytes, int nranks) {
 }
 
 ncclResult_t launch(const void* send, void* recv, size_t count, ncclDataType_t type,
-                    ncclRedOp_t /*op*/, int /*root*/, ncclComm_t comm) {
-  return ncclAlltoAll(send, recv, count, type, comm, nullptr);
+                    ncclRedOp_t /*op*/, int /*root*/, ncclComm_t comm, cudaStream_t stream) {
+  return ncclAlltoAll(send, recv, count, type, comm, stream);
 }
 
 // Block j of the output is block `rank` of rank j's input.

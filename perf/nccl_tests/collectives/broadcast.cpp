@@ -14,8 +14,8 @@ CallCounts counts(size_t count, size_t /*element_bytes*/, int /*nranks*/) {
 }
 
 ncclResult_t launch(const void* send, void* recv, size_t count, ncclDataType_t type,
-                    ncclRedOp_t /*op*/, int root, ncclComm_t comm) {
-  return ncclBroadcast(send, recv, count, type, root, comm, nullptr);
+                    ncclRedOp_t /*op*/, int root, ncclComm_t comm, cudaStream_t stream) {
+  return ncclBroadcast(send, recv, count, type, root, comm, stream);
 }
 
 Expectation expected(const CheckContext& context, size_t index) {

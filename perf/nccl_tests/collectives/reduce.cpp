@@ -15,8 +15,8 @@ CallCounts counts(size_t count, size_t /*element_bytes*/, int /*nranks*/) {
 }
 
 ncclResult_t launch(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                    int root, ncclComm_t comm) {
-  return ncclReduce(send, recv, count, type, op, root, comm, nullptr);
+                    int root, ncclComm_t comm, cudaStream_t stream) {
+  return ncclReduce(send, recv, count, type, op, root, comm, stream);
 }
 
 Expectation expected(const CheckContext& context, size_t index) {

@@ -16,16 +16,16 @@ CallCounts counts(size_t count, size_t /*element_bytes*/, int /*nranks*/) {
 }
 
 ncclResult_t launch(const void* send, void* recv, size_t count, ncclDataType_t type,
-                    ncclRedOp_t /*op*/, int /*root*/, ncclComm_t comm) {
+                    ncclRedOp_t /*op*/, int /*root*/, ncclComm_t comm, cudaStream_t stream) {
   int rank = 0, nranks = 1;
   ncclResult_t result = ncclCommUserRank(comm, &rank);
   if (result == ncclSuccess) result = ncclCommCount(comm, &nranks);
   if (result != ncclSuccess) return result;
   result = ncclGroupStart();
   if (result != ncclSuccess) return result;
-  const ncclResult_t sent = ncclSend(send, count, type, (rank + 1) % nranks, comm, nullptr);
+  const ncclResult_t sent = ncclSend(send, count, type, (rank + 1) % nranks, comm, stream);
   const ncclResult_t received =
-      ncclRecv(recv, count, type, (rank - 1 + nranks) % nranks, comm, nullptr);
+      ncclRecv(recv, count, type, (rank - 1 + nranks) % nranks, comm, stream);
   const ncclResult_t ended = ncclGroupEnd();
   if (sent != ncclSuccess) return sent;
   if (received != ncclSuccess) return received;
