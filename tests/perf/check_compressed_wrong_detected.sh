@@ -6,14 +6,15 @@
 # FAILED, and exit 7. Before the model, a zero result passed the stated bound of top-k, sign and
 # PowerSGD.
 #
-#   check_compressed_wrong_detected.sh CORRUPT_ALLREDUCE_SO ALL_REDUCE_PERF CODEC
+#   check_compressed_wrong_detected.sh CORRUPT_ALLREDUCE_SO ALL_REDUCE_PERF CODEC [MORE ARGS]
 set -uo pipefail
 
 preload=$1
 binary=$2
 codec=$3
+shift 3
 output=$(CORRUPT_MODE=zero LD_PRELOAD="$preload" "$binary" -b 4K -e 64K -f 4 -n 2 -w 1 -t 2 \
-  -Z "$codec" 2>&1)
+  -Z "$codec" "$@" 2>&1)
 code=$?
 printf '%s\n' "$output"
 

@@ -3,12 +3,13 @@
 # allreduce off by one, on every rank), all_reduce_perf must count one wrong element per rank
 # in every half of every row, report the out-of-bounds checks as FAILED, and exit 7.
 #
-#   check_wrong_detected.sh CORRUPT_ALLREDUCE_SO ALL_REDUCE_PERF
+#   check_wrong_detected.sh CORRUPT_ALLREDUCE_SO ALL_REDUCE_PERF [MORE ARGS, e.g. -B device]
 set -uo pipefail
 
 preload=$1
 binary=$2
-output=$(LD_PRELOAD="$preload" "$binary" -b 8 -e 1K -f 4 -n 2 -w 1 -t 2 2>&1)
+shift 2
+output=$(LD_PRELOAD="$preload" "$binary" -b 8 -e 1K -f 4 -n 2 -w 1 -t 2 "$@" 2>&1)
 code=$?
 printf '%s\n' "$output"
 

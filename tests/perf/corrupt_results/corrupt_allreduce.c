@@ -4,8 +4,12 @@
 //   "zero"           every element zero (a compressed row's #wrong must see it: a zero result
 //                    passed the old bound check of top-k, sign and PowerSGD).
 // (Calls of one element are the harness's own barriers and sums across ranks; those are left
-// alone.)
+// alone.) A result in device or managed memory (all_reduce_perf -B device) exists only once the
+// call's stream has run it, so it is corrupted on that stream, after the call: the last element
+// becomes a NaN (its bytes 0xff), or every element zero. The CUDA runtime's functions are the
+// ones the program loaded, looked up at run time, so this library links none.
 #define _GNU_SOURCE
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdlib.h>
@@ -13,6 +17,17 @@
 
 typedef ncclResult_t (*AllReduceFunction)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                           ncclComm_t, cudaStream_t);
+typedef cudaError_t (*PointerAttributesFunction)(struct cudaPointerAttributes*, const void*);
+typedef cudaError_t (*MemsetAsyncFunction)(void*, int, size_t, cudaStream_t);
+
+static int on_device(const void* data) {
+  PointerAttributesFunction attributes =
+      (PointerAttributesFunction)dlsym(RTLD_DEFAULT, "cudaPointerGetAttributes");
+  struct cudaPointerAttributes found;
+  memset(&found, 0, sizeof(found));
+  if (attributes == NULL || attributes(&found, data) != cudaSuccess) return 0;
+  return found.type == cudaMemoryTypeDevice || found.type == cudaMemoryTypeManaged;
+}
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
@@ -22,7 +37,16 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   ncclResult_t result = real(sendbuff, recvbuff, count, datatype, op, comm, stream);
   if (result == ncclSuccess && datatype == ncclFloat32 && count >= 2) {
     const char* mode = getenv("CORRUPT_MODE");
-    if (mode != NULL && strcmp(mode, "zero") == 0) {
+    const int zero = mode != NULL && strcmp(mode, "zero") == 0;
+    if (on_device(recvbuff)) {
+      MemsetAsyncFunction memset_async =
+          (MemsetAsyncFunction)dlsym(RTLD_DEFAULT, "cudaMemsetAsync");
+      if (zero) {
+        memset_async(recvbuff, 0, count * sizeof(float), stream);
+      } else {
+        memset_async((float*)recvbuff + count - 1, 0xff, sizeof(float), stream);
+      }
+    } else if (zero) {
       memset(recvbuff, 0, count * sizeof(float));
     } else {
       ((float*)recvbuff)[count - 1] += 1.0f;
