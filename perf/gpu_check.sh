@@ -8,7 +8,7 @@
 #               and on the CPU (codec_perf)
 #   allreduce   device-buffer allreduces, several processes on one GPU, through torch.distributed
 #               under LD_PRELOAD=libterse.so TERSE_MODE=engine (tests/pytorch/allreduce_check.py),
-#               and perf/all_reduce_perf with device buffers when it has them
+#               and perf/all_reduce_perf -B device with as many processes on GPU 0 (-Z none, int8)
 #   ddp         tests/pytorch/ddp_train.py: DDP training, uncompressed, int8 and topk, compared
 #   nccl_tests  nccl-tests' own all_reduce_perf built from source (NCCL_TESTS_DIR, the prefix's
 #               src/nccl-tests, or ./nccl-tests), under LD_PRELOAD=libterse.so
@@ -182,8 +182,10 @@ step_build() {
 
 step_tests() {
   local left="$1"
+  # perf_device_*: the perf binaries' device buffers on the fake runtime (the allreduce step
+  # runs them on this GPU instead), whose binaries this build does not make.
   bounded $((left - 10)) "$results/ctest.log" ctest --test-dir "$build" -R 'Gpu|Device|device|fake_cudart' \
-    -E '_NOT_BUILT' --output-on-failure --timeout 300 -j4 >/dev/null
+    -E '_NOT_BUILT|^perf_device_' --output-on-failure --timeout 300 -j4 >/dev/null
   local rc=$?
   # The verdict, the tests that failed or did not run, and how many skipped (saying why in the
   # log): a GPU run should skip none but those needing two GPUs.
@@ -213,24 +215,24 @@ step_codec_perf() {
 }
 
 step_allreduce() {
-  local left="$1" sizes="1M,16M,64M" rc=0 help device_flag
+  local left="$1" sizes="1M,16M,64M" rc=0
   [ "$mode" = full ] && sizes="256K,1M,4M,16M,64M,256M"
   bounded $((left / 2)) "$results/allreduce_torch.txt" env LD_PRELOAD="$terse_lib" \
     TERSE_MODE=engine PYTHONUNBUFFERED=1 "$python" tests/pytorch/allreduce_check.py \
     --nproc "$nproc_gpu" --sizes "$sizes" --codecs none,int8,topk --iters 10 \
     --out "$results/allreduce" >/dev/null || rc=1
-  # perf/all_reduce_perf with device buffers, where it has them (its -h says how).
-  help="$("$build/perf/all_reduce_perf" -h 2>&1 || true)"
-  device_flag="$(grep -oE -- '(-[A-Za-z] device|--device[-a-z]*|--memory[ =]device)' <<<"$help" | head -1 || true)"
-  if [ -n "$device_flag" ]; then
-    for codec in none int8 topk; do
-      # shellcheck disable=SC2086  # the flag is one or two words
-      bounded 120 "$results/all_reduce_perf_device_$codec.txt" env TERSE_SOCKET_IFNAME=lo \
-        perf/launch.sh "$nproc_gpu" "$build/perf/all_reduce_perf" $device_flag -b 1M -e 64M -f 4 \
-        -Z "$codec" -J "$results/all_reduce_perf_device_$codec.json" >/dev/null || rc=1
+  # perf/all_reduce_perf with device buffers (-B device, perf/README.md "Device buffers"): the
+  # same processes, every one on GPU 0 (NCCL_TESTS_DEVICE), #wrong checked (exit 7 otherwise),
+  # uncompressed through -Z none and compressed with int8; a few sizes, a short budget.
+  if "$build/perf/all_reduce_perf" -h 2>&1 | grep -q -- '-B device'; then
+    for codec in none int8; do
+      bounded 90 "$results/all_reduce_perf_device_$codec.txt" env TERSE_SOCKET_IFNAME=lo \
+        NCCL_TESTS_DEVICE=0 perf/launch.sh "$nproc_gpu" "$build/perf/all_reduce_perf" -B device \
+        -b 256K -e 16M -f 4 -n 5 -w 1 -Z "$codec" \
+        -J "$results/all_reduce_perf_device_$codec.json" >/dev/null || rc=1
     done
   else
-    log "allreduce: perf/all_reduce_perf has no device-buffer flag in -h; torch's device buffers only"
+    log "allreduce: perf/all_reduce_perf has no -B device in -h (an older tree); torch's device buffers only"
   fi
   return $rc
 }
