@@ -39,6 +39,7 @@ class TransferRequest {
 
  private:
   friend class Transport;
+  friend class Link;  // link.h: the ncclNet plugin's point-to-point layer
 
   // Records the outcome of posting: `result` is what ucp_tag_*_nbx returned.
   void start(std::shared_ptr<UcxWorker> worker, ucs_status_ptr_t result,
