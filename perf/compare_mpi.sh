@@ -2,7 +2,8 @@
 # terse's allreduce against Open MPI's MPI_Allreduce on this machine, side by side: for each rank
 # count, the same sizes through all_reduce_perf (ranks as processes, perf/launch.sh) and
 # mpi_allreduce_perf (mpirun), then one table (perf/compare_mpi.py). Both run over this host's
-# shared memory: UCX shm + cma for terse, Open MPI's vader BTL (shm + cma) for MPI.
+# shared memory: UCX shm + cma for terse, Open MPI's vader BTL (shm + cma) for MPI. terse's
+# buffers are host memory (-B host), as MPI's are, also where a GPU would make device the default.
 #
 #   perf/compare_mpi.sh                 # 2 and 4 ranks, 1 MiB to 256 MiB, and 8-byte latency
 #   RANKS="2" MAX=64M perf/compare_mpi.sh
@@ -27,11 +28,11 @@ mpirun_flags=(--oversubscribe --bind-to none)
 
 for n in $ranks; do
   echo "== $n ranks: bandwidth, 1M to $max" >&2
-  perf/launch.sh "$n" $bin/all_reduce_perf -b 1M -e "$max" -f 2 -n 10 -w 3 -J "$out/terse_bw_$n.json" >&2
+  perf/launch.sh "$n" $bin/all_reduce_perf -B host -b 1M -e "$max" -f 2 -n 10 -w 3 -J "$out/terse_bw_$n.json" >&2
   mpirun "${mpirun_flags[@]}" -np "$n" $bin/mpi_allreduce_perf -b 1M -e "$max" -f 2 -n 10 -w 3 \
     -J "$out/mpi_bw_$n.json" >&2
   echo "== $n ranks: 8-byte latency" >&2
-  perf/launch.sh "$n" $bin/all_reduce_perf -b 8 -e 8 -n 5000 -w 500 -J "$out/terse_lat_$n.json" >&2
+  perf/launch.sh "$n" $bin/all_reduce_perf -B host -b 8 -e 8 -n 5000 -w 500 -J "$out/terse_lat_$n.json" >&2
   mpirun "${mpirun_flags[@]}" -np "$n" $bin/mpi_allreduce_perf -b 8 -e 8 -n 5000 -w 500 \
     -J "$out/mpi_lat_$n.json" >&2
 done
