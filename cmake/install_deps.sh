@@ -10,6 +10,7 @@ packages=(
   libibverbs-dev rdma-core        # RDMA NIC discovery
   libyaml-cpp-dev                 # policy files
   libre2-dev                      # policy name patterns
+  libzstd-dev                     # the net plugin's lossless compression
   libssl-dev                      # HMAC for the bootstrap handshake
   libgtest-dev                    # tests
   clang libclang-rt-14-dev        # fuzz targets (libFuzzer, tests/fuzz)

@@ -40,10 +40,10 @@ fi
 [ "$(dpkg --print-architecture)" = amd64 ] \
   || { echo "gpu_deps.sh: the GPU machines are x86-64; this machine is $(dpkg --print-architecture)" >&2; exit 1; }
 
-# What terse's CMake looks for (CMakeLists.txt: pkg-config ucx hwloc libibverbs openblas re2;
+# What terse's CMake looks for (CMakeLists.txt: pkg-config ucx hwloc libibverbs openblas re2 libzstd;
 # find_package yaml-cpp OpenSSL GTest), and pkg-config itself, which a CUDA image may lack.
 wanted=(libucx-dev libhwloc-dev libibverbs-dev libopenblas-dev libre2-dev libyaml-cpp-dev
-        libssl-dev libgtest-dev pkgconf)
+        libzstd-dev libssl-dev libgtest-dev pkgconf)
 
 # What a GPU image with CUDA, CMake, a compiler and PyTorch already has: the essential packages
 # and the compiler (build-essential), with everything they depend on. What the wanted packages
@@ -224,7 +224,7 @@ EOF
   # shellcheck source=/dev/null
   source "$prefix/env.sh"
   pc="$(command -v pkg-config || echo "$prefix/usr/bin/pkgconf")"
-  for module in ucx hwloc libibverbs openblas re2 yaml-cpp openssl gtest; do
+  for module in ucx hwloc libibverbs openblas re2 libzstd yaml-cpp openssl gtest; do
     flags="$(PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$prefix/usr/share/pkgconfig" "$pc" --cflags --libs "$module")" \
       || { echo "gpu_deps.sh: pkg-config cannot resolve $module in the prefix" >&2; exit 1; }
     for flag in $flags; do

@@ -1,0 +1,199 @@
+#include "plugin/net/connection_setup.h"
+
+#include <netinet/in.h>
+
+#include <cstring>
+#include <random>
+
+#include "common/result.h"
+#include "plugin/net/net_devices.h"
+#include "plugin/net/net_log.h"
+#include "plugin/net/ucx_for_plugin.h"
+#include "transport/host_identity.h"
+#include "transport/transport_settings.h"
+
+namespace terse::net {
+namespace {
+
+ncclResult_t device_at(int dev, const NetDevice** out) {
+  const std::vector<NetDevice>* devices = nullptr;
+  TERSE_CHECK(net_devices(&devices));
+  if (dev < 0 || static_cast<size_t>(dev) >= devices->size()) {
+    return NET_FAIL(ncclInvalidArgument, "dev %d: this plugin has devices 0 to %zu", dev,
+                    devices->size() - 1);
+  }
+  *out = &(*devices)[dev];
+  return ncclSuccess;
+}
+
+uint64_t random_nonce() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// Same host and TERSE_UCX_ERROR_MODE=auto: UCX may use shared memory, which cannot report a dead
+// peer, so the lifeline does (kNone). Otherwise UCX reports it (kPeer).
+ncclResult_t error_mode_for(const std::string& peer_host, UcxErrorMode* mode) {
+  UcxErrorModeSetting setting = UcxErrorModeSetting::kAuto;
+  TERSE_CHECK(ucx_error_mode(&setting));
+  if (setting == UcxErrorModeSetting::kAuto) {
+    *mode = peer_host == host_identity() ? UcxErrorMode::kNone : UcxErrorMode::kPeer;
+  } else {
+    *mode = setting == UcxErrorModeSetting::kPeer ? UcxErrorMode::kPeer : UcxErrorMode::kNone;
+  }
+  return ncclSuccess;
+}
+
+// A link and the frame this side sends: its worker address and the nonce.
+ncclResult_t start_stage(Socket socket, uint64_t nonce, SetupStage* stage) {
+  std::shared_ptr<UcxContext> context;
+  TERSE_CHECK(plugin_ucx_context(&context));
+  TERSE_CHECK(Link::create(context, &stage->link));
+  Handshake mine;
+  mine.nonce = nonce;
+  mine.host = host_identity();
+  TERSE_CHECK(stage->link->address(&mine.worker_address));
+  stage->socket = std::move(socket);
+  stage->exchange = FrameExchange(encode_handshake(mine));
+  stage->nonce = nonce;
+  return ncclSuccess;
+}
+
+// Steps the swap; once through, checks the peer's frame and opens the endpoint.
+ncclResult_t finish_stage(SetupStage* stage, bool* done) {
+  TERSE_CHECK(stage->exchange.step(stage->socket, done));
+  if (!*done) return ncclSuccess;
+  Handshake theirs;
+  if (!decode_handshake(stage->exchange.received(), &theirs) || theirs.nonce != stage->nonce) {
+    return NET_FAIL(ncclRemoteError,
+                    "the peer at %s answered the handshake with a frame that is not this "
+                    "listen comm's (wrong nonce or format)",
+                    stage->socket.peer_address().to_string().c_str());
+  }
+  UcxErrorMode mode = UcxErrorMode::kPeer;
+  TERSE_CHECK(error_mode_for(theirs.host, &mode));
+  return stage->link->connect(theirs.worker_address, mode, 0);
+}
+
+}  // namespace
+
+ncclResult_t listen_on(int dev, void* handle, ListenComm** out) {
+  if (handle == nullptr || out == nullptr) {
+    return NET_FAIL(ncclInvalidArgument, "listen: handle and listenComm must not be NULL");
+  }
+  const NetDevice* device = nullptr;
+  TERSE_CHECK(device_at(dev, &device));
+  CompressMode mode = CompressMode::kAuto;
+  TERSE_CHECK(compress_mode(&mode));
+  auto listen = std::make_unique<ListenComm>();
+  TERSE_CHECK(zstd_level(&listen->zstd_level));
+  TERSE_CHECK(Socket::listen(device->address, &listen->listener));
+  listen->dev = dev;
+  listen->nonce = random_nonce();
+  listen->framed = wants_framing(mode, device->speed_mbps);
+  SocketAddress bound = listen->listener.local_address();
+  ListenHandle record{};
+  record.magic = kHandleMagic;
+  record.family = AF_INET;
+  record.port = bound.port();
+  memcpy(record.address, &reinterpret_cast<const sockaddr_in*>(bound.get())->sin_addr, 4);
+  record.nonce = listen->nonce;
+  record.stage = nullptr;
+  memset(handle, 0, netabi::kHandleMaxBytes);
+  memcpy(handle, &record, sizeof(record));
+  NET_INFO("listening on %s (%s), compression %s, %s", bound.to_string().c_str(),
+           device->name.c_str(), compress_mode_name(mode),
+           listen->framed ? "framed receives" : "plain receives");
+  *out = listen.release();
+  return ncclSuccess;
+}
+
+ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
+  *out = nullptr;
+  if (handle == nullptr) return NET_FAIL(ncclInvalidArgument, "connect: handle is NULL");
+  const NetDevice* device = nullptr;
+  TERSE_CHECK(device_at(dev, &device));
+  ListenHandle record;
+  memcpy(&record, handle, sizeof(record));
+  if (record.magic != kHandleMagic || record.family != AF_INET) {
+    return NET_FAIL(ncclInvalidArgument,
+                    "connect: the handle (magic 0x%08x) was not made by this plugin's listen",
+                    record.magic);
+  }
+  auto forget = [&] {
+    delete record.stage;
+    record.stage = nullptr;
+    memcpy(handle, &record, sizeof(record));
+  };
+  if (record.stage == nullptr) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(record.port);
+    memcpy(&address.sin_addr, record.address, 4);
+    SocketAddress peer =
+        SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    double timeout = kDefaultTransportTimeoutSeconds;
+    TERSE_CHECK(transport_timeout_seconds(&timeout));
+    Socket socket;
+    TERSE_CHECK(Socket::connect(peer, Deadline::after_seconds(timeout), &socket));
+    auto stage = std::make_unique<ConnectStage>();
+    TERSE_CHECK(start_stage(std::move(socket), record.nonce, stage.get()));
+    record.stage = stage.release();
+    memcpy(handle, &record, sizeof(record));
+  }
+  bool done = false;
+  ncclResult_t result = finish_stage(record.stage, &done);
+  if (result != ncclSuccess) {
+    forget();
+    return result;
+  }
+  if (!done) return ncclSuccess;
+  CompressMode mode = CompressMode::kAuto;
+  int level = 1;
+  if ((result = compress_mode(&mode)) != ncclSuccess ||
+      (result = zstd_level(&level)) != ncclSuccess) {
+    forget();
+    return result;
+  }
+  std::string peer = record.stage->socket.peer_address().to_string();
+  auto comm = std::make_unique<SendComm>(dev, std::move(record.stage->link),
+                                         std::move(record.stage->socket), peer, mode, level);
+  forget();
+  TERSE_CHECK(comm->start());
+  NET_INFO("send comm to %s on %s connected", peer.c_str(), device->name.c_str());
+  *out = comm.release();
+  return ncclSuccess;
+}
+
+ncclResult_t accept_from(ListenComm* listen, RecvComm** out) {
+  *out = nullptr;
+  if (!listen->pending) {
+    Socket socket;
+    SocketAddress peer;
+    int error = listen->listener.accept(&socket, &peer);
+    if (error != 0) {
+      return NET_FAIL(ncclSystemError, "accept on the listen comm failed: %s", strerror(error));
+    }
+    if (!socket.is_open()) return ncclSuccess;  // nobody yet: NCCL calls again
+    auto stage = std::make_unique<SetupStage>();
+    TERSE_CHECK(start_stage(std::move(socket), listen->nonce, stage.get()));
+    listen->pending = std::move(stage);
+  }
+  bool done = false;
+  ncclResult_t result = finish_stage(listen->pending.get(), &done);
+  if (result != ncclSuccess) {
+    listen->pending.reset();
+    return result;
+  }
+  if (!done) return ncclSuccess;
+  std::string peer = listen->pending->socket.peer_address().to_string();
+  auto comm = std::make_unique<RecvComm>(listen->dev, std::move(listen->pending->link),
+                                         std::move(listen->pending->socket), peer, listen->framed,
+                                         listen->zstd_level);
+  listen->pending.reset();
+  NET_INFO("receive comm from %s accepted", peer.c_str());
+  *out = comm.release();
+  return ncclSuccess;
+}
+
+}  // namespace terse::net

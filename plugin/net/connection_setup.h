@@ -1,0 +1,48 @@
+// listen, connect and accept as NCCL calls them: listen never blocks; connect and accept are
+// called again and again until they return a comm, so each keeps its progress in a stage object
+// (connect's in the handle NCCL passes back each time, accept's in the listen comm). The steps:
+//
+//   listen:  a TCP listener on the device's address; the handle gets its address and a nonce.
+//   connect: TCP connect to the handle's address (the listener exists, so the kernel completes
+//            this without the peer's help: it waits one round trip at most), a link (UCX worker)
+//            of its own, then the handshake frames swapped without blocking.
+//   accept:  takes a waiting connection when there is one, then the same swap.
+//
+// After the swap each side opens its endpoint to the other's worker and the TCP connection
+// stays as the lifeline (link_handshake.h). One listen comm accepts any number of connections.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "plugin/net/net_comm.h"
+#include "transport/link_handshake.h"
+#include "transport/socket.h"
+
+namespace terse::net {
+
+struct SetupStage {
+  Socket socket;
+  std::unique_ptr<Link> link;
+  FrameExchange exchange;
+  uint64_t nonce = 0;
+};
+
+struct ConnectStage : SetupStage {};
+
+struct ListenComm {
+  int dev = 0;
+  Socket listener;
+  uint64_t nonce = 0;
+  std::unique_ptr<SetupStage> pending;  // the accept in progress
+  bool framed = false;                  // what this side's receive comms ask of senders
+  int zstd_level = 1;
+};
+
+ncclResult_t listen_on(int dev, void* handle, ListenComm** out);
+ncclResult_t connect_to(int dev, void* handle, SendComm** out);
+ncclResult_t accept_from(ListenComm* listen, RecvComm** out);
+
+}  // namespace terse::net

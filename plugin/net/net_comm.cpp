@@ -1,0 +1,477 @@
+#include "plugin/net/net_comm.h"
+
+#include <cinttypes>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/result.h"
+#include "plugin/net/net_log.h"
+#include "transport/deadline.h"
+#include "transport/transport_settings.h"
+
+namespace terse::net {
+namespace {
+
+// How long a close waits for its link to flush and its farewell to leave when the peer is
+// alive but slow; a peer that is gone ends the wait at once. TERSE_TIMEOUT_S bounds it too.
+constexpr double kCloseSeconds = 10;
+
+Deadline close_deadline() {
+  double timeout = kDefaultTransportTimeoutSeconds;
+  if (transport_timeout_seconds(&timeout) != ncclSuccess) timeout = kDefaultTransportTimeoutSeconds;
+  return Deadline::after_seconds(std::min(timeout, kCloseSeconds));
+}
+
+bool finished(TransferRequest& transfer, ucs_status_t* status) {
+  if (!transfer.posted()) {
+    *status = UCS_OK;
+    return true;
+  }
+  *status = transfer.status();
+  return *status != UCS_INPROGRESS;
+}
+
+}  // namespace
+
+Comm::Comm(bool is_send, int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer)
+    : is_send_(is_send),
+      dev_(dev),
+      link_(std::move(link)),
+      lifeline_socket_(std::move(lifeline)),
+      peer_(std::move(peer)) {
+  for (Request& request : requests_) request.comm = this;
+}
+
+Request* Comm::request_at(void* pointer) {
+  for (Request& request : requests_) {
+    if (&request == pointer) return request.in_use ? &request : nullptr;
+  }
+  return nullptr;
+}
+
+Request* Comm::allocate_request() {
+  for (Request& request : requests_) {
+    if (!request.in_use) {
+      request.in_use = true;
+      request.count = 0;
+      request.framed = false;
+      return &request;
+    }
+  }
+  return nullptr;
+}
+
+void Comm::release_request(Request* request) {
+  for (int i = 0; i < request->count; ++i) {
+    Request::Entry& entry = request->entries[i];
+    entry.complete = false;
+    entry.result = 0;
+  }
+  request->in_use = false;
+}
+
+int Comm::requests_in_use() const {
+  int count = 0;
+  for (const Request& request : requests_) count += request.in_use ? 1 : 0;
+  return count;
+}
+
+PeerLifeline::State Comm::peer_state(bool now) {
+  if (lifeline_.state() != PeerLifeline::State::kOpen) return lifeline_.state();
+  if (!now && (++polls_ & 63) != 0) return lifeline_.state();
+  return lifeline_.poll(lifeline_socket_);
+}
+
+ncclResult_t Comm::transfer_failed(ucs_status_t status, const char* what) {
+  failed_ = true;
+  ncclResult_t code = status == UCS_ERR_MESSAGE_TRUNCATED ? ncclInternalError : ncclRemoteError;
+  return NET_FAIL(code, "%s %s peer %s failed: %s (UCX)", what, is_send_ ? "to" : "from",
+                  peer_.c_str(), ucs_status_string(status));
+}
+
+uint64_t Comm::farewell_count() const {
+  Farewell record{0};
+  if (lifeline_.farewell().size() == sizeof(Farewell)) {
+    memcpy(&record, lifeline_.farewell().data(), sizeof(record));
+  }
+  return record.messages_sent;
+}
+
+ncclResult_t Comm::close() {
+  int in_flight = requests_in_use();
+  if (in_flight > 0) {
+    NET_INFO("closing a %s comm with peer %s with %d requests in flight",
+             is_send_ ? "send" : "receive", peer_.c_str(), in_flight);
+  }
+  int standing_count = 0;
+  TransferRequest* standing = standing_receives(&standing_count);
+  for (int i = 0; i < standing_count; ++i) Link::cancel(&standing[i]);
+  for (Request& request : requests_) {
+    if (!request.in_use) continue;
+    for (int i = 0; i < request.count; ++i) Link::cancel(&request.entries[i].transfer);
+  }
+  // With requests in flight this is an abort: their peer may never progress them (in NCCL it is
+  // tearing down too), so the flush is not waited for and the worker's destruction reclaims them.
+  Deadline deadline = in_flight > 0 ? Deadline::after_seconds(0) : close_deadline();
+  bool peer_alive = peer_state(true) == PeerLifeline::State::kOpen;
+  // A forced close needs UCX's peer-failure mode; the link knows whether it has it.
+  link_->close(/*force=*/!peer_alive || in_flight > 0, deadline,
+               [this] { return peer_state(true) != PeerLifeline::State::kOpen; });
+  for (Request& request : requests_) {
+    for (int i = 0; i < request.count; ++i) Link::abandon(&request.entries[i].transfer);
+    Link::abandon(&request.clear_to_send_transfer);
+  }
+  for (int i = 0; i < standing_count; ++i) Link::abandon(&standing[i]);
+  if (peer_state(true) != PeerLifeline::State::kGone) {
+    std::vector<uint8_t> farewell(sizeof(Farewell));
+    Farewell record{messages_sent()};
+    memcpy(farewell.data(), &record, sizeof(record));
+    if (send_frame(lifeline_socket_, farewell, close_deadline()) != ncclSuccess) {
+      clear_last_error();
+    }
+  }
+  if (log_level() >= LogLevel::kInfo) {
+    double ratio = counters_.wire_bytes > 0
+                       ? static_cast<double>(counters_.raw_bytes) / counters_.wire_bytes
+                       : 1.0;
+    NET_INFO("%s comm with peer %s closed: %" PRIu64 " messages, %" PRIu64 " bytes raw, %" PRIu64
+             " bytes on the wire (%.3fx), %" PRIu64 " encoded",
+             is_send_ ? "send" : "receive", peer_.c_str(), counters_.messages, counters_.raw_bytes,
+             counters_.wire_bytes, ratio, counters_.encoded_messages);
+  }
+  return ncclSuccess;
+}
+
+// ---- send side ----
+
+SendComm::SendComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
+                   CompressMode mode, int zstd_level)
+    : Comm(true, dev, std::move(link), std::move(lifeline), std::move(peer)),
+      mode_(mode),
+      codec_(zstd_level) {}
+
+ncclResult_t SendComm::start() {
+  for (int slot = 0; slot < netabi::kMaxRequests; ++slot) {
+    TERSE_CHECK(post_clear_to_send_receive(slot));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t SendComm::post_clear_to_send_receive(int slot) {
+  uint32_t sequence = next_sequence_ + static_cast<uint32_t>(slot);
+  // Slot s always holds the clear-to-send of the sequence s modulo the slot count to come next.
+  int index = static_cast<int>(sequence % netabi::kMaxRequests);
+  slot_pieces_[index] = ucp_dt_iov_t{&slots_[index], sizeof(ClearToSend)};
+  return link_->recv(clear_to_send_tag(sequence), &slot_pieces_[index], 1, &slot_transfers_[index]);
+}
+
+ncclResult_t SendComm::current_clear_to_send(ClearToSend** out) {
+  *out = nullptr;
+  int index = static_cast<int>(next_sequence_ % netabi::kMaxRequests);
+  TransferRequest& transfer = slot_transfers_[index];
+  ucs_status_t status = UCS_INPROGRESS;
+  if (!finished(transfer, &status)) {
+    link_->progress();
+    if (!finished(transfer, &status)) return ncclSuccess;
+  }
+  if (status != UCS_OK) return transfer_failed(status, "a clear-to-send");
+  ClearToSend& message = slots_[index];
+  size_t expected = offsetof(ClearToSend, entries) + message.count * sizeof(ClearToSendEntry);
+  if (message.sequence != next_sequence_ || message.count < 1 ||
+      message.count > kMaxGroupedReceives || transfer.received_bytes() < expected) {
+    failed_ = true;
+    return NET_FAIL(ncclRemoteError,
+                    "peer %s sent a malformed clear-to-send (sequence %u, expected %u, %u "
+                    "entries)",
+                    peer_.c_str(), message.sequence, next_sequence_, message.count);
+  }
+  *out = &message;
+  return ncclSuccess;
+}
+
+ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, void** request) {
+  *request = nullptr;
+  if (failed_) return NET_FAIL(ncclRemoteError, "isend on a comm to %s that failed", peer_.c_str());
+  auto* region = static_cast<MemoryRegion*>(mhandle);
+  if (region == nullptr || !RegistrationCache::covers(region, data, size)) {
+    return NET_FAIL(ncclInvalidArgument,
+                    "isend: data %p + size %zu is not inside the memory registered as mhandle %p",
+                    data, size, mhandle);
+  }
+  if (data == nullptr && size > 0) return NET_FAIL(ncclInvalidArgument, "isend: data is NULL");
+  ClearToSend* clear = nullptr;
+  TERSE_CHECK(current_clear_to_send(&clear));
+  if (clear == nullptr) {
+    // No matching receive yet: NCCL calls again. A receiver that closed or died never will.
+    PeerLifeline::State state = peer_state();
+    if (state == PeerLifeline::State::kGone) {
+      failed_ = true;
+      return NET_FAIL(ncclRemoteError, "isend: the receiving process at %s is gone", peer_.c_str());
+    }
+    if (state == PeerLifeline::State::kClosedGracefully) {
+      failed_ = true;
+      return NET_FAIL(ncclRemoteError, "isend: the receiver at %s closed its comm", peer_.c_str());
+    }
+    return ncclSuccess;
+  }
+  int index = -1;
+  for (int i = 0; i < clear->count; ++i) {
+    if (!sent_[i] && clear->entries[i].tag == tag) {
+      index = i;
+      break;
+    }
+  }
+  if (index < 0) return ncclSuccess;  // NCCL posts the group's other sends first
+  if (size > clear->entries[index].size) {
+    return NET_FAIL(ncclInvalidUsage,
+                    "isend of %zu bytes with tag %d, but the receiver posted %" PRIu64
+                    " bytes for it (message %u): a send larger than its receive",
+                    size, tag, clear->entries[index].size, clear->sequence);
+  }
+  Request* posted = allocate_request();
+  if (posted == nullptr) {
+    return NET_FAIL(ncclInvalidUsage, "isend: more than %d requests in flight on one comm",
+                    netabi::kMaxRequests);
+  }
+  posted->count = 1;
+  posted->framed = clear->framed != 0;
+  Request::Entry& entry = posted->entries[0];
+  entry.data = data;
+  entry.size = size;
+  entry.result = size;
+  entry.complete = false;
+  int pieces = 1;
+  entry.pieces[0] = ucp_dt_iov_t{data, size};
+  if (posted->framed) {
+    entry.header = FrameHeader{kFrameMagic, kFrameRaw, size};
+    entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
+    if (mode_ != CompressMode::kOff && size >= kMinEncodedBytes) {
+      entry.staging.resize(LosslessCodec::bound(size));
+      size_t encoded = codec_.encode(data, size, entry.staging.data(), entry.staging.size());
+      if (encoded > 0 && encoded < size) {
+        entry.header.kind = kFrameLossless;
+        entry.pieces[1] = ucp_dt_iov_t{entry.staging.data(), encoded};
+        ++counters_.encoded_messages;
+      }
+    }
+    if (entry.header.kind == kFrameRaw) entry.pieces[1] = ucp_dt_iov_t{data, size};
+    pieces = entry.pieces[1].length > 0 ? 2 : 1;
+  }
+  ncclResult_t result =
+      link_->send(data_tag(clear->sequence, index), entry.pieces, pieces, &entry.transfer);
+  if (result != ncclSuccess) {
+    release_request(posted);
+    failed_ = true;
+    return result;
+  }
+  ++data_messages_sent_;
+  ++counters_.messages;
+  counters_.raw_bytes += size;
+  counters_.wire_bytes += entry.pieces[0].length + (pieces > 1 ? entry.pieces[1].length : 0);
+  sent_[index] = true;
+  bool all_sent = true;
+  for (int i = 0; i < clear->count; ++i) all_sent = all_sent && sent_[i];
+  if (all_sent) {
+    // The slot is free for the clear-to-send 32 messages ahead.
+    for (bool& flag : sent_) flag = false;
+    ++clear_to_sends_received_;
+    ++next_sequence_;
+    result = post_clear_to_send_receive(netabi::kMaxRequests - 1);
+    if (result != ncclSuccess) {
+      failed_ = true;
+      return result;
+    }
+  }
+  *request = posted;
+  return ncclSuccess;
+}
+
+ncclResult_t SendComm::test(Request* request, int* done, int* sizes) {
+  *done = 0;
+  Request::Entry& entry = request->entries[0];
+  ucs_status_t status = UCS_INPROGRESS;
+  if (!finished(entry.transfer, &status)) {
+    while (link_->progress() != 0) {
+    }
+    if (!finished(entry.transfer, &status)) {
+      if (link_->peer_error() != UCS_OK) return transfer_failed(link_->peer_error(), "a send");
+      PeerLifeline::State state = peer_state();
+      if (state == PeerLifeline::State::kGone) {
+        failed_ = true;
+        return NET_FAIL(ncclRemoteError, "a send to %s: the receiving process is gone",
+                        peer_.c_str());
+      }
+      return ncclSuccess;
+    }
+  }
+  if (status != UCS_OK) return transfer_failed(status, "a send");
+  *done = 1;
+  if (sizes != nullptr) sizes[0] = static_cast<int>(entry.result);
+  release_request(request);
+  return ncclSuccess;
+}
+
+// ---- receive side ----
+
+RecvComm::RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
+                   bool framed, int zstd_level)
+    : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)),
+      framed_(framed),
+      codec_(zstd_level) {}
+
+ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
+                             void** mhandles, void** request) {
+  *request = nullptr;
+  if (failed_)
+    return NET_FAIL(ncclRemoteError, "irecv on a comm from %s that failed", peer_.c_str());
+  if (n < 1 || n > kMaxGroupedReceives) {
+    return NET_FAIL(ncclInvalidArgument, "irecv: n = %d (this plugin groups 1 to %d receives)", n,
+                    kMaxGroupedReceives);
+  }
+  if (data == nullptr || sizes == nullptr || tags == nullptr || mhandles == nullptr) {
+    return NET_FAIL(ncclInvalidArgument, "irecv: data, sizes, tags and mhandles must not be NULL");
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* region = static_cast<MemoryRegion*>(mhandles[i]);
+    if (region == nullptr || !RegistrationCache::covers(region, data[i], sizes[i])) {
+      return NET_FAIL(ncclInvalidArgument,
+                      "irecv: data[%d] %p + sizes[%d] %zu is not inside the memory registered as "
+                      "mhandles[%d] %p",
+                      i, data[i], i, sizes[i], i, mhandles[i]);
+    }
+  }
+  Request* posted = allocate_request();
+  if (posted == nullptr) {
+    return NET_FAIL(ncclInvalidUsage, "irecv: more than %d requests in flight on one comm",
+                    netabi::kMaxRequests);
+  }
+  uint32_t sequence = next_sequence_;
+  posted->count = n;
+  posted->framed = framed_;
+  ClearToSend& clear = posted->clear_to_send;
+  clear = ClearToSend{};
+  clear.sequence = sequence;
+  clear.count = static_cast<uint16_t>(n);
+  clear.framed = framed_ ? 1 : 0;
+  for (int i = 0; i < n; ++i) {
+    Request::Entry& entry = posted->entries[i];
+    entry.data = data[i];
+    entry.size = sizes[i];
+    entry.complete = false;
+    int pieces = 1;
+    if (framed_) {
+      entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
+      entry.pieces[1] = ucp_dt_iov_t{data[i], sizes[i]};
+      pieces = sizes[i] > 0 ? 2 : 1;
+    } else {
+      entry.pieces[0] = ucp_dt_iov_t{data[i], sizes[i]};
+    }
+    ncclResult_t result = link_->recv(data_tag(sequence, i), entry.pieces, pieces, &entry.transfer);
+    if (result != ncclSuccess) {
+      failed_ = true;
+      return result;
+    }
+    clear.entries[i] = ClearToSendEntry{tags[i], 0, sizes[i]};
+  }
+  posted->clear_to_send_piece =
+      ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};
+  ncclResult_t result = link_->send(clear_to_send_tag(sequence), &posted->clear_to_send_piece, 1,
+                                    &posted->clear_to_send_transfer);
+  if (result != ncclSuccess) {
+    failed_ = true;
+    return result;
+  }
+  ++next_sequence_;
+  ++clear_to_sends_sent_;
+  *request = posted;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::finish_entry(Request::Entry* entry, bool framed) {
+  size_t received = entry->transfer.received_bytes();
+  ++data_messages_received_;
+  ++counters_.messages;
+  counters_.wire_bytes += received;
+  if (!framed) {
+    entry->result = received;
+    counters_.raw_bytes += received;
+    return ncclSuccess;
+  }
+  const FrameHeader& header = entry->header;
+  size_t payload = received >= sizeof(FrameHeader) ? received - sizeof(FrameHeader) : 0;
+  bool raw_ok = header.kind == kFrameRaw && header.raw_bytes == payload;
+  bool encoded_ok = header.kind == kFrameLossless && header.raw_bytes <= entry->size;
+  if (received < sizeof(FrameHeader) || header.magic != kFrameMagic || !(raw_ok || encoded_ok)) {
+    failed_ = true;
+    return NET_FAIL(ncclRemoteError,
+                    "a framed message of %zu bytes from %s has a bad header (kind %u, %" PRIu64
+                    " raw bytes, receive of %zu)",
+                    received, peer_.c_str(), header.kind, header.raw_bytes, entry->size);
+  }
+  if (header.kind == kFrameLossless) {
+    // The encoding landed in the receive buffer itself; decode from a copy of it.
+    entry->staging.assign(static_cast<uint8_t*>(entry->data),
+                          static_cast<uint8_t*>(entry->data) + payload);
+    ncclResult_t result =
+        codec_.decode(entry->staging.data(), payload, entry->data, header.raw_bytes);
+    if (result != ncclSuccess) {
+      failed_ = true;
+      return result;
+    }
+    ++counters_.encoded_messages;
+  }
+  entry->result = header.raw_bytes;
+  counters_.raw_bytes += header.raw_bytes;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
+  *done = 0;
+  bool progressed = false;
+  for (;;) {
+    bool all = true;
+    for (int i = 0; i < request->count; ++i) {
+      Request::Entry& entry = request->entries[i];
+      if (entry.complete) continue;
+      ucs_status_t status = UCS_INPROGRESS;
+      if (!finished(entry.transfer, &status)) {
+        all = false;
+        continue;
+      }
+      if (status != UCS_OK) return transfer_failed(status, "a receive");
+      TERSE_CHECK(finish_entry(&entry, request->framed));
+      entry.complete = true;
+    }
+    ucs_status_t status = UCS_INPROGRESS;
+    if (!finished(request->clear_to_send_transfer, &status)) {
+      all = false;
+    } else if (status != UCS_OK) {
+      return transfer_failed(status, "a clear-to-send");
+    }
+    if (all) break;
+    if (progressed) {
+      if (link_->peer_error() != UCS_OK) return transfer_failed(link_->peer_error(), "a receive");
+      PeerLifeline::State state = peer_state();
+      bool nothing_more = state == PeerLifeline::State::kClosedGracefully &&
+                          data_messages_received_ >= farewell_count();
+      if (state == PeerLifeline::State::kGone || nothing_more) {
+        failed_ = true;
+        return NET_FAIL(ncclRemoteError, "a receive from %s: the sending process %s", peer_.c_str(),
+                        nothing_more ? "closed its comm" : "is gone");
+      }
+      return ncclSuccess;
+    }
+    while (link_->progress() != 0) {
+    }
+    progressed = true;
+  }
+  *done = 1;
+  if (sizes != nullptr) {
+    for (int i = 0; i < request->count; ++i)
+      sizes[i] = static_cast<int>(request->entries[i].result);
+  }
+  release_request(request);
+  return ncclSuccess;
+}
+
+}  // namespace terse::net

@@ -1,0 +1,163 @@
+// The plugin's communicators and requests, and the message protocol between a send comm and its
+// receive comm (one direction, one UCX link each side):
+//
+//   receiver: irecv(n buffers) posts n UCX receives tagged data_tag(seq, i), then sends a
+//             clear-to-send {seq, tags, sizes, framed} tagged clear_to_send_tag(seq);
+//   sender:   isend(tag) waits (returning no request, NCCL's "retry") until clear-to-send seq
+//             arrived, matches its tag to an entry of that group not yet sent, refuses a message
+//             larger than the buffer posted for it, and sends it tagged data_tag(seq, i); once
+//             every entry of the group is sent it moves to seq + 1.
+//
+// This is NCCL's matching rule (receives match sends in posting order, tags within a grouped
+// receive), every data message lands in a receive posted for it (no unexpected-message copies),
+// and a receiver never has more than NCCL_NET_MAX_REQUESTS clear-to-sends outstanding, so the
+// sender keeps one posted receive per request slot.
+//
+// A framed message starts with a FrameHeader: raw (the payload lands in place, the header in the
+// request) or encoded (lossless_codec.h; decoded into the buffer when the receive completes).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/net/compression_setting.h"
+#include "plugin/net/lossless_codec.h"
+#include "plugin/net/net_wire.h"
+#include "plugin/net/registration_cache.h"
+#include "transport/link.h"
+#include "transport/link_handshake.h"
+#include "transport/socket.h"
+
+namespace terse::net {
+
+struct ByteCounters {
+  uint64_t messages = 0;
+  uint64_t raw_bytes = 0;   // what NCCL asked to move
+  uint64_t wire_bytes = 0;  // what went through UCX (headers and encodings included)
+  uint64_t encoded_messages = 0;
+};
+
+class Comm;
+
+struct Request {
+  struct Entry {
+    TransferRequest transfer;
+    FrameHeader header{};
+    ucp_dt_iov_t pieces[2]{};
+    void* data = nullptr;
+    size_t size = 0;    // posted (receive) or sent (send) bytes
+    size_t result = 0;  // bytes test() reports
+    bool complete = false;
+    std::vector<uint8_t> staging;  // the encoded message (send), its copy for decoding (receive)
+  };
+  Comm* comm = nullptr;
+  bool in_use = false;
+  bool framed = false;
+  int count = 0;
+  Entry entries[kMaxGroupedReceives];
+  // Receive side: the clear-to-send this irecv announced.
+  ClearToSend clear_to_send{};
+  ucp_dt_iov_t clear_to_send_piece{};
+  TransferRequest clear_to_send_transfer;
+};
+
+// What a send and a receive comm share: the link, its lifeline, counters, registrations.
+class Comm {
+ public:
+  Comm(bool is_send, int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer);
+  virtual ~Comm() = default;
+
+  bool is_send() const { return is_send_; }
+  int dev() const { return dev_; }
+  RegistrationCache& registrations() { return registrations_; }
+
+  virtual ncclResult_t test(Request* request, int* done, int* sizes) = 0;
+  // `pointer` as one of this comm's requests in flight; null when it is none.
+  Request* request_at(void* pointer);
+  // Closes: cancels what can be, flushes the link (bounded), says farewell, logs the counters.
+  ncclResult_t close();
+
+ protected:
+  Request* allocate_request();
+  void release_request(Request* request);
+  int requests_in_use() const;
+  // The peer's state from the lifeline, looked at every 64th call (a system call each time).
+  PeerLifeline::State peer_state(bool now = false);
+  // How many messages the peer said it sent when it closed (0 before its farewell).
+  uint64_t farewell_count() const;
+  // The failure of `transfer` (finished with an error) in NCCL's terms.
+  ncclResult_t transfer_failed(ucs_status_t status, const char* what);
+  virtual uint64_t messages_sent() const = 0;
+  // The comm's own standing receives (the sender's clear-to-send slots), cancelled at close.
+  virtual TransferRequest* standing_receives(int* count) {
+    *count = 0;
+    return nullptr;
+  }
+
+  bool is_send_;
+  int dev_;
+  std::unique_ptr<Link> link_;
+  Socket lifeline_socket_;
+  PeerLifeline lifeline_;
+  std::string peer_;  // "host:port" of the other end, for messages
+  RegistrationCache registrations_;
+  ByteCounters counters_;
+  Request requests_[netabi::kMaxRequests];
+  unsigned polls_ = 0;
+  bool failed_ = false;
+};
+
+class SendComm : public Comm {
+ public:
+  SendComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
+           CompressMode mode, int zstd_level);
+  // Posts this comm's standing clear-to-send receives.
+  ncclResult_t start();
+  ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, void** request);
+  ncclResult_t test(Request* request, int* done, int* sizes) override;
+
+ private:
+  uint64_t messages_sent() const override { return data_messages_sent_; }
+  TransferRequest* standing_receives(int* count) override {
+    *count = netabi::kMaxRequests;
+    return slot_transfers_;
+  }
+  ncclResult_t post_clear_to_send_receive(int slot);
+  // The clear-to-send of sequence next_sequence_ when it has arrived; null otherwise.
+  ncclResult_t current_clear_to_send(ClearToSend** out);
+
+  CompressMode mode_;
+  LosslessCodec codec_;
+  ClearToSend slots_[netabi::kMaxRequests]{};
+  ucp_dt_iov_t slot_pieces_[netabi::kMaxRequests]{};
+  TransferRequest slot_transfers_[netabi::kMaxRequests];
+  uint32_t next_sequence_ = 0;
+  bool sent_[kMaxGroupedReceives] = {};
+  uint64_t clear_to_sends_received_ = 0;
+  uint64_t data_messages_sent_ = 0;
+};
+
+class RecvComm : public Comm {
+ public:
+  RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer, bool framed,
+           int zstd_level);
+  ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                     void** request);
+  ncclResult_t test(Request* request, int* done, int* sizes) override;
+
+ private:
+  uint64_t messages_sent() const override { return clear_to_sends_sent_; }
+  ncclResult_t finish_entry(Request::Entry* entry, bool framed);
+
+  bool framed_;
+  LosslessCodec codec_;
+  uint32_t next_sequence_ = 0;
+  uint64_t clear_to_sends_sent_ = 0;
+  uint64_t data_messages_received_ = 0;
+};
+
+}  // namespace terse::net

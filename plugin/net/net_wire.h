@@ -1,0 +1,85 @@
+// What the plugin puts on the wire besides NCCL's bytes:
+//
+// - the listen handle (inside NCCL's 128-byte handle, exchanged by NCCL out of band): where the
+//   listen comm waits, a nonce naming it, and the connecting side's own progress pointer;
+// - the handshake frame each side sends over that TCP connection (link_handshake.h);
+// - the clear-to-send a receive comm sends for each irecv: the message sequence number, its
+//   tags and sizes, and whether it wants framed messages;
+// - the header in front of a framed message: raw or encoded, and the raw size;
+// - the farewell a comm sends when it closes: how many messages it sent.
+//
+// The fixed-size records are copied as they are: both ends are little-endian LP64 builds of this
+// plugin (the handshake's magic and version refuse anything else).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plugin/net/net_abi.h"
+
+namespace terse::net {
+
+constexpr uint32_t kHandleMagic = 0x54455231;  // "TER1"
+constexpr uint32_t kHandshakeMagic = 0x54455248;
+constexpr uint32_t kFrameMagic = 0x54455246;
+constexpr uint16_t kWireVersion = 1;
+// Receives one irecv may group (maxRecvs).
+constexpr int kMaxGroupedReceives = 8;
+
+struct ConnectStage;  // connect_comm.h
+
+struct ListenHandle {
+  uint32_t magic;
+  uint16_t family;  // AF_INET
+  uint16_t port;    // host order
+  uint8_t address[16];
+  uint64_t nonce;
+  ConnectStage* stage;  // the connecting process's own; null as listen writes it
+};
+static_assert(sizeof(ListenHandle) <= netabi::kHandleMaxBytes);
+
+struct Handshake {
+  uint64_t nonce = 0;
+  std::string host;  // host_identity(): same host means UCX may use shared memory
+  std::vector<uint8_t> worker_address;
+};
+std::vector<uint8_t> encode_handshake(const Handshake& handshake);
+bool decode_handshake(const std::vector<uint8_t>& bytes, Handshake* out);
+
+struct ClearToSendEntry {
+  int32_t tag;
+  uint32_t reserved;
+  uint64_t size;
+};
+struct ClearToSend {
+  uint32_t sequence;
+  uint16_t count;   // 1..kMaxGroupedReceives
+  uint16_t framed;  // 1: send a FrameHeader in front of each message
+  ClearToSendEntry entries[kMaxGroupedReceives];
+};
+
+enum FrameKind : uint32_t { kFrameRaw = 0, kFrameLossless = 1 };
+struct FrameHeader {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t raw_bytes;
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+struct Farewell {
+  uint64_t messages_sent;  // data messages (send comm) or clear-to-sends (receive comm)
+};
+
+// UCX tags on a comm's own worker: bit 63 tells a clear-to-send from data; data carries the
+// sequence number and the index within its grouped receive.
+constexpr uint64_t kClearToSendTagBit = 1ull << 63;
+inline uint64_t data_tag(uint32_t sequence, int index) {
+  return (static_cast<uint64_t>(sequence) << 8) | static_cast<uint64_t>(index);
+}
+inline uint64_t clear_to_send_tag(uint32_t sequence) {
+  return kClearToSendTagBit | sequence;
+}
+
+}  // namespace terse::net
