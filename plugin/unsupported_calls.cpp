@@ -1,11 +1,16 @@
 // The rest of nccl.h, so that an application that names them still links against libterse:
 // ncclCommInitRankScalable works (every rank receives the same id array, so the first id names
 // one rendezvous for all); the calls terse does not implement yet fail with ncclInvalidUsage
-// and say so.
+// and say so. In wrap mode (comm_mode.h) the symmetric-memory windows are the real NCCL's (they
+// serve its kernels only). Shrink, Revoke and ncclGroupSimulateEnd stay refused there too: a
+// shrunk communicator would need a terse side of its own, a revoked one would leave terse's side
+// running, and a simulated end would have to close terse's part of the group without running it.
 #include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
+#include "plugin/nccl_comm.h"
 #include "plugin/real_nccl.h"
+#include "plugin/wrapped_comm.h"
 
 using terse::fail;
 
@@ -43,6 +48,14 @@ TERSE_PROFILER_ALIAS(ncclCommRevoke)
 TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
                                               ncclWindow_t* win, int winFlags) try {
   TERSE_FORWARD_NESTED(ncclCommWindowRegister, comm, buff, size, win, winFlags);
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommWindowRegister", &engine));
+  if (comm->real != nullptr) {
+    return terse::forwarded(
+        terse::call_real(terse::real_nccl()->ncclCommWindowRegister, "ncclCommWindowRegister",
+                         comm->real, buff, size, win, winFlags),
+        "ncclCommWindowRegister", comm->real);
+  }
   return fail(ncclInvalidUsage, "ncclCommWindowRegister is not supported by terse yet");
 } catch (...) {
   return terse::result_of_current_exception("ncclCommWindowRegister");
@@ -51,6 +64,13 @@ TERSE_PROFILER_ALIAS(ncclCommWindowRegister)
 
 TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) try {
   TERSE_FORWARD_NESTED(ncclCommWindowDeregister, comm, win);
+  terse::Communicator* engine = nullptr;
+  TERSE_CHECK(terse::engine_of(comm, "ncclCommWindowDeregister", &engine));
+  if (comm->real != nullptr) {
+    return terse::forwarded(terse::call_real(terse::real_nccl()->ncclCommWindowDeregister,
+                                             "ncclCommWindowDeregister", comm->real, win),
+                            "ncclCommWindowDeregister", comm->real);
+  }
   return fail(ncclInvalidUsage, "ncclCommWindowDeregister is not supported by terse yet");
 } catch (...) {
   return terse::result_of_current_exception("ncclCommWindowDeregister");

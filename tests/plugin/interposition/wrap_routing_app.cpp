@@ -275,6 +275,13 @@ void routing(int rank, ncclComm_t comm) {
     CHECK_NCCL(rank, ncclMemAlloc(&memory, 4096));
     CHECK_NCCL(rank, ncclCommRegister(comm, memory, 4096, &handle));
     CHECK_NCCL(rank, ncclCommDeregister(comm, handle));
+    const char* expect = getenv("WRAP_EXPECT");
+    if (expect != nullptr && std::string(expect) == "wrap") {
+      // Symmetric-memory windows exist only on the real NCCL's side.
+      ncclWindow_t window = nullptr;
+      CHECK_NCCL(rank, ncclCommWindowRegister(comm, memory, 4096, &window, 0));
+      CHECK_NCCL(rank, ncclCommWindowDeregister(comm, window));
+    }
     CHECK_NCCL(rank, ncclMemFree(memory));
   }
   ncclResult_t async_error = ncclInternalError;
@@ -353,6 +360,8 @@ void check_log(int rank) {
                                                     {"ncclRedOpDestroy", -1},
                                                     {"ncclCommRegister", -1},
                                                     {"ncclCommDeregister", -1},
+                                                    {"ncclCommWindowRegister", 4096},
+                                                    {"ncclCommWindowDeregister", -1},
                                                     {"ncclMemAlloc", -1},
                                                     {"ncclMemFree", -1},
                                                     {"ncclGroupStart", -1},

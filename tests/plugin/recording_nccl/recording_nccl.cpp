@@ -577,6 +577,19 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* /*handle*/) {
   return comm == nullptr ? fail(ncclInvalidArgument, "comm is null") : ncclSuccess;
 }
 
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int /*winFlags*/) {
+  log_call("ncclCommWindowRegister", comm, static_cast<long long>(size));
+  if (comm == nullptr || win == nullptr) return fail(ncclInvalidArgument, "bad arguments");
+  *win = reinterpret_cast<ncclWindow_t>(buff);  // opaque to the caller; nothing to map here
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t /*win*/) {
+  log_call("ncclCommWindowDeregister", comm);
+  return comm == nullptr ? fail(ncclInvalidArgument, "comm is null") : ncclSuccess;
+}
+
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   log_call("ncclMemAlloc", nullptr, static_cast<long long>(size));
   if (ptr == nullptr || size == 0) return fail(ncclInvalidArgument, "bad arguments");
