@@ -62,13 +62,18 @@ ncclResult_t Codec::encode(const void* input, size_t count, DType dtype,
 ncclResult_t Codec::encode_compensated(const void* input, DType dtype, float* residual,
                                        size_t count, const EncodeContext& context, void* message,
                                        size_t capacity, size_t* message_bytes) {
-  if (context.memory == Memory::kDevice) {
+  if (context.memory == Memory::kDevice && !fuses_device_compensation()) {
     return fail(ncclInvalidArgument, "%s: a compensated encode takes host memory only",
                 spec().c_str());
   }
   if (count > 0 && (input == nullptr || residual == nullptr)) {
     return fail(ncclInvalidArgument, "%s: compensated encode of %zu elements without %s",
                 spec().c_str(), count, input == nullptr ? "an input" : "a residual");
+  }
+  if (context.memory == Memory::kDevice) {
+    bool finite = true;  // not known on the host: device messages carry no escapes
+    return encode_compensated_finite(input, dtype, residual, count, context, message, capacity,
+                                     message_bytes, &finite);
   }
   if (fuses_compensation()) {
     bool finite = true;

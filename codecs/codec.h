@@ -201,6 +201,10 @@ class Codec {
   // Whether encode_compensated is one pass over the tensor (fused error feedback, DESIGN.md
   // section 3) rather than the generic compensate-then-encode.
   virtual bool fuses_compensation() const { return false; }
+  // Whether encode_compensated also takes device memory (context.memory == Memory::kDevice):
+  // one kernel reads input and residual, encodes, and writes the new residual, so the device
+  // path never stores the compensated tensor. Device messages carry no escapes (as encode's).
+  virtual bool fuses_device_compensation() const { return false; }
 
   // Per-tensor state this codec needs, or null when it keeps none (stateful() says which without
   // making one).
@@ -222,7 +226,8 @@ class Codec {
   // encode(v, count, DType::kFloat32, context with error = residual) would, and leaves
   // residual[i] = v[i] - decode(message)[i]. The residual is read as the compensation and
   // written as the error; v is never stored when fuses_compensation() (the codec's own pass),
-  // and is built in a temporary otherwise. Host memory only; context.error is ignored.
+  // and is built in a temporary otherwise. Host memory, or device memory where
+  // fuses_device_compensation(); context.error is ignored.
   ncclResult_t encode_compensated(const void* input, DType dtype, float* residual, size_t count,
                                   const EncodeContext& context, void* message, size_t capacity,
                                   size_t* message_bytes);
@@ -244,10 +249,11 @@ class Codec {
   virtual ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output,
                                      size_t count, DType dtype, bool accumulate,
                                      const DecodeContext& context) const = 0;
-  // The fused pass of encode_compensated, for codecs that answer fuses_compensation(): as
-  // encode_finite of v, the residual receiving the error. When it finds a non-finite v it sets
-  // *finite = false and leaves v in the residual, every element of it, and nothing else
-  // (encode_compensated then escapes them through encode).
+  // The fused pass of encode_compensated, for codecs that answer fuses_compensation() (host
+  // memory) or fuses_device_compensation() (device memory, asynchronous on context.stream): as
+  // encode_finite of v, the residual receiving the error. When it finds a non-finite v on the
+  // host it sets *finite = false and leaves v in the residual, every element of it, and nothing
+  // else (encode_compensated then escapes them through encode).
   virtual ncclResult_t encode_compensated_finite(const void* input, DType dtype, float* residual,
                                                  size_t count, const EncodeContext& context,
                                                  void* message, size_t capacity,

@@ -369,6 +369,48 @@ class IntQuantCodec final : public Codec {
     return ncclSuccess;
   }
 
+  // On the device, error feedback and encode are one kernel (launch_int_quant_encode_compensated);
+  // on the host the generic compensate-then-encode runs (the same bytes either way).
+  bool fuses_device_compensation() const override {
+    return TERSE_HAVE_CUDA != 0;
+  }
+
+  ncclResult_t encode_compensated_finite(const void* input, DType dtype, float* residual,
+                                         size_t count, const EncodeContext& context, void* message,
+                                         size_t capacity, size_t* message_bytes,
+                                         bool* finite) override {
+    const char* name = codec_name();
+    *finite = true;
+    if (context.memory != Memory::kDevice) {
+      return fail(ncclInternalError, "%s: the fused compensated encode is the device's", name);
+    }
+    if (message == nullptr || message_bytes == nullptr) {
+      return fail(ncclInvalidArgument, "%s: message or message_bytes is null", name);
+    }
+    const size_t bytes = max_finite_bytes(count, DType::kFloat32);
+    TERSE_CHECK(check_capacity(name, bytes, capacity));
+    // The header of encode(v, count, fp32): v is what the message describes.
+    WireHeader header = make_header(id(), DType::kFloat32, count);
+    header.param0 = block_;
+    header.flags =
+        (absmax_ ? kIntQuantAbsMaxFlag : 0) | (stochastic_ ? kIntQuantStochasticFlag : 0);
+    header.seed = stochastic_ ? context.seed : 0;
+    TERSE_CHECK(require_cuda(name));
+#if TERSE_HAVE_CUDA
+    uint8_t* payload = static_cast<uint8_t*>(message) + kWireHeaderBytes;
+    TERSE_CHECK(write_header_device(message, header, context.stream));
+    TERSE_CHECK(launch_int_quant_encode_compensated(kBits, absmax_, stochastic_, dtype, input,
+                                                    residual, count, block_, header.seed, payload,
+                                                    context.stream));
+#else
+    (void)input;
+    (void)dtype;
+    (void)residual;
+#endif
+    *message_bytes = bytes;
+    return ncclSuccess;
+  }
+
   ncclResult_t decode_finite(const void* message, size_t message_bytes, void* output, size_t count,
                              DType dtype, bool accumulate,
                              const DecodeContext& context) const override {

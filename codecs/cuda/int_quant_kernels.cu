@@ -84,6 +84,57 @@ __global__ void int_quant_encode_kernel(const typename In::Storage* input, size_
 }
 
 // Lowers *first_invalid to the index of every block a host decoder would refuse.
+// int_quant_encode_kernel over v = input + residual, v never stored: the extent pass reads v, the
+// encode pass recomputes it and overwrites residual[j] with v - decoded. Each element j belongs
+// to one lane of one warp, and the warp's shuffles order every read of its block before any
+// write, so reading and writing the residual in place is safe. Same arithmetic as compensating
+// into fp32 first (one fp32 add, then In == fp32's load), so the same bytes.
+template <typename In, int kBits, bool kAbsMax, bool kStochastic>
+__global__ void int_quant_encode_compensated_kernel(const typename In::Storage* input,
+                                                    float* residual, size_t count, uint32_t block,
+                                                    uint64_t seed, uint8_t* payload,
+                                                    IntQuantLayout layout) {
+  using Codes = IntQuantCodes<kBits, kAbsMax>;
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (size_t b = global_warp(); b < layout.blocks; b += warp_count()) {
+    const size_t first = b * block;
+    const size_t r = count - first < block ? count - first : size_t(block);
+    const size_t s = int_quant_code_bytes(r, kBits);
+    const typename In::Storage* x = input + first;
+    float* e = residual + first;
+    IntQuantExtent extent = int_quant_empty_extent<kAbsMax>();
+    for (size_t j = lane; j < r; j += kWarpSize) {
+      int_quant_extend<kAbsMax>(&extent, In::load(x[j]) + e[j]);
+    }
+    const IntQuantBlock params = int_quant_block<kBits, kAbsMax>(warp_extent<kAbsMax>(extent));
+    if (lane == 0) {
+      int_quant_store_float(payload + b * sizeof(float), params.scale);
+      if (!kAbsMax)
+        int_quant_store_float(payload + layout.minimums + b * sizeof(float), params.base);
+    }
+    uint8_t* codes = payload + layout.codes + first * kBits / 8;
+    if (!params.finite) {
+      for (size_t k = lane; k < s; k += kWarpSize) codes[k] = 0;
+      for (size_t j = lane; j < r; j += kWarpSize) e[j] = params.scale;
+      continue;
+    }
+    for (size_t k = lane; k < s; k += kWarpSize) {
+      uint32_t byte = 0;
+#pragma unroll
+      for (int p = 0; p < Codes::kPerByte; ++p) {
+        const size_t j = k + p * s;
+        if (j >= r) break;
+        const float value = In::load(x[j]) + e[j];
+        const uint32_t code =
+            int_quant_code<kBits, kAbsMax, kStochastic>(value, params, seed, first + j);
+        byte |= code << (p * kBits);
+        e[j] = value - int_quant_value<kBits, kAbsMax>(code, params.scale, params.base);
+      }
+      codes[k] = static_cast<uint8_t>(byte);
+    }
+  }
+}
+
 template <int kBits, bool kAbsMax>
 __global__ void int_quant_validate_kernel(const uint8_t* payload, IntQuantLayout layout,
                                           unsigned long long* first_invalid) {
@@ -180,6 +231,31 @@ ncclResult_t launch_int_quant_encode(int bits, bool absmax, bool stochastic, DTy
     });
   });
   return check_launch("int quantizer encode");
+}
+
+ncclResult_t launch_int_quant_encode_compensated(int bits, bool absmax, bool stochastic,
+                                                 DType input_type, const void* input,
+                                                 float* residual, size_t count, uint32_t block,
+                                                 uint64_t seed, void* payload, void* stream) {
+  if (count == 0) return ncclSuccess;
+  cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  const IntQuantLayout layout = int_quant_layout(count, block, bits, absmax);
+  dispatch_dtype(input_type, [&](auto in) {
+    using In = decltype(in);
+    dispatch_bits(bits, [&](auto bits_type) {
+      dispatch_bool(absmax, [&](auto absmax_type) {
+        dispatch_bool(stochastic, [&](auto stochastic_type) {
+          int_quant_encode_compensated_kernel<In, decltype(bits_type)::value,
+                                              decltype(absmax_type)::value,
+                                              decltype(stochastic_type)::value>
+              <<<grid_for_blocks(layout.blocks), kThreads, 0, cuda_stream>>>(
+                  static_cast<const typename In::Storage*>(input), residual, count, block, seed,
+                  static_cast<uint8_t*>(payload), layout);
+        });
+      });
+    });
+  });
+  return check_launch("int quantizer compensated encode");
 }
 
 ncclResult_t launch_int_quant_validate(int bits, bool absmax, const void* payload, size_t count,

@@ -18,6 +18,14 @@ ncclResult_t launch_int_quant_encode(int bits, bool absmax, bool stochastic, DTy
                                      const void* input, size_t count, uint32_t block, uint64_t seed,
                                      void* payload, float* error, void* stream);
 
+// The same message for v[i] = input[i] (as fp32) + residual[i], with residual[i] receiving
+// v[i] - decoded[i]: error feedback and encode in one pass, v never stored (the message and the
+// residual are bit for bit those of compensating into fp32 and then encoding with the error).
+ncclResult_t launch_int_quant_encode_compensated(int bits, bool absmax, bool stochastic,
+                                                 DType input_type, const void* input,
+                                                 float* residual, size_t count, uint32_t block,
+                                                 uint64_t seed, void* payload, void* stream);
+
 // Checks every block's scale and minimum as a host decode would and waits for the answer:
 // `*first_invalid` is the lowest failing block (with its scale and base for the error message),
 // or the block count when all pass.

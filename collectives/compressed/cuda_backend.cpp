@@ -117,10 +117,32 @@ ncclResult_t CudaBackend::encode_to_host(const CompressedArgs& args,
   on_device.stream = stream_;
   TERSE_CHECK(compute_->encode(*args.codec, input, count, dtype, on_device, device_message,
                                capacity, message_bytes));
-  cudaError_t error = cudaMemcpyAsync(message, device_message, *message_bytes,
+  return copy_message_to_host(context, device_message, message, *message_bytes);
+}
+
+ncclResult_t CudaBackend::encode_compensated_to_host(const CompressedArgs& args,
+                                                     const CompressedContext& context,
+                                                     const void* input, float* residual,
+                                                     size_t count, const EncodeContext& encode,
+                                                     uint8_t* message, size_t capacity,
+                                                     size_t* message_bytes) {
+  void* device_message = grow(&encoded_, capacity, /*device=*/true);
+  if (device_message == nullptr) return ncclUnhandledCudaError;
+  EncodeContext on_device = encode;
+  on_device.memory = Memory::kDevice;
+  on_device.stream = stream_;
+  TERSE_CHECK(compute_->encode_compensated(*args.codec, args.dtype, input, residual, count,
+                                           on_device, device_message, capacity, message_bytes));
+  return copy_message_to_host(context, device_message, message, *message_bytes);
+}
+
+ncclResult_t CudaBackend::copy_message_to_host(const CompressedContext& context,
+                                               const void* device_message, uint8_t* message,
+                                               size_t message_bytes) {
+  cudaError_t error = cudaMemcpyAsync(message, device_message, message_bytes,
                                       cudaMemcpyDeviceToHost, cuda(stream_));
   if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of a message to the host");
-  count_copy(context, *message_bytes, /*to_host=*/true);
+  count_copy(context, message_bytes, /*to_host=*/true);
   error = cudaEventRecord(event(messages_copied_), cuda(stream_));
   if (error != cudaSuccess) return cuda_failure(error, "cudaEventRecord");
   return ncclSuccess;
@@ -136,9 +158,6 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
   // the codec's kernels match its CPU code).
   float* residual = call_residual(args);
   const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
-  TERSE_CHECK(compute_->compensate(args.dtype, send,
-                                   residual != nullptr ? residual + range.offset : nullptr,
-                                   values + range.offset, range.count, stream_));
   EncodeContext encode = args.encode;
   encode.seed = range_seed(args.encode.seed, range.offset);
   encode.error = residual != nullptr ? residual + range.offset : nullptr;
@@ -146,6 +165,14 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
   if (args.entry != nullptr && range.offset == 0 && range.count == args.count) {
     encode.state = args.entry->state();
   }
+  if (residual != nullptr && compute_->fuses_compensation(*args.codec)) {
+    // One pass over send and the residual; `values` stays untouched (DESIGN.md section 3).
+    return encode_compensated_to_host(args, context, send, residual + range.offset, range.count,
+                                      encode, message, capacity, message_bytes);
+  }
+  TERSE_CHECK(compute_->compensate(args.dtype, send,
+                                   residual != nullptr ? residual + range.offset : nullptr,
+                                   values + range.offset, range.count, stream_));
   return encode_to_host(args, context, values + range.offset, range.count, DType::kFloat32, encode,
                         message, capacity, message_bytes);
 }

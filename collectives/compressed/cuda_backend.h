@@ -4,7 +4,9 @@
 //   encode:  compensate (send + residual, device) -> codec encode kernel (device message, the
 //            error into the device residual) -> cudaMemcpyAsync of the message alone into pinned
 //            host memory -> event; wait_messages() waits for that event, so the algorithm never
-//            sends a message before its copy has landed.
+//            sends a message before its copy has landed. Where the codec fuses compensation on
+//            the device (int8/int4/int2: Codec::fuses_device_compensation) the first two are
+//            one kernel reading send and the residual and writing the new residual.
 //   decode:  the received bytes (pinned host) are validated on the host, then copied to the
 //            device and decoded there (accumulating), asynchronously: nothing waits for the
 //            stream until finish().
@@ -87,6 +89,17 @@ class CudaBackend final : public ExecutionBackend {
                               const void* input, size_t count, DType dtype,
                               const EncodeContext& encode, uint8_t* message, size_t capacity,
                               size_t* message_bytes);
+  // The fused encode of send (args.dtype) + residual, the residual receiving the error
+  // (DeviceCompute::encode_compensated), then its copy as encode_to_host's.
+  ncclResult_t encode_compensated_to_host(const CompressedArgs& args,
+                                          const CompressedContext& context, const void* input,
+                                          float* residual, size_t count,
+                                          const EncodeContext& encode, uint8_t* message,
+                                          size_t capacity, size_t* message_bytes);
+  // The device message's copy into `message` (host), counted, and the event wait_messages
+  // waits for.
+  ncclResult_t copy_message_to_host(const CompressedContext& context, const void* device_message,
+                                    uint8_t* message, size_t message_bytes);
 
   void* stream_ = nullptr;
   std::unique_ptr<DeviceCompute> compute_;

@@ -38,6 +38,15 @@ class CudaCompute final : public DeviceCompute {
                       size_t* message_bytes) override {
     return codec.encode(input, count, dtype, context, message, capacity, message_bytes);
   }
+  bool fuses_compensation(const Codec& codec) const override {
+    return codec.fuses_device_compensation();
+  }
+  ncclResult_t encode_compensated(Codec& codec, DType input_type, const void* input,
+                                  float* residual, size_t count, const EncodeContext& context,
+                                  void* message, size_t capacity, size_t* message_bytes) override {
+    return codec.encode_compensated(input, input_type, residual, count, context, message, capacity,
+                                    message_bytes);
+  }
   ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,
                       size_t message_bytes, void* output, size_t count, DType dtype,
                       bool accumulate, void* stream) override {

@@ -36,6 +36,16 @@ class DeviceCompute {
   virtual ncclResult_t encode(Codec& codec, const void* input, size_t count, DType dtype,
                               const EncodeContext& context, void* message, size_t capacity,
                               size_t* message_bytes) = 0;
+  // Whether encode_compensated runs `codec` fused (Codec::fuses_device_compensation).
+  virtual bool fuses_compensation(const Codec& codec) const = 0;
+  // codec.encode_compensated on the device: v = input (input_type, as fp32) + residual encoded
+  // as encode(v, count, fp32, context with error = residual) would, residual[i] receiving
+  // v[i] - decoded[i], v never stored. Only where fuses_compensation(codec); *message_bytes
+  // must be known on return.
+  virtual ncclResult_t encode_compensated(Codec& codec, DType input_type, const void* input,
+                                          float* residual, size_t count,
+                                          const EncodeContext& context, void* message,
+                                          size_t capacity, size_t* message_bytes) = 0;
   // codec.decode of `message` (device) whose bytes are also at `host_message` (host), validated
   // from there (DecodeContext::host_message) before anything is enqueued.
   virtual ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,

@@ -153,6 +153,42 @@ ncclResult_t EmulatedCompute::encode(Codec& codec, const void* input, size_t cou
   return launch(job, context.stream);
 }
 
+bool EmulatedCompute::fuses_compensation(const Codec& codec) const {
+  return codec.fuses_device_compensation();
+}
+
+ncclResult_t EmulatedCompute::encode_compensated(Codec& codec, DType input_type, const void* input,
+                                                 float* residual, size_t count,
+                                                 const EncodeContext& context, void* message,
+                                                 size_t capacity, size_t* message_bytes) {
+  // The message of v = input + residual in fp32, as the device's fused encode announces it.
+  const size_t bytes = codec.wire_bytes(count, DType::kFloat32, context.shape);
+  if (bytes > capacity) return fail(ncclInvalidArgument, "emulated encode: capacity too small");
+  *message_bytes = bytes;
+  auto job = std::make_shared<Job>();
+  job->add(input, count * dtype_size(input_type), true, false);
+  job->add(residual, count * sizeof(float), true, true);
+  job->add(message, bytes, false, true);
+  EncodeContext host = context;
+  host.memory = Memory::kHost;
+  host.stream = nullptr;
+  Codec* encoder = &codec;
+  job->run = [=](std::vector<Job::Buffer>& b) mutable {
+    size_t written = 0;
+    if (encoder->encode_compensated(b[0].host.data(), input_type,
+                                    reinterpret_cast<float*>(b[1].host.data()), count, host,
+                                    b[2].host.data(), bytes, &written) != ncclSuccess) {
+      return "emulated compensated encode failed: " + std::string(last_error());
+    }
+    if (written != bytes) {
+      return "emulated compensated encode wrote " + std::to_string(written) + " bytes, announced " +
+             std::to_string(bytes);
+    }
+    return std::string();
+  };
+  return launch(job, context.stream);
+}
+
 ncclResult_t EmulatedCompute::decode(const Codec& codec, const void* message,
                                      const void* host_message, size_t message_bytes, void* output,
                                      size_t count, DType dtype, bool accumulate, void* stream) {

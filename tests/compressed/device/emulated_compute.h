@@ -27,6 +27,12 @@ class EmulatedCompute final : public DeviceCompute {
   ncclResult_t encode(Codec& codec, const void* input, size_t count, DType dtype,
                       const EncodeContext& context, void* message, size_t capacity,
                       size_t* message_bytes) override;
+  // As the real one decides (Codec::fuses_device_compensation), modelled by the CPU codec's
+  // encode_compensated in one host function.
+  bool fuses_compensation(const Codec& codec) const override;
+  ncclResult_t encode_compensated(Codec& codec, DType input_type, const void* input,
+                                  float* residual, size_t count, const EncodeContext& context,
+                                  void* message, size_t capacity, size_t* message_bytes) override;
   ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,
                       size_t message_bytes, void* output, size_t count, DType dtype,
                       bool accumulate, void* stream) override;
