@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "collectives/compressed/compression_engine.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "plugin/nccl_comm.h"
@@ -32,8 +33,11 @@ ncclResult_t create_terse_side(ncclComm* comm, int fallback_device) {
                                             std::vector<std::vector<uint8_t>>* table) {
     return exchange.allgather(address, table);
   };
-  return Communicator::create(peers, communicator_tag_id(secrets[0]), rank, nranks,
-                              device >= 0 ? device : fallback_device, &comm->engine);
+  TERSE_CHECK(Communicator::create(peers, communicator_tag_id(secrets[0]), rank, nranks,
+                                   device >= 0 ? device : fallback_device, &comm->engine));
+  // An `auto` rule's calls that stay uncompressed go to the real NCCL too: that needs codec
+  // speeds agreed before any call (compression_engine.h).
+  return comm->engine->compression()->prepare_hand_off();
 }
 
 void log_comm_mode(const ncclComm* comm) {

@@ -459,7 +459,7 @@ ncclResult_t CompressionEngine::hand_off_uncompressed(const CollectiveArgs& args
   if (!policy_.rules().empty() || args.tensor != nullptr) {
     Plan plan;
     TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
-    if (plan.compressed || plan.automatic) return ncclSuccess;
+    if (plan.compressed || (plan.automatic && !plan.call.agreed)) return ncclSuccess;
     advance_clock(plan);
     log_first_decision(plan, args);
   }
@@ -467,6 +467,15 @@ ncclResult_t CompressionEngine::hand_off_uncompressed(const CollectiveArgs& args
   record("none", runner, args.count * nccl_type_size(args.type), 0, CompressionCounters{}, 0,
          false);
   return ncclSuccess;
+}
+
+ncclResult_t CompressionEngine::prepare_hand_off() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::vector<PolicyRule>& rules = policy_.rules();
+  const bool automatic = std::any_of(rules.begin(), rules.end(), [](const PolicyRule& rule) {
+    return rule.codec.name == kAutoCodec;
+  });
+  return automatic ? planner_->agree_auto_speeds() : ncclSuccess;
 }
 
 void CompressionEngine::record(const std::string& codec, const std::string& algorithm,

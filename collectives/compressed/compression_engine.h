@@ -131,10 +131,15 @@ class CompressionEngine {
   // *elsewhere = true when `args` is one: the policy's plan at the tensor's next step is no
   // compression. The call is then counted here as allreduce() would count it (the tensor's step
   // moves, so schedules see every call; the statistics record codec none, algorithm `runner`).
-  // A tensor whose rule says `auto` stays here (*elsewhere = false): auto decides on codec speeds
-  // the ranks agree on inside an allreduce, so only allreduce() decides it alike on every rank.
+  // A tensor whose rule says `auto` is handed off when auto keeps it uncompressed on codec speeds
+  // the ranks have agreed on (prepare_hand_off); otherwise it stays here (*elsewhere = false),
+  // where allreduce() agrees on them and decides alike on every rank.
   ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const char* runner,
                                      bool* elsewhere);
+  // Collective, once at creation of a communicator that hands calls off: when the policy has an
+  // `auto` rule, agrees on the speeds of every codec auto weighs (a probe of each, then one
+  // allgather), so that hand_off_uncompressed can decide auto's calls alike on every rank.
+  ncclResult_t prepare_hand_off();
 
   // Device buffers (collectives/device_buffers.h): whether allreduce() would run `args` on the
   // device backend at the tensor's next step, as this rank sees it now (no agreement: the

@@ -368,6 +368,16 @@ ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
   return ncclSuccess;
 }
 
+ncclResult_t Planner::agree_auto_speeds() {
+  std::vector<Codec*> codecs;
+  for (const std::string& spec : auto_codec_candidates()) {
+    Codec* codec = nullptr;
+    TERSE_CHECK(make_codec_(spec, &codec));
+    codecs.push_back(codec);
+  }
+  return speeds_of(codecs, /*may_agree=*/true);
+}
+
 std::string Planner::dense_algorithm(double bytes) const {
   if (!settings_.dense_forced.empty()) return "dense_" + settings_.dense_forced;
   const double per_rank = bytes / std::max(1, shape_.ranks);
@@ -395,6 +405,8 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
     }
   }
   TERSE_CHECK(speeds_of(codecs, request.may_agree));
+  plan->agreed = std::all_of(codecs.begin(), codecs.end(),
+                             [&](Codec* codec) { return agreed_.count(codec->spec()) != 0; });
 
   std::vector<const CompressedAlgorithmInfo*> runs, inners;
   std::vector<Codec*> codec_of;

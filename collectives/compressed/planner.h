@@ -86,6 +86,9 @@ struct CallPlan {
   size_t stage_elements = 0;
   std::vector<PlanCandidate> candidates;
   int chosen = -1;  // index into candidates
+  // Every codec speed the plan used was agreed between the ranks, so every rank that asks the
+  // same question gets this plan, even one made without agreeing (PlanRequest::may_agree false).
+  bool agreed = false;
 
   // "int8 sra 12.3 ms (of: none dense_ring 80.1 ms, int8 tree 40.2 ms, ...)", for the log.
   std::string describe() const;
@@ -126,6 +129,10 @@ class Planner {
 
   // The plan for `request`; plans made with agreed figures (may_agree) are kept and reused.
   ncclResult_t plan(const PlanRequest& request, CallPlan* plan);
+
+  // Collective: measures and agrees now the speeds of every codec `auto` may weigh, so that
+  // later plans of `auto` are agreed (CallPlan::agreed) without a call agreeing on them.
+  ncclResult_t agree_auto_speeds();
 
   // Whether the communicator spans several nodes (the policy's link class).
   bool multi_node() const { return shape_.nodes > 1; }

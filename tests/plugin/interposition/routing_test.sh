@@ -75,6 +75,18 @@ for n in 2 4; do
   fi
 done
 
+# A policy of `auto`: the calls it leaves uncompressed go to the real NCCL as well, decided on
+# codec speeds the ranks agreed at creation. With codecs this slow, auto compresses nothing
+# (every allreduce reaches the stand-in); with codecs this fast it compresses the 4096 and 8192
+# ones on these ranks' shared memory, which stay in terse.
+printf 'fp16 0.05 0.05\nbf16 0.05 0.05\nint8 0.05 0.05\n' >"$work/slow_codecs.txt"
+printf 'fp16 1000 1000\nbf16 1000 1000\nint8 1000 1000\n' >"$work/fast_codecs.txt"
+for speeds in slow fast; do
+  expect=$([ $speeds = slow ] && echo wrap-uncompressed || echo wrap)
+  run "wrap-auto-$speeds" LD_PRELOAD="$libterse" TERSE_MODE=wrap TERSE_POLICY= TERSE_CODEC=auto \
+    TERSE_CODEC_SPEED="$work/${speeds}_codecs.txt" WRAP_EXPECT=$expect -- "$app" routing 2 processes
+done
+
 # auto without a CUDA device: engine, and it says why.
 run auto-no-device LD_PRELOAD="$libterse" TERSE_DEBUG=INFO WRAP_EXPECT=engine -- \
   "$app" routing 2 threads

@@ -6,10 +6,12 @@
 //     SCENARIO routing:      every collective, send/recv, groups mixing forwarded and compressed
 //                            calls, split, PreMulSum, registration, ncclMemAlloc; results
 //                            checked against values computed here; then the stand-in's log
-//                            (RECORDING_NCCL_LOG) checked against WRAP_EXPECT=wrap|engine: in
-//                            wrap, each uncompressed call has its line and no compressed
-//                            allreduce (counts 4096 and 8192, which TERSE_POLICY compresses) has
-//                            one; in engine, this process sent the stand-in nothing.
+//                            (RECORDING_NCCL_LOG) checked against
+//                            WRAP_EXPECT=wrap|wrap-uncompressed|engine: in wrap, each
+//                            uncompressed call has its line and no compressed allreduce (counts
+//                            4096 and 8192, which TERSE_POLICY compresses) has one; in
+//                            wrap-uncompressed (auto left them alone) those have theirs too; in
+//                            engine, this process sent the stand-in nothing.
 //                            WRAP_RESULT_DIR: each rank writes its compressed results there
 //                            (rank<r>.bin), for comparison with another mode's.
 //              async_error:  a forwarded allreduce after which the stand-in fails the
@@ -276,7 +278,7 @@ void routing(int rank, ncclComm_t comm) {
     CHECK_NCCL(rank, ncclCommRegister(comm, memory, 4096, &handle));
     CHECK_NCCL(rank, ncclCommDeregister(comm, handle));
     const char* expect = getenv("WRAP_EXPECT");
-    if (expect != nullptr && std::string(expect) == "wrap") {
+    if (expect != nullptr && std::string(expect).rfind("wrap", 0) == 0) {
       // Symmetric-memory windows exist only on the real NCCL's side.
       ncclWindow_t window = nullptr;
       CHECK_NCCL(rank, ncclCommWindowRegister(comm, memory, 4096, &window, 0));
@@ -339,7 +341,10 @@ void check_log(int rank) {
     if (!lines.empty()) report(rank, "engine mode, yet the stand-in logged: " + lines.front());
     return;
   }
-  if (expect != "wrap") return;
+  // wrap-uncompressed: TERSE_CODEC=auto kept every allreduce uncompressed, so all of them,
+  // the 4096 and 8192 ones included, reach the stand-in.
+  const bool all_uncompressed = expect == "wrap-uncompressed";
+  if (expect != "wrap" && !all_uncompressed) return;
   const std::pair<const char*, long> forwarded[] = {{"ncclAllReduce", 101},
                                                     {"ncclAllReduce", 102},
                                                     {"ncclAllReduce", 103},
@@ -376,7 +381,11 @@ void check_log(int rank) {
     }
   }
   for (long count : {4096L, 8192L}) {
-    if (logged(lines, "ncclAllReduce", count)) {
+    const bool seen = logged(lines, "ncclAllReduce", count);
+    if (all_uncompressed && !seen) {
+      report(rank, "auto left the allreduce of " + std::to_string(count) +
+                       " uncompressed, yet it never reached the stand-in");
+    } else if (!all_uncompressed && seen) {
       report(rank,
              "the compressed allreduce of " + std::to_string(count) + " reached the stand-in");
     }
