@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -261,6 +263,105 @@ TEST(PluginDeviceBackendRoute, OtherAlgorithmsAreStagedWholeTensorsCounted) {
         terse::model::compare(expected, DType::kFloat32, call.output.data(), count).mismatches, 0u);
     EXPECT_EQ(call.stats.pcie_bytes_to_host, count * sizeof(float));
     EXPECT_EQ(call.stats.pcie_bytes_to_device, count * sizeof(float));
+  }
+}
+
+// The route is chosen from a prediction made when the call is enqueued; the plan the proxy makes
+// later decides. Two calls of one tensor enqueued while the stream is held are both predicted
+// at step 0 (int8: the backend), but the policy leaves step 1 uncompressed: the proxy then
+// stages that call itself (the dense allreduce on host copies, the whole tensor counted) and
+// the result is the exact sum.
+TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
+  REQUIRE_DEVICE();
+  char path[] = "/tmp/terse_route_policy_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string policy = "rules:\n  - codec: int8\n    schedule: {start: 0, end: 1}\n";
+  ASSERT_EQ(write(fd, policy.data(), policy.size()), static_cast<ssize_t>(policy.size()));
+  close(fd);
+  ScopedEnvironment file("TERSE_POLICY", path);
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+  const int n = 2;
+  const size_t count = 6000;
+  const size_t bytes = count * sizeof(float);
+  struct Gate {
+    std::atomic<bool> open{false};
+  };
+  Gate gates[n];
+  std::vector<std::vector<float>> first(n, std::vector<float>(count)),
+      second(n, std::vector<float>(count));
+  std::vector<std::string> errors(n);
+  std::vector<terseStats> stats(n);
+  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
+    cudaStream_t stream = nullptr;
+    void *send_a = nullptr, *send_b = nullptr, *recv = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    cudaMalloc(&send_a, bytes);
+    cudaMalloc(&send_b, bytes);
+    cudaMalloc(&recv, bytes);
+    std::vector<float> a(count), b(count);
+    for (size_t i = 0; i < count; ++i) {
+      a[i] = input_value(rank, 0, i);
+      b[i] = input_value(rank, 1, i);
+    }
+    auto hold = [](void* argument) {
+      Gate* held = static_cast<Gate*>(argument);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!held->open.load() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+    cudaLaunchHostFunc(stream, hold, &gates[rank]);
+    cudaMemcpyAsync(send_a, a.data(), bytes, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyAsync(send_b, b.data(), bytes, cudaMemcpyHostToDevice, stream);
+    if (ncclAllReduce(send_a, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+      errors[rank] = ncclGetLastError(comm);
+    }
+    cudaMemcpyAsync(first[rank].data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
+    if (ncclAllReduce(send_b, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+      errors[rank] = ncclGetLastError(comm);
+    }
+    cudaMemcpyAsync(second[rank].data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
+    gates[rank].open = true;
+    if (cudaStreamSynchronize(stream) != cudaSuccess) errors[rank] = "cudaStreamSynchronize";
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (async != ncclSuccess) errors[rank] = std::string("async: ") + ncclGetLastError(comm);
+    terseCommGetStats(comm, &stats[rank]);
+    cudaFree(send_a);
+    cudaFree(send_b);
+    cudaFree(recv);
+    cudaStreamDestroy(stream);
+  });
+  unlink(path);
+  ASSERT_EQ(failure, "");
+  const std::unique_ptr<terse::Codec> int8 = make_codec("int8");
+  ASSERT_NE(int8, nullptr);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_STREQ(stats[r].last_codec, "none") << "rank " << r;
+    uint64_t to_host = 0, to_device = 0;
+    sra_pcie_bytes(*int8, count, n, r, &to_host, &to_device);
+    // The first call's messages, then the second call's whole tensor each way.
+    EXPECT_EQ(stats[r].pcie_bytes_to_host, to_host + bytes) << "rank " << r;
+    EXPECT_EQ(stats[r].pcie_bytes_to_device, to_device + bytes) << "rank " << r;
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      // Two ranks: the ring's sum is a + b exactly.
+      wrong += second[r][i] != input_value(0, 1, i) + input_value(1, 1, i) ? 1 : 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << r << ": the staged call's result";
+  }
+  // The first call ran on the backend: the model's int8 result (the seed, step and pieces of the
+  // last compressed call, which the dense one after it leaves in the statistics).
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  terseStats first_call = stats[0];
+  std::snprintf(first_call.last_algorithm, sizeof(first_call.last_algorithm), "sra");
+  const terse::model::Expected expected = model_step(&model, n, count, 0, first_call);
+  for (int r = 0; r < n; ++r) {
+    const auto* got = reinterpret_cast<const uint8_t*>(first[r].data());
+    EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, got, count).mismatches, 0u)
+        << "rank " << r << ": the backend call's result";
   }
 }
 
