@@ -15,6 +15,8 @@ packages=(
   libgtest-dev                    # tests
   clang libclang-rt-14-dev        # fuzz targets (libFuzzer, tests/fuzz)
   libopenblas-dev                 # PowerSGD on the CPU
+  zlib1g-dev                      # train_fmnist reads the gzipped IDX files
+  dataset-fashion-mnist           # train_fmnist's data (perf/convergence.sh, tests/train)
   openmpi-bin libopenmpi-dev      # mpirun launch and the MPI baseline
   iproute2 iputils-ping iptables  # perf/emulated_cluster.sh: namespaces and tc, link checks, RTT
 )

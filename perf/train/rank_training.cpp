@@ -1,0 +1,158 @@
+#include "perf/train/rank_training.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "perf/train/gradient_allreduce.h"
+#include "perf/train/model.h"
+#include "perf/train/parameter_digest.h"
+#include "perf/train/rank_reduce.h"
+#include "perf/train/seeded_random.h"
+#include "perf/train/sgd.h"
+#include "perf/train/softmax_cross_entropy.h"
+#include "perf/train/traffic_meter.h"
+
+namespace terse {
+namespace train {
+namespace {
+
+constexpr int kEvalBatch = 250;
+constexpr int kProgressEverySteps = 10;
+
+void check(ncclResult_t result, int rank, const char* call) {
+  if (result == ncclSuccess) return;
+  const char* reason = ncclGetLastError(nullptr);
+  fprintf(stderr, "train_fmnist: rank %d: %s failed: %s (%s)\n", rank, call,
+          ncclGetErrorString(result), reason ? reason : "");
+  fflush(stderr);
+  _exit(1);
+}
+
+// Images of the test set with index = rank mod nranks: correct predictions and how many.
+void evaluate(Model* model, const ImageSet& test, int rank, int nranks, double* correct,
+              double* tested) {
+  std::vector<int> mine;
+  for (int i = rank; i < test.count; i += nranks) mine.push_back(i);
+  std::vector<float> images(static_cast<size_t>(kEvalBatch) * kImagePixels);
+  std::vector<uint8_t> labels(kEvalBatch);
+  for (size_t first = 0; first < mine.size(); first += kEvalBatch) {
+    const int batch = static_cast<int>(std::min<size_t>(kEvalBatch, mine.size() - first));
+    for (int b = 0; b < batch; ++b) {
+      const int index = mine[first + static_cast<size_t>(b)];
+      std::copy_n(test.image(index), kImagePixels, images.begin() + b * kImagePixels);
+      labels[static_cast<size_t>(b)] = test.labels[static_cast<size_t>(index)];
+    }
+    const std::vector<float>& logits = model->forward(images.data(), batch);
+    *correct += softmax_cross_entropy(logits, labels.data(), batch, kClasses, nullptr).correct;
+    *tested += batch;
+  }
+}
+
+// Ends the run when the ranks' parameters differ (parameter_digest.h says why that matters).
+void check_ranks_agree(ncclComm_t comm, const std::vector<Parameter*>& parameters, int rank,
+                       int epoch) {
+  const double digest = parameter_digest(parameters);
+  std::vector<double> lowest = {digest}, highest = {digest};
+  check(reduce_over_ranks(comm, ncclMin, &lowest), rank, "terseAllReduceTensor (digest)");
+  check(reduce_over_ranks(comm, ncclMax, &highest), rank, "terseAllReduceTensor (digest)");
+  if (lowest[0] == highest[0]) return;
+  fprintf(stderr,
+          "train_fmnist: rank %d: after epoch %d the ranks hold different parameters (digests "
+          "from %.17g to %.17g): the gradient allreduce did not give every rank the same "
+          "average\n",
+          rank, epoch, lowest[0], highest[0]);
+  fflush(stderr);
+  _exit(1);
+}
+
+}  // namespace
+
+int steps_per_epoch(const TrainOptions& options, int train_count, int nranks) {
+  const int steps = train_count / (nranks * options.batch);
+  return options.max_steps > 0 ? std::min(steps, options.max_steps) : steps;
+}
+
+void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
+  const TrainOptions& options = job.options;
+  std::unique_ptr<Model> model = make_model(options.model, options.seed);
+  std::vector<Parameter*> parameters = model->parameters();
+  GradientAllreduce gradients(comm, parameters);
+  std::vector<float> momentum(parameters.size(), options.momentum);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    ncclResult_t result = ncclSuccess;
+    if (gradients.uses_dgc(i, &result)) momentum[i] = 0.0f;
+    check(result, rank, "terseCommDecide");
+    if (momentum[i] == 0.0f && options.momentum > 0.0f && job.report != nullptr) {
+      printf("# %s: dgc's momentum correction replaces the optimizer's momentum\n",
+             parameters[i]->name.c_str());
+    }
+  }
+
+  const int steps = steps_per_epoch(options, job.train.count, job.nranks);
+  const int batch = options.batch;
+  std::vector<float> images(static_cast<size_t>(batch) * kImagePixels);
+  std::vector<uint8_t> labels(static_cast<size_t>(batch));
+  std::vector<float> dlogits;
+  TrafficMeter traffic(comm);
+  check(traffic.start(), rank, "terseCommGetStats");
+
+  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    // The same order on every rank; step s gives rank r the samples
+    // order[(s * nranks + r) * batch, ... + batch).
+    const std::vector<int> order =
+        SeededRandom(options.seed * 1000003u + static_cast<uint64_t>(epoch))
+            .permutation(job.train.count);
+    const auto started = std::chrono::steady_clock::now();
+    double loss_sum = 0.0;
+    for (int step = 0; step < steps; ++step) {
+      const size_t first = (static_cast<size_t>(step) * job.nranks + rank) * batch;
+      for (int b = 0; b < batch; ++b) {
+        const int index = order[first + static_cast<size_t>(b)];
+        std::copy_n(job.train.image(index), kImagePixels, images.begin() + b * kImagePixels);
+        labels[static_cast<size_t>(b)] = job.train.labels[static_cast<size_t>(index)];
+      }
+      const std::vector<float>& logits = model->forward(images.data(), batch);
+      loss_sum += softmax_cross_entropy(logits, labels.data(), batch, kClasses, &dlogits).loss;
+      model->backward(dlogits, batch);
+      check(gradients.average(), rank, "terseAllReduceTensor");
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        sgd_step(parameters[i], options.learning_rate, momentum[i]);
+      }
+      if (job.report != nullptr && (step + 1) % kProgressEverySteps == 0) {
+        job.report->progress(epoch, step + 1, steps, loss_sum / (step + 1));
+      }
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+    Traffic sent;
+    check(traffic.read(&sent), rank, "terseCommGetStats");
+    double correct = 0.0, tested = 0.0;
+    evaluate(model.get(), job.test, rank, job.nranks, &correct, &tested);
+    std::vector<double> sums = {
+        loss_sum, static_cast<double>(steps),           correct,
+        tested,   static_cast<double>(sent.wire_bytes), static_cast<double>(sent.dense_wire_bytes)};
+    check(reduce_over_ranks(comm, ncclSum, &sums), rank, "terseAllReduceTensor (metrics)");
+    check_ranks_agree(comm, parameters, rank, epoch);
+    // The metrics' own allreduce is not gradient traffic: the next epoch counts from here.
+    check(traffic.start(), rank, "terseCommGetStats");
+    if (job.report == nullptr) continue;
+    EpochFigures figures;
+    figures.epoch = epoch;
+    figures.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    figures.test_accuracy = sums[3] > 0 ? sums[2] / sums[3] : 0.0;
+    figures.wire_bytes = static_cast<uint64_t>(sums[4]);
+    figures.dense_wire_bytes = static_cast<uint64_t>(sums[5]);
+    figures.seconds = seconds;
+    job.report->epoch_done(figures);
+  }
+}
+
+}  // namespace train
+}  // namespace terse

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# check_training_learns.sh LEVEL COMMAND [ARGS...]: runs train_fmnist and passes when it exits 0,
+# every epoch line reads exactly "epoch E train_loss L test_acc A wire_ratio R" with E counting
+# from 1, and the last epoch's train_loss is below LEVEL (tests/train/CMakeLists.txt says why
+# that level). WIRE_BELOW=X also requires the last wire_ratio below X (compression happened).
+set -uo pipefail
+level=$1
+shift
+output=$("$@" 2>&1)
+code=$?
+printf '%s\n' "$output"
+if ((code != 0)); then
+  echo "check_training_learns: the trainer exited with $code (its output is above)" >&2
+  exit 1
+fi
+printf '%s\n' "$output" | awk -v level="$level" -v wire_below="${WIRE_BELOW:-}" '
+  /^epoch / {
+    if (NF != 8 || $3 != "train_loss" || $5 != "test_acc" || $7 != "wire_ratio" ||
+        $2 != epochs + 1) {
+      print "check_training_learns: malformed epoch line: " $0 > "/dev/stderr"
+      bad = 1
+    }
+    epochs = $2; loss = $4; ratio = $8
+  }
+  END {
+    if (bad) exit 1
+    if (epochs == 0) { print "check_training_learns: no epoch line" > "/dev/stderr"; exit 1 }
+    if (!(loss + 0 < level + 0)) {
+      printf "check_training_learns: train_loss %s after epoch %d is not below %s\n", loss,
+             epochs, level > "/dev/stderr"
+      exit 1
+    }
+    if (wire_below != "" && !(ratio + 0 < wire_below + 0)) {
+      printf "check_training_learns: wire_ratio %s is not below %s\n", ratio,
+             wire_below > "/dev/stderr"
+      exit 1
+    }
+    printf "check_training_learns: train_loss %s < %s after epoch %d\n", loss, level, epochs
+  }'
