@@ -1,7 +1,7 @@
 // The CUDA execution backend with the real kernels, on a GPU (they skip, saying so, without
 // one): scatter-reduce-allgather on device buffers, 2 to 4 ranks as threads on one GPU, against
-// the reference model of the host path, for every dense codec; and only encoded messages over
-// PCIe. A codec whose kernels match its CPU code bit for bit must match the model exactly; one
+// the reference model of the host path, for every dense codec; the integer quantizers' fused
+// compensated encode against the CPU's; and only encoded messages over PCIe. A codec whose kernels match its CPU code bit for bit must match the model exactly; one
 // that does not (a GPU session finds which) must still be within its stated bound, and says how
 // many elements differ.
 #include <cuda_runtime.h>
