@@ -34,6 +34,9 @@ enum class CodecId : uint8_t {
   kThreshold = 11,
   kDgc = 12,
   kPowerSgd = 13,
+  kMxfp8 = 14,
+  kMxfp4 = 15,
+  kNvfp4 = 16,
 };
 
 // What the collective algorithms need to know about a codec's payload.

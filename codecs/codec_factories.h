@@ -33,4 +33,9 @@ ncclResult_t create_qsgd_codec(CodecParams& params, std::unique_ptr<Codec>* code
 ncclResult_t create_terngrad_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
 ncclResult_t create_sign_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
 
+// Block-scaled low-precision formats (block_scaled_codecs.cpp).
+ncclResult_t create_mxfp8_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
+ncclResult_t create_mxfp4_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
+ncclResult_t create_nvfp4_codec(CodecParams& params, std::unique_ptr<Codec>* codec);
+
 }  // namespace terse

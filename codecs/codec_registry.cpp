@@ -53,6 +53,15 @@ const std::vector<CodecInfo>& codec_table() {
       {"sign", CodecId::kSign, CodecFamily::kDense,
        "scaled sign (EF-signSGD, 1-bit Adam): 1 bit per element, per-block mean |x| scale",
        "block=256 (8..65536, multiple of 8)", create_sign_codec},
+      {"mxfp8", CodecId::kMxfp8, CodecFamily::kDense,
+       "OCP MX FP8: E4M3 (or E5M2) elements, a power-of-two E8M0 scale per 32",
+       "elem=e4m3|e5m2, rounding=nearest|stochastic", create_mxfp8_codec},
+      {"mxfp4", CodecId::kMxfp4, CodecFamily::kDense,
+       "OCP MX FP4: E2M1 elements, a power-of-two E8M0 scale per 32",
+       "rounding=nearest|stochastic", create_mxfp4_codec},
+      {"nvfp4", CodecId::kNvfp4, CodecFamily::kDense,
+       "NVFP4: E2M1 elements, an E4M3 scale per 16 and an fp32 scale per tensor",
+       "rounding=nearest|stochastic", create_nvfp4_codec},
   };
   return table;
 }

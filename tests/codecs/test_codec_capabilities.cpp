@@ -79,6 +79,10 @@ const std::vector<Expected>& expectations() {
       {"dgc:ratio=0.05,method=exact", false, false, Size::kExact},
       {"powersgd", false, false, Size::kExact},
       {"powersgd:rank=2,iterations=2,warm_start=false", false, false, Size::kExact},
+      {"mxfp8", false, false, Size::kExact},
+      {"mxfp8:elem=e5m2,rounding=stochastic", false, false, Size::kExact},
+      {"mxfp4", false, false, Size::kExact},
+      {"nvfp4:rounding=stochastic", false, false, Size::kExact},
   };
   return table;
 }
@@ -335,6 +339,16 @@ TEST(CapabilitiesErrorBound, StatedFactors) {
   EXPECT_EQ(factor("topk"), 1.0);
   EXPECT_EQ(factor("threshold"), 1.0);
   EXPECT_EQ(factor("dgc"), 1.0);
+  // Block-scaled formats (block_scaled_codecs.cpp): saturation or a top-binade quantum against
+  // the block maximum; nvfp4's E4M3 block scale is within 2^-4 of M / 6.
+  EXPECT_EQ(factor("mxfp8"), 1.0 / 8);
+  EXPECT_EQ(factor("mxfp8:rounding=stochastic"), 1.0 / 8);
+  EXPECT_EQ(factor("mxfp8:elem=e5m2"), 1.0 / 8);
+  EXPECT_EQ(factor("mxfp8:elem=e5m2,rounding=stochastic"), 1.0 / 4);
+  EXPECT_EQ(factor("mxfp4"), 1.0 / 4);
+  EXPECT_EQ(factor("mxfp4:rounding=stochastic"), 1.0 / 2);
+  EXPECT_DOUBLE_EQ(factor("nvfp4"), 17.0 / 96 + std::ldexp(1.0, -20));
+  EXPECT_DOUBLE_EQ(factor("nvfp4:rounding=stochastic"), 2 * (17.0 / 96 + std::ldexp(1.0, -20)));
   // randomk unbiased: strata of ceil(1000 / 10) = 100, a kept value moves by 99 |x|.
   EXPECT_EQ(factor("randomk"), 99.0);
   EXPECT_EQ(factor("randomk", 1001), 100.0);  // k = 10, strata up to 101

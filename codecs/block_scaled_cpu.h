@@ -1,0 +1,311 @@
+// CPU loops of the block-scaled codecs (mxfp8, mxfp4, nvfp4) around block_scaled_math.h: encode,
+// validate and decode a payload. Runtime ISA dispatch (TERSE_BLOCK_SCALED_DISPATCH) picks the
+// AVX-512 or AVX2 clone; full blocks run with a constant trip count, so each block's elements are
+// converted in vector lanes (the element conversion is branch-free float and integer arithmetic).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "codecs/block_scaled_math.h"
+#include "codecs/dtype.h"
+#include "codecs/rounding_random.h"
+
+#if defined(__GNUC__)
+// Forced: a helper left out of line would be compiled for the baseline ISA, not the clone's.
+#define TERSE_BLOCK_SCALED_INLINE __attribute__((always_inline)) inline
+#define TERSE_BLOCK_SCALED_LAMBDA __attribute__((always_inline))
+#else
+#define TERSE_BLOCK_SCALED_LAMBDA
+#define TERSE_BLOCK_SCALED_INLINE inline
+#endif
+
+// The loops' ISA clones: AVX2 and the baseline. GCC's AVX-512 clone gives up on the 16-element
+// blocks of nvfp4 ("no vectype": a 16-lane float vector fed by 16 bytes) and runs them scalar,
+// while AVX2 already converts at memory speed.
+#if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__) && !defined(TERSE_NO_CLONES)
+#define TERSE_BLOCK_SCALED_DISPATCH __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define TERSE_BLOCK_SCALED_DISPATCH
+#endif
+
+namespace terse {
+
+// Stores r (<= block) codes of `bits` each, packed as block_scaled_math.h says.
+template <int kBits>
+TERSE_BLOCK_SCALED_INLINE void block_scaled_pack(const uint8_t* staged, size_t r, uint8_t* codes) {
+  if (kBits == 8) {
+    memcpy(codes, staged, r);
+    return;
+  }
+  for (size_t j = 0; j + 1 < r; j += 2) {
+    codes[j / 2] = static_cast<uint8_t>(staged[j] | (staged[j + 1] << 4));
+  }
+  if (r % 2 != 0) codes[r / 2] = staged[r - 1];
+}
+
+// Converts the r elements of one block: codes into `staged`, x - decoded into `error` when
+// kError. `Element` is a functor (code of x and its index's uniform; value of a code).
+template <typename In, bool kStochastic, bool kError, typename Element>
+TERSE_BLOCK_SCALED_INLINE void block_scaled_convert(const typename In::Storage* x, size_t r,
+                                                    RoundingKey key, uint64_t first,
+                                                    const Element& element, uint8_t* staged,
+                                                    float* error) {
+  // Blocks are aligned to their size (a power of two below 2^32), so one block never straddles
+  // a multiple of 2^32 and the index's high half is per block.
+  const uint32_t low = static_cast<uint32_t>(first);
+  const uint32_t high = static_cast<uint32_t>(first >> 32);
+  for (size_t j = 0; j < r; ++j) {
+    const float v = In::load(x[j]);
+    const float u = kStochastic ? rounding_uniform(key, low + uint32_t(j), high) : 0.0f;
+    const uint32_t code = element.code(v, u);
+    staged[j] = static_cast<uint8_t>(code);
+    if (kError) error[j] = v - element.value(code);
+  }
+}
+
+// The full-block (constant trip count) or partial-block conversion, with or without error.
+template <typename In, bool kStochastic, uint32_t kBlock, typename Element>
+TERSE_BLOCK_SCALED_INLINE void block_scaled_convert_block(const typename In::Storage* x, size_t r,
+                                                          RoundingKey key, uint64_t first,
+                                                          const Element& element, uint8_t* staged,
+                                                          float* error) {
+  if (r == kBlock && error == nullptr) {
+    block_scaled_convert<In, kStochastic, false>(x, kBlock, key, first, element, staged, error);
+  } else if (r == kBlock) {
+    block_scaled_convert<In, kStochastic, true>(x, kBlock, key, first, element, staged, error);
+  } else if (error == nullptr) {
+    block_scaled_convert<In, kStochastic, false>(x, r, key, first, element, staged, error);
+  } else {
+    block_scaled_convert<In, kStochastic, true>(x, r, key, first, element, staged, error);
+  }
+}
+
+template <typename F, bool kStochastic>
+struct MxElement {
+  float inverse;
+  MxDecodeScale scale;
+  TERSE_BLOCK_SCALED_INLINE uint32_t code(float v, float u) const {
+    return mx_element_code<F, kStochastic>(v, inverse, u);
+  }
+  TERSE_BLOCK_SCALED_INLINE float value(uint32_t code) const {
+    return mx_element_value<F>(code, scale);
+  }
+};
+
+template <bool kStochastic>
+struct NvElement {
+  float decode_scale;
+  NvBlockDivisor divisor;
+  TERSE_BLOCK_SCALED_INLINE uint32_t code(float v, float u) const {
+    return nv_element_code<kStochastic>(v, divisor, u);
+  }
+  TERSE_BLOCK_SCALED_INLINE float value(uint32_t code) const {
+    return nv_element_value(code, decode_scale);
+  }
+};
+
+// Max |x| of n elements, NaN-sticky.
+template <typename In>
+TERSE_BLOCK_SCALED_INLINE float block_scaled_max(const typename In::Storage* x, size_t n) {
+  float amax = 0.0f;
+  for (size_t j = 0; j < n; ++j) amax = block_scaled_amax(amax, In::load(x[j]));
+  return amax;
+}
+
+// Max |x| of a full block, in 8 lanes of magnitude bits (GCC leaves a running max scalar).
+template <typename In, uint32_t kBlock>
+TERSE_BLOCK_SCALED_INLINE float block_scaled_lanes_max(const typename In::Storage* x) {
+  uint32_t lanes[8] = {};
+  for (uint32_t j = 0; j < kBlock; j += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const uint32_t a = float_bits(In::load(x[j + l])) & 0x7fffffffu;
+      lanes[l] = a > lanes[l] ? a : lanes[l];
+    }
+  }
+  float amax = 0.0f;
+  for (int l = 0; l < 8; ++l) amax = block_scaled_amax(amax, bits_float(lanes[l]));
+  return amax;
+}
+
+// Max |x| of a whole tensor, in 32 NaN-sticky lanes (a running scalar max does not vectorise).
+template <typename In>
+TERSE_BLOCK_SCALED_DISPATCH float block_scaled_tensor_max(const typename In::Storage* x,
+                                                          size_t count) {
+  float lanes[32] = {};
+  size_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    for (int j = 0; j < 32; ++j) lanes[j] = block_scaled_amax(lanes[j], In::load(x[i + j]));
+  }
+  float amax = block_scaled_max<In>(x + i, count - i);
+  for (int j = 0; j < 32; ++j) amax = block_scaled_amax(amax, lanes[j]);
+  return amax;
+}
+
+// One block: its scale byte, its codes, its error. `make` turns the block's max |x| into
+// (scale byte, Element); a block that is not finite gets `bad_scale`, zero codes and a NaN
+// error. Returns whether the block was finite.
+template <typename In, int kBits, bool kStochastic, uint32_t kBlock, typename Make>
+TERSE_BLOCK_SCALED_INLINE bool block_scaled_encode_block(const typename In::Storage* x, size_t r,
+                                                         uint64_t first, RoundingKey key,
+                                                         const Make& make, uint8_t* scale_byte,
+                                                         uint8_t* codes, float* error) {
+  uint8_t staged[kBlock];
+  const float amax =
+      r == kBlock ? block_scaled_lanes_max<In, kBlock>(x) : block_scaled_max<In>(x, r);
+  uint32_t scale = 0;
+  const auto element = make(amax, &scale);
+  *scale_byte = static_cast<uint8_t>(scale);
+  if (!block_scaled_is_finite(amax)) {
+    memset(staged, 0, sizeof(staged));
+    if (error != nullptr) {
+      for (size_t j = 0; j < r; ++j) error[j] = bits_float(0x7fc00000u);
+    }
+  } else {
+    block_scaled_convert_block<In, kStochastic, kBlock>(x, r, key, first, element, staged, error);
+  }
+  if (r == kBlock) {
+    block_scaled_pack<kBits>(staged, kBlock, codes);
+  } else {
+    block_scaled_pack<kBits>(staged, r, codes);
+  }
+  return block_scaled_is_finite(amax);
+}
+
+// mxfp8/mxfp4 encode; returns the first block whose input is not finite, or the block count.
+template <typename In, typename F, bool kStochastic>
+TERSE_BLOCK_SCALED_DISPATCH size_t mx_encode_cpu(const typename In::Storage* input, size_t count,
+                                                 uint64_t seed, uint8_t* payload, float* error) {
+  const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
+  const RoundingKey key = rounding_key(seed);
+  const auto make = [](float amax, uint32_t* scale) TERSE_BLOCK_SCALED_LAMBDA {
+    const int e = mx_scale_exponent<F>(amax);
+    *scale = block_scaled_is_finite(amax) ? e8m0_byte(e) : kE8M0Nan;
+    return MxElement<F, kStochastic>{mx_inverse_scale(e), mx_decode_scale(e)};
+  };
+  size_t first_bad = layout.blocks;
+  for (size_t b = 0; b < layout.blocks; ++b) {
+    const size_t first = b * kMxBlock;
+    const size_t r = count - first < kMxBlock ? count - first : kMxBlock;
+    const bool finite = block_scaled_encode_block<In, F::kBits, kStochastic, kMxBlock>(
+        input + first, r, first, key, make, payload + b,
+        payload + layout.codes + first * F::kBits / 8, error != nullptr ? error + first : nullptr);
+    if (!finite && first_bad == layout.blocks) first_bad = b;
+  }
+  return first_bad;
+}
+
+// nvfp4 encode (the tensor scale already computed and finite, or NaN: then every block is
+// marked); returns the first block whose input is not finite, or the block count.
+template <typename In, bool kStochastic>
+TERSE_BLOCK_SCALED_DISPATCH size_t nv_encode_cpu(const typename In::Storage* input, size_t count,
+                                                 float tensor_scale, uint64_t seed,
+                                                 uint8_t* payload, float* error) {
+  const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
+  const RoundingKey key = rounding_key(seed);
+  const bool tensor_finite = block_scaled_is_finite(tensor_scale);
+  const auto make = [&](float amax, uint32_t* scale) TERSE_BLOCK_SCALED_LAMBDA {
+    *scale = tensor_finite && block_scaled_is_finite(amax) ? nv_block_scale_code(amax, tensor_scale)
+                                                           : 0u;
+    const float decode_scale = nv_decode_scale(*scale, tensor_scale);
+    return NvElement<kStochastic>{decode_scale, nv_block_divisor(decode_scale)};
+  };
+  size_t first_bad = layout.blocks;
+  for (size_t b = 0; b < layout.blocks; ++b) {
+    const size_t first = b * kNvBlock;
+    const size_t r = count - first < kNvBlock ? count - first : kNvBlock;
+    const bool finite = block_scaled_encode_block<In, 4, kStochastic, kNvBlock>(
+        input + first, r, first, key, make, payload + b, payload + layout.codes + first / 2,
+        error != nullptr ? error + first : nullptr);
+    if (!finite && first_bad == layout.blocks) first_bad = b;
+  }
+  return first_bad;
+}
+
+// Decodes the r codes of one block (overwriting, or adding when kAccumulate).
+template <typename Out, int kBits, bool kAccumulate, typename Element>
+TERSE_BLOCK_SCALED_INLINE void block_scaled_decode_block(const uint8_t* codes, size_t r,
+                                                         const Element& element,
+                                                         typename Out::Storage* out) {
+  // 4-bit codes are unpacked first, a byte at a time: picking nibble j % 2 per element is an
+  // access pattern the vectoriser gives up on.
+  uint8_t staged[kMxBlock];
+  if (kBits == 4) {
+    for (size_t k = 0; k < r / 2; ++k) {
+      staged[2 * k] = codes[k] & 0xfu;
+      staged[2 * k + 1] = codes[k] >> 4;
+    }
+    if (r % 2 != 0) staged[r - 1] = codes[r / 2] & 0xfu;
+    codes = staged;
+  }
+  for (size_t j = 0; j < r; ++j) {
+    float value = saturate_to<Out>(element.value(codes[j]));
+    if (kAccumulate) value = value + Out::load(out[j]);
+    out[j] = Out::store(value);
+  }
+}
+
+template <typename Out, typename F, bool kAccumulate>
+TERSE_BLOCK_SCALED_DISPATCH void mx_decode_cpu(const uint8_t* payload, size_t count,
+                                               typename Out::Storage* output) {
+  const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
+  for (size_t b = 0; b < layout.blocks; ++b) {
+    const size_t first = b * kMxBlock;
+    const size_t r = count - first < kMxBlock ? count - first : kMxBlock;
+    const MxElement<F, false> element{0.0f, mx_decode_scale(int(payload[b]) - 127)};
+    const uint8_t* codes = payload + layout.codes + first * F::kBits / 8;
+    if (r == kMxBlock) {
+      block_scaled_decode_block<Out, F::kBits, kAccumulate>(codes, kMxBlock, element,
+                                                            output + first);
+    } else {
+      block_scaled_decode_block<Out, F::kBits, kAccumulate>(codes, r, element, output + first);
+    }
+  }
+}
+
+template <typename Out, bool kAccumulate>
+TERSE_BLOCK_SCALED_DISPATCH void nv_decode_cpu(const uint8_t* payload, size_t count,
+                                               float tensor_scale, typename Out::Storage* output) {
+  const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
+  for (size_t b = 0; b < layout.blocks; ++b) {
+    const size_t first = b * kNvBlock;
+    const size_t r = count - first < kNvBlock ? count - first : kNvBlock;
+    const float decode_scale = nv_decode_scale(payload[b], tensor_scale);
+    const NvElement<false> element{decode_scale, nv_block_divisor(decode_scale)};
+    const uint8_t* codes = payload + layout.codes + first / 2;
+    if (r == kNvBlock) {
+      block_scaled_decode_block<Out, 4, kAccumulate>(codes, kNvBlock, element, output + first);
+    } else {
+      block_scaled_decode_block<Out, 4, kAccumulate>(codes, r, element, output + first);
+    }
+  }
+}
+
+// Validation scans, first offender or `n` when none: scale bytes above `max_scale` (MX) or
+// not a non-negative E4M3 number (nvfp4), and 8-bit element codes that are not numbers. Each is a
+// branch-free pass (vectorised) before the rare search for the offender.
+template <bool kNv>
+TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_scale(const uint8_t* scales, size_t n,
+                                                          uint32_t max_scale) {
+  bool all_valid = true;
+  for (size_t b = 0; b < n; ++b) {
+    all_valid &= kNv ? nv_block_scale_is_valid(scales[b]) : scales[b] <= max_scale;
+  }
+  for (size_t b = 0; !all_valid && b < n; ++b) {
+    if (!(kNv ? nv_block_scale_is_valid(scales[b]) : scales[b] <= max_scale)) return b;
+  }
+  return n;
+}
+
+template <typename F>
+TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_code(const uint8_t* codes, size_t n) {
+  bool all_numbers = true;
+  for (size_t k = 0; k < n; ++k) all_numbers &= F::is_number(codes[k]);
+  for (size_t k = 0; !all_numbers && k < n; ++k) {
+    if (!F::is_number(codes[k])) return k;
+  }
+  return n;
+}
+
+}  // namespace terse
