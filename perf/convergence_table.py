@@ -2,11 +2,14 @@
 order, from its RUN.json (train_fmnist --json) or RUN.skipped.
 
     python3 perf/convergence_table.py OUTDIR
+    python3 perf/convergence_table.py --seeds OUTDIR...
 
 Columns: final test accuracy, its difference from the uncompressed run ("none") in percentage
 points, the best accuracy of any epoch, the gradient bytes all ranks sent over the whole run, the
 wire ratio (those bytes / what uncompressed ring allreduces would have sent), and the mean
-seconds of an epoch's training steps.
+seconds of an epoch's training steps. With --seeds, the OUTDIRs are the same study with other
+seeds (convergence.sh -s): per run the mean final accuracy, its range, and the mean's difference
+from uncompressed's mean, beside the seed-to-seed spread that difference must be read against.
 """
 import json
 import os
@@ -31,7 +34,33 @@ def load(directory, name):
         return json.load(handle), None
 
 
+def seeds_table(directories):
+    studies = [{name: load(d, name)[0] for name in runs(d)} for d in directories]
+    names = [n for n in runs(directories[0]) if all(study.get(n) for study in studies)]
+    finals = {n: [study[n]["epochs"][-1]["test_accuracy"] for study in studies] for n in names}
+    seeds = [study[names[0]]["seed"] for study in studies] if names else []
+    print(f"final test accuracy over seeds {', '.join(str(s) for s in seeds)} "
+          f"({len(studies[0][names[0]]['epochs']) if names else 0} epochs)\n")
+    print("| run | mean acc | min | max | mean vs none (points) | per seed vs none (points) |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    base = finals.get("none")
+    for name in names:
+        accs = finals[name]
+        mean = sum(accs) / len(accs)
+        if base:
+            diff = f"{100 * (mean - sum(base) / len(base)):+.2f}"
+            each = ", ".join(f"{100 * (a - b):+.2f}" for a, b in zip(accs, base))
+        else:
+            diff = each = "n/a"
+        print(f"| {name} | {mean:.4f} | {min(accs):.4f} | {max(accs):.4f} | {diff} | {each} |")
+
+
 def main(args):
+    if args and args[0] == "--seeds":
+        if len(args) < 2:
+            sys.exit(__doc__)
+        seeds_table(args[1:])
+        return
     if len(args) != 1:
         sys.exit(__doc__)
     directory = args[0]

@@ -13,6 +13,8 @@ import sys
 
 import matplotlib
 
+from convergence_table import ORDER
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -24,12 +26,15 @@ def load(path):
 
 def chart(runs, out, x_of, xlabel, log_x):
     figure, axis = plt.subplots(figsize=(9, 5.5))
-    styles = ["-", "--", "-.", ":"]
+    colors = plt.get_cmap("tab20").colors
     for index, (name, run) in enumerate(runs):
         epochs = run["epochs"]
+        # Uncompressed is the yardstick: black and thicker than the rest.
+        baseline = name == "none"
         axis.plot([x_of(e) for e in epochs], [100 * e["test_accuracy"] for e in epochs],
-                  marker="o", markersize=3, linestyle=styles[index // 10 % len(styles)],
-                  label=name)
+                  marker="o", markersize=3, linewidth=2.5 if baseline else 1.2,
+                  color="black" if baseline else colors[index % len(colors)],
+                  linestyle="-" if index % 2 == 0 else "--", label=name)
     if log_x:
         axis.set_xscale("log")
     first = runs[0][1]
@@ -48,6 +53,7 @@ def main(args):
     out_dir = args[0]
     runs = [load(p) for p in args[1:]]
     runs = [(name, run) for name, run in runs if run.get("epochs")]
+    runs.sort(key=lambda item: (ORDER.index(item[0]) if item[0] in ORDER else len(ORDER), item[0]))
     if not runs:
         sys.exit("plot_convergence: no run with a finished epoch")
     chart(runs, os.path.join(out_dir, "accuracy_vs_epoch.png"), lambda e: e["epoch"], "epoch",
