@@ -29,8 +29,9 @@ namespace {
 struct Options {
   size_t elements = 64u << 20;
   int iterations = 10;
-  std::vector<std::string> specs = {"fp16", "bf16",     "int8", "int4",           "int2",
-                                    "qsgd", "terngrad", "sign", "topk:ratio=0.01"};
+  std::vector<std::string> specs = {
+      "fp16",  "bf16",  "int8", "int4", "int2", "qsgd", "terngrad", "sign", "topk:ratio=0.01",
+      "mxfp8", "mxfp4", "nvfp4"};
 };
 
 bool parse_options(int argc, char** argv, Options* options) {

@@ -402,7 +402,11 @@ const std::vector<std::string>& reencoding_codecs() {
                                                   "sign",
                                                   "topk:ratio=0.1",
                                                   "randomk:ratio=0.1",
-                                                  "threshold:threshold=0.5"};
+                                                  "threshold:threshold=0.5",
+                                                  "mxfp8",
+                                                  "mxfp8:elem=e5m2,rounding=stochastic",
+                                                  "mxfp4",
+                                                  "nvfp4:rounding=stochastic"};
   return codecs;
 }
 
