@@ -300,9 +300,13 @@ TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_scale(const uint8_t* scales,
 
 template <typename F>
 TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_code(const uint8_t* codes, size_t n) {
-  bool all_numbers = true;
-  for (size_t k = 0; k < n; ++k) all_numbers &= F::is_number(codes[k]);
-  for (size_t k = 0; !all_numbers && k < n; ++k) {
+  // Bit 7 of (magnitude + 0x80 - kFirstSpecial) is set exactly for the specials: byte
+  // arithmetic, 32 codes per AVX2 instruction.
+  uint8_t specials = 0;
+  for (size_t k = 0; k < n; ++k) {
+    specials |= static_cast<uint8_t>((codes[k] & 0x7fu) + (0x80u - F::kFirstSpecial));
+  }
+  for (size_t k = 0; (specials & 0x80u) != 0 && k < n; ++k) {
     if (!F::is_number(codes[k])) return k;
   }
   return n;

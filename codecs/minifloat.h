@@ -41,8 +41,9 @@ struct E4M3 {
   static constexpr int kMaxExponent = 8;   // of the largest binade, emax_elem in the MX spec
   static constexpr float kMaxNormal = 448.0f;
   static constexpr uint32_t kSignBit = 0x80u;
-  // Whether a received code is a number: everything but S.1111.111.
-  TERSE_HD static bool is_number(uint32_t code) { return (code & 0x7fu) != 0x7fu; }
+  // The smallest magnitude code that is not a number: S.1111.111 (NaN).
+  static constexpr uint32_t kFirstSpecial = 0x7fu;
+  TERSE_HD static bool is_number(uint32_t code) { return (code & 0x7fu) < kFirstSpecial; }
 };
 
 struct E5M2 {
@@ -53,8 +54,9 @@ struct E5M2 {
   static constexpr int kMaxExponent = 15;
   static constexpr float kMaxNormal = 57344.0f;
   static constexpr uint32_t kSignBit = 0x80u;
-  // Everything below exponent field 11111 (infinities and NaNs).
-  TERSE_HD static bool is_number(uint32_t code) { return (code & 0x7fu) < 0x7cu; }
+  // Exponent field 11111: infinities (mantissa 0) and NaNs.
+  static constexpr uint32_t kFirstSpecial = 0x7cu;
+  TERSE_HD static bool is_number(uint32_t code) { return (code & 0x7fu) < kFirstSpecial; }
 };
 
 struct E2M1 {
@@ -65,6 +67,7 @@ struct E2M1 {
   static constexpr int kMaxExponent = 2;
   static constexpr float kMaxNormal = 6.0f;
   static constexpr uint32_t kSignBit = 0x8u;
+  static constexpr uint32_t kFirstSpecial = 0x8u;  // none: every code is a number
   TERSE_HD static bool is_number(uint32_t) { return true; }
 };
 

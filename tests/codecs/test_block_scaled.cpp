@@ -483,7 +483,9 @@ TEST_P(BlockScaled, NonFiniteInputsAreCarriedExactly) {
   EXPECT_EQ(decoded[40], INFINITY);
   EXPECT_EQ(decoded[77], -INFINITY);
   for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isfinite(x[i])) EXPECT_EQ(decoded[i], ref.decoded[i]) << i;
+    if (std::isfinite(x[i])) {
+      EXPECT_EQ(decoded[i], ref.decoded[i]) << i;
+    }
   }
 }
 
