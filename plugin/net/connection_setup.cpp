@@ -86,7 +86,6 @@ ncclResult_t listen_on(int dev, void* handle, ListenComm** out) {
   CompressMode mode = CompressMode::kAuto;
   TERSE_CHECK(compress_mode(&mode));
   auto listen = std::make_unique<ListenComm>();
-  TERSE_CHECK(zstd_level(&listen->zstd_level));
   TERSE_CHECK(Socket::listen(device->address, &listen->listener));
   listen->dev = dev;
   listen->nonce = random_nonce();
@@ -188,8 +187,7 @@ ncclResult_t accept_from(ListenComm* listen, RecvComm** out) {
   if (!done) return ncclSuccess;
   std::string peer = listen->pending->socket.peer_address().to_string();
   auto comm = std::make_unique<RecvComm>(listen->dev, std::move(listen->pending->link),
-                                         std::move(listen->pending->socket), peer, listen->framed,
-                                         listen->zstd_level);
+                                         std::move(listen->pending->socket), peer, listen->framed);
   listen->pending.reset();
   NET_INFO("receive comm from %s accepted", peer.c_str());
   *out = comm.release();

@@ -38,7 +38,6 @@ struct ListenComm {
   uint64_t nonce = 0;
   std::unique_ptr<SetupStage> pending;  // the accept in progress
   bool framed = false;                  // what this side's receive comms ask of senders
-  int zstd_level = 1;
 };
 
 ncclResult_t listen_on(int dev, void* handle, ListenComm** out);

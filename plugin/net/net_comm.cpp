@@ -103,6 +103,13 @@ ncclResult_t Comm::close() {
     NET_INFO("closing a %s comm with peer %s with %d requests in flight",
              is_send_ ? "send" : "receive", peer_.c_str(), in_flight);
   }
+  // A coder job may still read or write a request's buffers.
+  for (Request& request : requests_) {
+    for (int i = 0; i < request.count; ++i) {
+      CoderPool::wait(request.entries[i].job);
+      request.entries[i].coding = false;
+    }
+  }
   int standing_count = 0;
   TransferRequest* standing = standing_receives(&standing_count);
   for (int i = 0; i < standing_count; ++i) Link::cancel(&standing[i]);
@@ -148,7 +155,7 @@ SendComm::SendComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::st
                    CompressMode mode, int zstd_level)
     : Comm(true, dev, std::move(link), std::move(lifeline), std::move(peer)),
       mode_(mode),
-      codec_(zstd_level) {}
+      zstd_level_(zstd_level) {}
 
 ncclResult_t SendComm::start() {
   for (int slot = 0; slot < netabi::kMaxRequests; ++slot) {
@@ -192,6 +199,7 @@ ncclResult_t SendComm::current_clear_to_send(ClearToSend** out) {
 ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, void** request) {
   *request = nullptr;
   if (failed_) return NET_FAIL(ncclRemoteError, "isend on a comm to %s that failed", peer_.c_str());
+  TERSE_CHECK(post_encoded());  // earlier messages whose encoding finished go out first
   auto* region = static_cast<MemoryRegion*>(mhandle);
   if (region == nullptr || !RegistrationCache::covers(region, data, size)) {
     return NET_FAIL(ncclInvalidArgument,
@@ -240,34 +248,37 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
   entry.size = size;
   entry.result = size;
   entry.complete = false;
-  int pieces = 1;
+  entry.tag = data_tag(clear->sequence, index);
+  entry.encoded = 0;
+  entry.coding = false;
   entry.pieces[0] = ucp_dt_iov_t{data, size};
   if (posted->framed) {
     entry.header = FrameHeader{kFrameMagic, kFrameRaw, size};
     entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
+    entry.pieces[1] = ucp_dt_iov_t{data, size};
     if (mode_ != CompressMode::kOff && size >= kMinEncodedBytes) {
       entry.staging.resize(LosslessCodec::bound(size));
-      size_t encoded = codec_.encode(data, size, entry.staging.data(), entry.staging.size());
-      if (encoded > 0 && encoded < size) {
-        entry.header.kind = kFrameLossless;
-        entry.pieces[1] = ucp_dt_iov_t{entry.staging.data(), encoded};
-        ++counters_.encoded_messages;
-      }
+      entry.job.level = zstd_level_;
+      Request::Entry* target = &entry;
+      entry.job.work = [target](LosslessCodec& codec) {
+        target->encoded = codec.encode(target->data, target->size, target->staging.data(),
+                                       target->staging.size());
+      };
+      entry.coding = true;
+      CoderPool::instance().submit(&entry.job);
     }
-    if (entry.header.kind == kFrameRaw) entry.pieces[1] = ucp_dt_iov_t{data, size};
-    pieces = entry.pieces[1].length > 0 ? 2 : 1;
   }
-  ncclResult_t result =
-      link_->send(data_tag(clear->sequence, index), entry.pieces, pieces, &entry.transfer);
-  if (result != ncclSuccess) {
-    release_request(posted);
-    failed_ = true;
-    return result;
+  if (!entry.coding) {
+    ncclResult_t result = post_entry(entry, posted->framed);
+    if (result != ncclSuccess) {
+      release_request(posted);
+      failed_ = true;
+      return result;
+    }
   }
   ++data_messages_sent_;
   ++counters_.messages;
   counters_.raw_bytes += size;
-  counters_.wire_bytes += entry.pieces[0].length + (pieces > 1 ? entry.pieces[1].length : 0);
   sent_[index] = true;
   bool all_sent = true;
   for (int i = 0; i < clear->count; ++i) all_sent = all_sent && sent_[i];
@@ -276,7 +287,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
     for (bool& flag : sent_) flag = false;
     ++clear_to_sends_received_;
     ++next_sequence_;
-    result = post_clear_to_send_receive(netabi::kMaxRequests - 1);
+    ncclResult_t result = post_clear_to_send_receive(netabi::kMaxRequests - 1);
     if (result != ncclSuccess) {
       failed_ = true;
       return result;
@@ -286,14 +297,45 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
   return ncclSuccess;
 }
 
+ncclResult_t SendComm::post_entry(Request::Entry& entry, bool framed) {
+  int pieces = 1;
+  if (framed) {
+    if (entry.encoded > 0 && entry.encoded < entry.size) {
+      entry.header.kind = kFrameLossless;
+      entry.pieces[1] = ucp_dt_iov_t{entry.staging.data(), entry.encoded};
+      ++counters_.encoded_messages;
+    }
+    pieces = entry.pieces[1].length > 0 ? 2 : 1;
+  }
+  TERSE_CHECK(link_->send(entry.tag, entry.pieces, pieces, &entry.transfer));
+  counters_.wire_bytes += entry.pieces[0].length + (pieces > 1 ? entry.pieces[1].length : 0);
+  return ncclSuccess;
+}
+
+ncclResult_t SendComm::post_encoded() {
+  for (Request& request : requests_) {
+    if (!request.in_use) continue;
+    Request::Entry& entry = request.entries[0];
+    if (!entry.coding || !entry.job.done.load(std::memory_order_acquire)) continue;
+    entry.coding = false;
+    ncclResult_t result = post_entry(entry, request.framed);
+    if (result != ncclSuccess) {
+      failed_ = true;
+      return result;
+    }
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t SendComm::test(Request* request, int* done, int* sizes) {
   *done = 0;
+  TERSE_CHECK(post_encoded());
   Request::Entry& entry = request->entries[0];
   ucs_status_t status = UCS_INPROGRESS;
-  if (!finished(entry.transfer, &status)) {
+  if (entry.coding || !finished(entry.transfer, &status)) {
     while (link_->progress() != 0) {
     }
-    if (!finished(entry.transfer, &status)) {
+    if (entry.coding || !finished(entry.transfer, &status)) {
       if (link_->peer_error() != UCS_OK) return transfer_failed(link_->peer_error(), "a send");
       PeerLifeline::State state = peer_state();
       if (state == PeerLifeline::State::kGone) {
@@ -314,10 +356,8 @@ ncclResult_t SendComm::test(Request* request, int* done, int* sizes) {
 // ---- receive side ----
 
 RecvComm::RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
-                   bool framed, int zstd_level)
-    : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)),
-      framed_(framed),
-      codec_(zstd_level) {}
+                   bool framed)
+    : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)), framed_(framed) {}
 
 ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
                              void** mhandles, void** request) {
@@ -387,7 +427,8 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   return ncclSuccess;
 }
 
-ncclResult_t RecvComm::finish_entry(Request::Entry* entry, bool framed) {
+ncclResult_t RecvComm::accept_arrival(Request::Entry* entry, bool framed, bool* decode) {
+  *decode = false;
   size_t received = entry->transfer.received_bytes();
   ++data_messages_received_;
   ++counters_.messages;
@@ -408,21 +449,27 @@ ncclResult_t RecvComm::finish_entry(Request::Entry* entry, bool framed) {
                     " raw bytes, receive of %zu)",
                     received, peer_.c_str(), header.kind, header.raw_bytes, entry->size);
   }
-  if (header.kind == kFrameLossless) {
-    // The encoding landed in the receive buffer itself; decode from a copy of it.
-    entry->staging.assign(static_cast<uint8_t*>(entry->data),
-                          static_cast<uint8_t*>(entry->data) + payload);
-    ncclResult_t result =
-        codec_.decode(entry->staging.data(), payload, entry->data, header.raw_bytes);
-    if (result != ncclSuccess) {
-      failed_ = true;
-      return result;
-    }
-    ++counters_.encoded_messages;
-  }
   entry->result = header.raw_bytes;
   counters_.raw_bytes += header.raw_bytes;
+  if (header.kind == kFrameLossless) {
+    ++counters_.encoded_messages;
+    entry->encoded = payload;
+    *decode = true;
+  }
   return ncclSuccess;
+}
+
+void RecvComm::start_decode(Request::Entry* entry) {
+  entry->job.level = 1;  // decoding does not depend on the level
+  entry->job.work = [entry](LosslessCodec& codec) {
+    // The encoding landed in the receive buffer itself; decode from a copy of it.
+    uint8_t* data = static_cast<uint8_t*>(entry->data);
+    entry->staging.assign(data, data + entry->encoded);
+    entry->decoded =
+        codec.decode(entry->staging.data(), entry->encoded, entry->data, entry->result);
+  };
+  entry->coding = true;
+  CoderPool::instance().submit(&entry->job);
 }
 
 ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
@@ -433,13 +480,32 @@ ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
     for (int i = 0; i < request->count; ++i) {
       Request::Entry& entry = request->entries[i];
       if (entry.complete) continue;
+      if (entry.coding) {
+        if (!entry.job.done.load(std::memory_order_acquire)) {
+          all = false;
+          continue;
+        }
+        entry.coding = false;
+        if (entry.decoded != ncclSuccess) {
+          failed_ = true;
+          return entry.decoded;
+        }
+        entry.complete = true;
+        continue;
+      }
       ucs_status_t status = UCS_INPROGRESS;
       if (!finished(entry.transfer, &status)) {
         all = false;
         continue;
       }
       if (status != UCS_OK) return transfer_failed(status, "a receive");
-      TERSE_CHECK(finish_entry(&entry, request->framed));
+      bool decode = false;
+      TERSE_CHECK(accept_arrival(&entry, request->framed, &decode));
+      if (decode) {
+        start_decode(&entry);
+        all = false;
+        continue;
+      }
       entry.complete = true;
     }
     ucs_status_t status = UCS_INPROGRESS;

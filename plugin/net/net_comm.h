@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "plugin/net/coder_pool.h"
 #include "plugin/net/compression_setting.h"
 #include "plugin/net/lossless_codec.h"
 #include "plugin/net/net_wire.h"
@@ -53,6 +54,13 @@ struct Request {
     size_t result = 0;  // bytes test() reports
     bool complete = false;
     std::vector<uint8_t> staging;  // the encoded message (send), its copy for decoding (receive)
+    // The entry's encode (send) or decode (receive) on the coder pool; `coding` while its outcome
+    // is not yet used.
+    CoderJob job;
+    bool coding = false;
+    uint64_t tag = 0;    // send: the UCX tag, to post once encoded
+    size_t encoded = 0;  // send: the encoding's size (0: send the bytes as they are)
+    ncclResult_t decoded = ncclSuccess;  // receive: the decode's outcome
   };
   Comm* comm = nullptr;
   bool in_use = false;
@@ -78,7 +86,8 @@ class Comm {
   virtual ncclResult_t test(Request* request, int* done, int* sizes) = 0;
   // `pointer` as one of this comm's requests in flight; null when it is none.
   Request* request_at(void* pointer);
-  // Closes: cancels what can be, flushes the link (bounded), says farewell, logs the counters.
+  // Closes: waits for coder jobs, cancels what can be, flushes the link (bounded), says
+  // farewell, logs the counters.
   ncclResult_t close();
 
  protected:
@@ -127,11 +136,15 @@ class SendComm : public Comm {
     return slot_transfers_;
   }
   ncclResult_t post_clear_to_send_receive(int slot);
+  // Posts `entry` to UCX: its encoding when that came out smaller, else its bytes.
+  ncclResult_t post_entry(Request::Entry& entry, bool framed);
+  // Posts every entry whose encoding finished.
+  ncclResult_t post_encoded();
   // The clear-to-send of sequence next_sequence_ when it has arrived; null otherwise.
   ncclResult_t current_clear_to_send(ClearToSend** out);
 
   CompressMode mode_;
-  LosslessCodec codec_;
+  int zstd_level_;
   ClearToSend slots_[netabi::kMaxRequests]{};
   ucp_dt_iov_t slot_pieces_[netabi::kMaxRequests]{};
   TransferRequest slot_transfers_[netabi::kMaxRequests];
@@ -143,18 +156,19 @@ class SendComm : public Comm {
 
 class RecvComm : public Comm {
  public:
-  RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer, bool framed,
-           int zstd_level);
+  RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer, bool framed);
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      void** request);
   ncclResult_t test(Request* request, int* done, int* sizes) override;
 
  private:
   uint64_t messages_sent() const override { return clear_to_sends_sent_; }
-  ncclResult_t finish_entry(Request::Entry* entry, bool framed);
+  // A message arrived: checks its frame and counts it; `*decode` when it is an encoding.
+  ncclResult_t accept_arrival(Request::Entry* entry, bool framed, bool* decode);
+  // Queues the decode of an arrived encoding into the receive buffer.
+  void start_decode(Request::Entry* entry);
 
   bool framed_;
-  LosslessCodec codec_;
   uint32_t next_sequence_ = 0;
   uint64_t clear_to_sends_sent_ = 0;
   uint64_t data_messages_received_ = 0;
