@@ -203,6 +203,9 @@ int run_peer(const Options& options) {
       side.wait(side.post_send(side.send_buffers[0].data(), size, side.send_handles[0]));
     }
   }
+  // Close only once the other side has everything: over TCP, UCX 1.13 completes a large send
+  // before the receiver has read all of it, and a process that exits then can cut it off.
+  side.wait(side.post_recv(side.ack.data(), 1, side.ack_recv_handle));
   check(side.net.close_send(side.send), "closeSend");
   check(side.net.close_recv(side.recv), "closeRecv");
   check(side.net.close_listen(side.listen), "closeListen");
@@ -278,6 +281,7 @@ int run_main(const Options& options, char* self) {
            latency_us);
     fflush(stdout);
   }
+  side.wait(side.post_send(side.ack.data(), 1, side.ack_send_handle));  // the peer may close
   check(side.net.close_send(side.send), "closeSend");
   check(side.net.close_recv(side.recv), "closeRecv");
   check(side.net.close_listen(side.listen), "closeListen");

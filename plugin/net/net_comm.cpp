@@ -115,7 +115,10 @@ ncclResult_t Comm::close() {
   for (int i = 0; i < standing_count; ++i) Link::cancel(&standing[i]);
   for (Request& request : requests_) {
     if (!request.in_use) continue;
-    for (int i = 0; i < request.count; ++i) Link::cancel(&request.entries[i].transfer);
+    for (int i = 0; i < request.count; ++i) {
+      Link::cancel(&request.entries[i].header_transfer);
+      Link::cancel(&request.entries[i].transfer);
+    }
   }
   // With requests in flight this is an abort: their peer may never progress them (in NCCL it is
   // tearing down too), so the flush is not waited for and the worker's destruction reclaims them.
@@ -125,7 +128,10 @@ ncclResult_t Comm::close() {
   link_->close(/*force=*/!peer_alive || in_flight > 0, deadline,
                [this] { return peer_state(true) != PeerLifeline::State::kOpen; });
   for (Request& request : requests_) {
-    for (int i = 0; i < request.count; ++i) Link::abandon(&request.entries[i].transfer);
+    for (int i = 0; i < request.count; ++i) {
+      Link::abandon(&request.entries[i].header_transfer);
+      Link::abandon(&request.entries[i].transfer);
+    }
     Link::abandon(&request.clear_to_send_transfer);
   }
   for (int i = 0; i < standing_count; ++i) Link::abandon(&standing[i]);
@@ -298,17 +304,19 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
 }
 
 ncclResult_t SendComm::post_entry(Request::Entry& entry, bool framed) {
-  int pieces = 1;
   if (framed) {
     if (entry.encoded > 0 && entry.encoded < entry.size) {
       entry.header.kind = kFrameLossless;
       entry.pieces[1] = ucp_dt_iov_t{entry.staging.data(), entry.encoded};
       ++counters_.encoded_messages;
     }
-    pieces = entry.pieces[1].length > 0 ? 2 : 1;
+    TERSE_CHECK(
+        link_->send(entry.tag | kFrameHeaderTagBit, &entry.pieces[0], 1, &entry.header_transfer));
+    counters_.wire_bytes += sizeof(FrameHeader);
   }
-  TERSE_CHECK(link_->send(entry.tag, entry.pieces, pieces, &entry.transfer));
-  counters_.wire_bytes += entry.pieces[0].length + (pieces > 1 ? entry.pieces[1].length : 0);
+  ucp_dt_iov_t& payload = entry.pieces[framed ? 1 : 0];
+  TERSE_CHECK(link_->send(entry.tag, &payload, 1, &entry.transfer));
+  counters_.wire_bytes += payload.length;
   return ncclSuccess;
 }
 
@@ -332,10 +340,15 @@ ncclResult_t SendComm::test(Request* request, int* done, int* sizes) {
   TERSE_CHECK(post_encoded());
   Request::Entry& entry = request->entries[0];
   ucs_status_t status = UCS_INPROGRESS;
-  if (entry.coding || !finished(entry.transfer, &status)) {
+  auto sent = [&entry, &status] {
+    if (entry.coding || !finished(entry.header_transfer, &status)) return false;
+    if (status != UCS_OK) return true;
+    return finished(entry.transfer, &status);
+  };
+  if (!sent()) {
     while (link_->progress() != 0) {
     }
-    if (entry.coding || !finished(entry.transfer, &status)) {
+    if (!sent()) {
       if (link_->peer_error() != UCS_OK) return transfer_failed(link_->peer_error(), "a send");
       PeerLifeline::State state = peer_state();
       if (state == PeerLifeline::State::kGone) {
@@ -398,15 +411,17 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     entry.data = data[i];
     entry.size = sizes[i];
     entry.complete = false;
-    int pieces = 1;
+    entry.coding = false;
+    entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
+    entry.pieces[1] = ucp_dt_iov_t{data[i], sizes[i]};
+    ncclResult_t result = ncclSuccess;
     if (framed_) {
-      entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
-      entry.pieces[1] = ucp_dt_iov_t{data[i], sizes[i]};
-      pieces = sizes[i] > 0 ? 2 : 1;
-    } else {
-      entry.pieces[0] = ucp_dt_iov_t{data[i], sizes[i]};
+      result = link_->recv(data_tag(sequence, i) | kFrameHeaderTagBit, &entry.pieces[0], 1,
+                           &entry.header_transfer);
     }
-    ncclResult_t result = link_->recv(data_tag(sequence, i), entry.pieces, pieces, &entry.transfer);
+    if (result == ncclSuccess) {
+      result = link_->recv(data_tag(sequence, i), &entry.pieces[1], 1, &entry.transfer);
+    }
     if (result != ncclSuccess) {
       failed_ = true;
       return result;
@@ -439,10 +454,13 @@ ncclResult_t RecvComm::accept_arrival(Request::Entry* entry, bool framed, bool* 
     return ncclSuccess;
   }
   const FrameHeader& header = entry->header;
-  size_t payload = received >= sizeof(FrameHeader) ? received - sizeof(FrameHeader) : 0;
+  size_t payload = received;
+  size_t header_bytes = entry->header_transfer.received_bytes();
+  counters_.wire_bytes += header_bytes;
   bool raw_ok = header.kind == kFrameRaw && header.raw_bytes == payload;
   bool encoded_ok = header.kind == kFrameLossless && header.raw_bytes <= entry->size;
-  if (received < sizeof(FrameHeader) || header.magic != kFrameMagic || !(raw_ok || encoded_ok)) {
+  if (header_bytes != sizeof(FrameHeader) || header.magic != kFrameMagic ||
+      !(raw_ok || encoded_ok)) {
     failed_ = true;
     return NET_FAIL(ncclRemoteError,
                     "a framed message of %zu bytes from %s has a bad header (kind %u, %" PRIu64
@@ -494,6 +512,11 @@ ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
         continue;
       }
       ucs_status_t status = UCS_INPROGRESS;
+      if (!finished(entry.header_transfer, &status)) {
+        all = false;
+        continue;
+      }
+      if (status != UCS_OK) return transfer_failed(status, "a message header");
       if (!finished(entry.transfer, &status)) {
         all = false;
         continue;

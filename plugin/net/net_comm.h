@@ -13,8 +13,9 @@
 // and a receiver never has more than NCCL_NET_MAX_REQUESTS clear-to-sends outstanding, so the
 // sender keeps one posted receive per request slot.
 //
-// A framed message starts with a FrameHeader: raw (the payload lands in place, the header in the
-// request) or encoded (lossless_codec.h; decoded into the buffer when the receive completes).
+// A framed message is a FrameHeader (into the request) and then the payload (into the buffer):
+// the bytes as they are, or their encoding (lossless_codec.h), decoded into the buffer once it
+// arrived.
 #pragma once
 
 #include <nccl.h>
@@ -46,7 +47,8 @@ class Comm;
 
 struct Request {
   struct Entry {
-    TransferRequest transfer;
+    TransferRequest transfer;         // the payload
+    TransferRequest header_transfer;  // a framed message's header
     FrameHeader header{};
     ucp_dt_iov_t pieces[2]{};
     void* data = nullptr;

@@ -5,7 +5,8 @@
 // - the handshake frame each side sends over that TCP connection (link_handshake.h);
 // - the clear-to-send a receive comm sends for each irecv: the message sequence number, its
 //   tags and sizes, and whether it wants framed messages;
-// - the header in front of a framed message: raw or encoded, and the raw size;
+// - the header of a framed message (its own message, just before it): raw or encoded, and the
+//   raw size;
 // - the farewell a comm sends when it closes: how many messages it sent.
 //
 // The fixed-size records are copied as they are: both ends are little-endian LP64 builds of this
@@ -73,8 +74,12 @@ struct Farewell {
 };
 
 // UCX tags on a comm's own worker: bit 63 tells a clear-to-send from data; data carries the
-// sequence number and the index within its grouped receive.
+// sequence number and the index within its grouped receive; bit 62 marks a framed message's
+// header, which travels as a message of its own ahead of the payload (a contiguous payload
+// shorter than its receive is UCX's plainest case; a gathered header + payload received into a
+// larger scattered buffer failed with "Endpoint timeout" over TCP in UCX 1.13 for 16 MiB).
 constexpr uint64_t kClearToSendTagBit = 1ull << 63;
+constexpr uint64_t kFrameHeaderTagBit = 1ull << 62;
 inline uint64_t data_tag(uint32_t sequence, int index) {
   return (static_cast<uint64_t>(sequence) << 8) | static_cast<uint64_t>(index);
 }
