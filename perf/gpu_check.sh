@@ -12,6 +12,8 @@
 #   ddp         tests/pytorch/ddp_train.py: DDP training, uncompressed, int8 and topk, compared
 #   nccl_tests  nccl-tests' own all_reduce_perf built from source (NCCL_TESTS_DIR, the prefix's
 #               src/nccl-tests, or ./nccl-tests), under LD_PRELOAD=libterse.so
+#   net_plugin  the real NCCL loading libnccl-net-terse.so (NCCL_NET_PLUGIN=terse NCCL_NET=terse)
+#               under that all_reduce_perf: 2 processes with P2P/SHM off where there are 2 GPUs
 # Figures go to perf/results/gpu_check/<UTC time>/ and a dated section is appended to
 # perf/RESULTS.md; with OUT (or GPU_CHECK_OUT) set, gpu_check.tar.gz (both) and summary.md are
 # copied there too.
@@ -160,7 +162,7 @@ step_build() {
   cmake --build "$build" --target help >"$build/.targets" 2>/dev/null || true
   # Only what the later steps run: libterse and the benchmarks first, then the GPU tests'
   # binaries, going on past one that fails to build (its tests then count as failed).
-  for target in ${GPU_CHECK_TARGETS:-terse codec_gpu_perf codec_perf all_reduce_perf}; do
+  for target in ${GPU_CHECK_TARGETS:-terse codec_gpu_perf codec_perf all_reduce_perf nccl-net-terse}; do
     have_target "$target" && core+=("$target")
   done
   for target in ${GPU_CHECK_TEST_TARGETS:-codec_tests plugin_tests fake_cudart compressed_device_tests compressed_fake_device_tests plugin_wrap_tests}; do
@@ -327,6 +329,33 @@ step_nccl_tests() {
   return $rc
 }
 
+# NCCL itself with the ncclNet plugin (issue 13) and nccl-tests' binary from the step before,
+# linked to the real libnccl. NCCL refuses two ranks on one GPU, so two processes (P2P and SHM
+# off, so that they talk through the plugin) need two GPUs; with one, a single rank still shows
+# NCCL loading and choosing the plugin. The log must say "Using network terse".
+step_net_plugin() {
+  local binary="$build/nccl-tests/build/all_reduce_perf" plugin_dir="$build/plugin/net" real rc=0
+  real="$(real_nccl)"
+  if [ -z "$real" ] || [ ! -x "$binary" ]; then
+    log "net_plugin: needs a real libnccl.so.2 and the nccl_tests step's binary: not run"
+    echo "not run: no real libnccl.so.2 or no nccl-tests binary" >"$results/net_plugin.txt"
+    return 0
+  fi
+  [ -f "$plugin_dir/libnccl-net-terse.so" ] || { log "net_plugin: no libnccl-net-terse.so"; return 1; }
+  local vars=(NCCL_NET_PLUGIN=terse NCCL_NET=terse NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+              TERSE_DEBUG=INFO LD_LIBRARY_PATH="$plugin_dir:$(dirname "$real"):${LD_LIBRARY_PATH:-}")
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && mpirun --version 2>&1 | grep -q 'Open MPI'; then
+    vars+=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
+    local exports=() var
+    for var in "${vars[@]}"; do exports+=(-x "${var%%=*}"); done
+    bounded 150 "$results/net_plugin.txt" env "${vars[@]}" mpirun --allow-run-as-root       --oversubscribe -np 2 "${exports[@]}" "$binary" -b 8 -e 64M -f 8 -g 1 -c 1 >/dev/null || rc=1
+  else
+    bounded 120 "$results/net_plugin.txt" env "${vars[@]}" "$binary" -b 8 -e 64M -f 8 -g 1 -c 1       >/dev/null || rc=1
+  fi
+  grep -q 'Using network terse' "$results/net_plugin.txt"     || { log "net_plugin: NCCL did not choose the terse plugin (see net_plugin.txt)"; rc=1; }
+  return $rc
+}
+
 run_step build 120 step_build
 if wanted build && [ ! -f "$terse_lib" ]; then
   log "no libterse.so: stopping after the build"
@@ -336,6 +365,7 @@ else
   run_step allreduce 60 step_allreduce
   run_step ddp 60 step_ddp
   run_step nccl_tests 90 step_nccl_tests
+  run_step net_plugin 60 step_net_plugin
 fi
 
 # --- the record ----------------------------------------------------------------------------
@@ -361,6 +391,7 @@ excerpt() {  # excerpt TITLE FILE LINES: a fenced excerpt of a result file, if t
     [ -e "$f" ] && excerpt "$(basename "$f" .txt)" "$f" 25
   done
   excerpt "DDP training (tests/pytorch/ddp_train.py)" "$results/ddp_train.txt" 12
+  excerpt "NCCL with the ncclNet plugin (NCCL_NET=terse)" "$results/net_plugin.txt" 25
 } >"$results/summary.md"
 cat "$results/summary.md" >>perf/RESULTS.md
 log "figures in $results, section appended to perf/RESULTS.md"
