@@ -5,9 +5,10 @@
 //   net_plugin_perf [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-W WINDOW]
 //                   [-d random|bf16] [-v VERSION] [-p "PREFIX..."]
 //
-// Per size: bandwidth = ITERS messages sent with WINDOW in flight (the receiver posts WINDOW
-// receives ahead, as NCCL does), timed from the first isend to the receiver's 1-byte
-// acknowledgement of the last; latency = half the median round trip of ITERS ping-pongs. The
+// Per size: bandwidth = ITERS messages (more for small sizes: 64 MiB worth, up to 10000) sent
+// with WINDOW in flight (the receiver posts WINDOW receives ahead, as NCCL does), timed from the
+// first isend to the receiver's 1-byte acknowledgement of the last; latency = half the median
+// round trip of as many ping-pongs (at most 1000). The
 // message bytes are bf16 gradient-like values (-d bf16, compressible) or hashed bytes (-d
 // random). The peer checks the last message of each size byte for byte. Prints a table and the
 // same rows as JSON lines ("#json {...}") for scripts.
@@ -73,6 +74,16 @@ std::string to_hex(const unsigned char* bytes, size_t size) {
 void from_hex(const std::string& text, unsigned char* bytes, size_t size) {
   if (text.size() != 2 * size) die("a handle is " + std::to_string(2 * size) + " hex digits");
   for (size_t i = 0; i < size; ++i) bytes[i] = std::stoi(text.substr(2 * i, 2), nullptr, 16);
+}
+
+// Timed messages of `size`: at least -n, and small messages by the thousand (64 MiB worth, at
+// most 10000) so that a size's figure is not one round trip's; ping-pongs at most 1000.
+int stream_count(const Options& options, size_t size) {
+  size_t many = std::min<size_t>(10000, (size_t{64} << 20) / size);
+  return static_cast<int>(std::max<size_t>(options.iters, many));
+}
+int pingpong_count(const Options& options, size_t size) {
+  return std::min(stream_count(options, size), 1000);
 }
 
 std::vector<size_t> sizes_of(const Options& options) {
@@ -190,15 +201,16 @@ int run_peer(const Options& options) {
   side.register_buffers(options);
   std::vector<uint8_t> expected(options.max_bytes);
   for (size_t size : sizes_of(options)) {
+    int count = stream_count(options, size);
     side.stream_receive(size, options.warmup, options.window);
-    side.stream_receive(size, options.iters, options.window);
+    side.stream_receive(size, count, options.window);
     // The last message landed in its slot: compare it with what was sent.
-    int slot = (options.iters - 1) % options.window;
+    int slot = (count - 1) % options.window;
     fill_message(0, options.max_bytes, options.data == "bf16", expected.data());
     if (memcmp(side.recv_buffers[slot].data(), expected.data(), size) != 0) {
       die("a " + std::to_string(size) + "-byte message arrived changed");
     }
-    for (int i = 0; i < options.warmup + options.iters; ++i) {
+    for (int i = 0; i < options.warmup + pingpong_count(options, size); ++i) {
       side.wait(side.post_recv(side.recv_buffers[0].data(), size, side.recv_handles[0]));
       side.wait(side.post_send(side.send_buffers[0].data(), size, side.send_handles[0]));
     }
@@ -260,13 +272,14 @@ int run_main(const Options& options, char* self) {
          options.version, options.data.c_str(), options.iters, options.warmup, options.window);
   printf("%12s %12s %12s\n", "bytes", "bw GB/s", "lat us");
   for (size_t size : sizes_of(options)) {
+    int count = stream_count(options, size);
     side.stream_send(size, options.warmup, options.window);
     auto start = Clock::now();
-    side.stream_send(size, options.iters, options.window);
+    side.stream_send(size, count, options.window);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    double bandwidth = size * static_cast<double>(options.iters) / seconds / 1e9;
+    double bandwidth = size * static_cast<double>(count) / seconds / 1e9;
     std::vector<double> round_trips;
-    for (int i = 0; i < options.warmup + options.iters; ++i) {
+    for (int i = 0; i < options.warmup + pingpong_count(options, size); ++i) {
       auto begin = Clock::now();
       side.wait(side.post_send(side.send_buffers[0].data(), size, side.send_handles[0]));
       side.wait(side.post_recv(side.recv_buffers[0].data(), size, side.recv_handles[0]));

@@ -1,7 +1,8 @@
 // The other process of test_net_plugin_processes.cpp: loads the plugin (version argv[1]),
 // connects to the handle on argv[3] (hex), listens and prints its own handle (hex) on stdout,
 // accepts the test's connection, then runs scenario argv[2]:
-//   echo:  receives the test's traffic (sizes up to argv[4] bytes) and sends the same back;
+//   echo:  receives the test's traffic (sizes up to argv[4] bytes), sends the same back, and
+//          waits for a last 1-byte message before it closes;
 //   stall: prints "ready" and waits on stdin without touching its comms (the test kills it).
 // Exit 0 on success; the reason on stderr otherwise.
 #include <unistd.h>
@@ -72,6 +73,12 @@ int main(int argc, char** argv) {
   if (!error.empty()) return fail("receiving: " + error);
   error = drive(net, send_comm, nullptr, traffic);
   if (!error.empty()) return fail("sending: " + error);
+  // Close only once the test has everything: over TCP, UCX completes a large send before the
+  // receiver has read all of it, and exiting then could cut it off.
+  Traffic last;
+  last.sizes = {1};
+  error = drive(net, nullptr, recv_comm, last);
+  if (!error.empty()) return fail("the last word: " + error);
   if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
       net.close_listen(listen_comm) != ncclSuccess) {
     return fail("close failed");

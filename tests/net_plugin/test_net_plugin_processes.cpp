@@ -137,6 +137,9 @@ TEST_P(NetPluginProcesses, TrafficBothWays) {
   traffic.sizes = sizes_up_to(largest);
   EXPECT_EQ(drive(net, link.send, nullptr, traffic), "");
   EXPECT_EQ(drive(net, nullptr, link.recv, traffic), "");
+  Traffic last;  // the peer closes after this
+  last.sizes = {1};
+  EXPECT_EQ(drive(net, link.send, nullptr, last), "");
   EXPECT_EQ(peer->wait(120), 0);
   EXPECT_EQ(net.close_send(link.send), ncclSuccess);
   EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
