@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "common/result.h"
 #include "plugin/net/net_devices.h"
@@ -24,6 +25,13 @@ ncclResult_t device_at(int dev, const NetDevice** out) {
   }
   *out = &(*devices)[dev];
   return ncclSuccess;
+}
+
+// The connects in progress in this process: a handle's stage pointer is followed only when it
+// is one of them (a handle NCCL copied from elsewhere, or garbage, is refused instead).
+std::set<ConnectStage*>& live_stages() {
+  static std::set<ConnectStage*> stages;
+  return stages;
 }
 
 uint64_t random_nonce() {
@@ -119,7 +127,14 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
                     "connect: the handle (magic 0x%08x) was not made by this plugin's listen",
                     record.magic);
   }
+  if (record.stage != nullptr && live_stages().count(record.stage) == 0) {
+    return NET_FAIL(ncclInvalidArgument,
+                    "connect: the handle names a connect in progress (%p) that this process does "
+                    "not have",
+                    static_cast<void*>(record.stage));
+  }
   auto forget = [&] {
+    live_stages().erase(record.stage);
     delete record.stage;
     record.stage = nullptr;
     memcpy(handle, &record, sizeof(record));
@@ -138,6 +153,7 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
     auto stage = std::make_unique<ConnectStage>();
     TERSE_CHECK(start_stage(std::move(socket), record.nonce, stage.get()));
     record.stage = stage.release();
+    live_stages().insert(record.stage);
     memcpy(handle, &record, sizeof(record));
   }
   bool done = false;

@@ -2,9 +2,11 @@
 // by tag, receive buffers larger than the message, a listen comm accepting twice, closes with
 // requests outstanding, and bad arguments refused with a result code.
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "net_test_support.h"
+#include "plugin/net/net_wire.h"
 
 namespace terse::test {
 namespace {
@@ -209,6 +211,12 @@ TEST(NetPluginMatching, BadArgumentsAreRefusedWithACode) {
   void* send = nullptr;
   EXPECT_EQ(net().connect(0, garbage, &send), ncclInvalidArgument);
   EXPECT_EQ(net().connect(99, pair.handle, &send), ncclInvalidArgument);
+  // A valid handle whose connect-progress field holds a pointer this process never made.
+  unsigned char forged[netabi::kHandleMaxBytes];
+  memcpy(forged, pair.handle, sizeof(forged));
+  void* bogus_stage = &bogus;
+  memcpy(forged + offsetof(net::ListenHandle, stage), &bogus_stage, sizeof(bogus_stage));
+  EXPECT_EQ(net().connect(0, forged, &send), ncclInvalidArgument);
   EXPECT_EQ(net().dereg_mr(pair.send, &bogus), ncclInvalidArgument);
   EXPECT_EQ(net().close_send(pair.recv), ncclInvalidArgument);
   EXPECT_EQ(net().close_listen(&bogus), ncclInvalidArgument);
