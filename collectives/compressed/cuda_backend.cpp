@@ -177,6 +177,16 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
                         message, capacity, message_bytes);
 }
 
+ncclResult_t CudaBackend::make_contribution(const CompressedArgs& args, const CompressedContext&,
+                                            float* values, const ElementRange& range) {
+  TERSE_CHECK(check_codec(args));
+  const float* residual = call_residual(args);
+  const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
+  return compute_->compensate(args.dtype, send,
+                              residual != nullptr ? residual + range.offset : nullptr,
+                              values + range.offset, range.count, stream_);
+}
+
 ncclResult_t CudaBackend::encode_partial(const CompressedArgs& args,
                                          const CompressedContext& context, const float* values,
                                          const ElementRange& range, float* error, uint8_t* message,

@@ -55,6 +55,8 @@ class CudaBackend final : public ExecutionBackend {
   ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
                                    float* values, const ElementRange& range, uint8_t* message,
                                    size_t capacity, size_t* message_bytes) override;
+  ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                 float* values, const ElementRange& range) override;
   ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
                               const float* values, const ElementRange& range, float* error,
                               uint8_t* message, size_t capacity, size_t* message_bytes) override;

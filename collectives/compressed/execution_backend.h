@@ -52,6 +52,13 @@ class ExecutionBackend {
                                            const CompressedContext& context, float* values,
                                            const ElementRange& range, uint8_t* message,
                                            size_t capacity, size_t* message_bytes) = 0;
+  // values[range] = send[range] (as fp32) + the residual's range, nothing encoded
+  // (contribution.h's make_contribution_range): for an algorithm that adds this rank's
+  // contribution to partial sums it then encodes itself (a ring hop, a tree's inner rank, a
+  // recursive-doubling fold host). Must run before anything writes that residual range.
+  virtual ncclResult_t make_contribution(const CompressedArgs& args,
+                                         const CompressedContext& context, float* values,
+                                         const ElementRange& range) = 0;
   // A partial sum `values` (range.count floats in memory()) encoded into `message` (host), the
   // error into `error` (memory(), may be null): contribution.h's encode_partial.
   virtual ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,

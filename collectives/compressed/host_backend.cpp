@@ -27,6 +27,11 @@ class HostBackend final : public ExecutionBackend {
     return terse::encode_contribution(args, context, values, range, finite, message, capacity,
                                       message_bytes);
   }
+  ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
+                                 float* values, const ElementRange& range) override {
+    bool finite = false;  // only encode_contribution's scan uses it
+    return make_contribution_range(args, context, values, range, &finite);
+  }
   ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
                               const float* values, const ElementRange& range, float* error,
                               uint8_t* message, size_t capacity, size_t* message_bytes) override {

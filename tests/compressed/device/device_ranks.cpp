@@ -44,23 +44,6 @@ std::vector<uint8_t> read_device(const void* device, size_t bytes, void* stream)
   return host;
 }
 
-PcieBytes expected_pcie_bytes(const Codec& codec, size_t count, int nranks, int rank) {
-  const size_t n = static_cast<size_t>(nranks);
-  const auto chunk_bytes = [&](size_t j) {
-    const size_t elements = count / n + (j < count % n ? 1 : 0);
-    return static_cast<uint64_t>(codec.wire_bytes(elements, DType::kFloat32, MatrixShape{}));
-  };
-  PcieBytes pcie;
-  for (size_t j = 0; j < n; ++j) {
-    pcie.to_host += chunk_bytes(j);
-    pcie.to_device += chunk_bytes(j);
-  }
-  const size_t me = static_cast<size_t>(rank);
-  pcie.to_host += chunk_bytes(me);
-  pcie.to_device += n * chunk_bytes(me);
-  return pcie;
-}
-
 DeviceRanks::DeviceRanks(int nranks, const std::string& codec_spec, MemoryKind memory,
                          const ComputeFactory& compute)
     : memory_(memory) {
@@ -110,7 +93,11 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
   outputs->assign(static_cast<size_t>(n), std::vector<uint8_t>(bytes));
   errors->assign(static_cast<size_t>(n), "");
   const uint32_t sequence = next_sequence_++;
-  const CompressedAlgorithmInfo& sra = *find_compressed_algorithm("sra");
+  const CompressedAlgorithmInfo* algorithm = find_compressed_algorithm(algorithm_);
+  if (algorithm == nullptr) {
+    errors->assign(static_cast<size_t>(n), "no compressed algorithm " + algorithm_);
+    return;
+  }
   world_->run([&](Communicator& comm) {
     const int r = comm.rank();
     Rank& rank = *ranks_[static_cast<size_t>(r)];
@@ -153,7 +140,7 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
       EntryOptions options;
       options.memory = Memory::kDevice;
       options.stream = rank.stream;
-      options.stage_count = sra.stage_elements(*rank.codec, count, dtype, context.group);
+      options.stage_count = algorithm->stage_elements(*rank.codec, count, dtype, context.group);
       result =
           rank.residuals->acquire(device_key(count, dtype), *rank.codec, memory_, options, &entry);
       if (result == ncclSuccess && entry == nullptr) {
@@ -161,7 +148,7 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
       }
       args.entry = entry.get();
     }
-    if (result == ncclSuccess) result = run_compressed_algorithm(sra, args, context);
+    if (result == ncclSuccess) result = run_compressed_algorithm(*algorithm, args, context);
     if (result != ncclSuccess) error = last_error();
     // Later work on the stream: the result leaves.
     cudaMemcpyAsync((*outputs)[static_cast<size_t>(r)].data(), recv, bytes, cudaMemcpyDeviceToHost,
@@ -171,7 +158,7 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
     cudaFree(recv);
   });
   model::CallSpec spec;
-  spec.algorithm = "sra";
+  spec.algorithm = algorithm_;
   spec.dtype = dtype;
   spec.count = count;
   spec.seed = 0x5eed0000u + step;

@@ -1,8 +1,8 @@
-// N ranks as threads running scatter-reduce-allgather on device buffers through the CUDA
-// execution backend (collectives/compressed/cuda_backend.h), each rank on its own stream with
-// device residual memory, checked against the reference model (tests/model) as the host-buffer
-// tests are. The DeviceCompute is the caller's: the real kernels on a GPU, the emulated ones
-// under the fake CUDA runtime.
+// N ranks as threads running a compressed algorithm (scatter-reduce-allgather unless told
+// otherwise) on device buffers through the CUDA execution backend
+// (collectives/compressed/cuda_backend.h), each rank on its own stream with device residual memory,
+// checked against the reference model (tests/model) as the host-buffer tests are. The DeviceCompute
+// is the caller's: the real kernels on a GPU, the emulated ones under the fake CUDA runtime.
 //
 // Each call does on the rank's stream what an application would: copies the input into device
 // memory and fills the output with a pattern (earlier work the collective must follow), runs the
@@ -49,6 +49,8 @@ class DeviceRanks {
   std::vector<float> owner_residual(int rank);
   const CompressionCounters& counters(int rank) const;
   void set_piece_bytes(size_t bytes) { piece_bytes_ = bytes; }
+  // The compressed algorithm's table name: "sra" (the default), "ring", "tree", ...
+  void set_algorithm(const std::string& name) { algorithm_ = name; }
 
   struct Rank;
 
@@ -62,19 +64,10 @@ class DeviceRanks {
   DType last_dtype_ = DType::kFloat32;
   uint32_t next_sequence_ = 1;
   size_t piece_bytes_ = size_t{1} << 20;
+  std::string algorithm_ = "sra";
   bool ok_ = true;
   std::string error_;
 };
-
-// What rank `rank` of `nranks` must copy between device and host in one scatter-reduce-allgather
-// of `count` fp32 elements in one piece per chunk, counted from the layout alone: to the host,
-// its encode of every chunk and its re-encode of its own; to the device, the n versions of its
-// chunk and the n owners' chunks. Only encoded messages, each codec.wire_bytes of its elements.
-struct PcieBytes {
-  uint64_t to_host = 0;
-  uint64_t to_device = 0;
-};
-PcieBytes expected_pcie_bytes(const Codec& codec, size_t count, int nranks, int rank);
 
 // Copies `bytes` of device memory to the host in stream order and waits (test-side reads).
 std::vector<uint8_t> read_device(const void* device, size_t bytes, void* stream);

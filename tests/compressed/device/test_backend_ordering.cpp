@@ -29,6 +29,7 @@
 #include "compressed_test_support.h"
 #include "device_ranks.h"
 #include "emulated_compute.h"
+#include "model/pcie_bytes.h"
 
 namespace terse {
 namespace {
@@ -259,7 +260,7 @@ TEST(DeviceSra, MatchesTheModelBitForBit) {
 }
 
 // Only encoded messages cross between device and host: per rank, exactly the messages the
-// layout says (test::expected_pcie_bytes), far below the tensor's bytes.
+// layout says (model::device_pcie_bytes), far below the tensor's bytes.
 TEST(DeviceSra, OnlyEncodedMessagesCrossPcie) {
   const int n = 3;
   const size_t count = 30000;
@@ -276,7 +277,7 @@ TEST(DeviceSra, OnlyEncodedMessagesCrossPcie) {
   std::unique_ptr<Codec> codec = make_codec("int8");
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(errors[static_cast<size_t>(r)], "");
-    const test::PcieBytes expected = test::expected_pcie_bytes(*codec, count, n, r);
+    const model::PcieBytes expected = model::device_pcie_bytes("sra", *codec, count, n, r);
     EXPECT_EQ(ranks.counters(r).pcie_bytes_to_host, expected.to_host) << "rank " << r;
     EXPECT_EQ(ranks.counters(r).pcie_bytes_to_device, expected.to_device) << "rank " << r;
     EXPECT_LT(expected.to_host + expected.to_device, count * sizeof(float));

@@ -1,9 +1,9 @@
 // The CUDA execution backend with the real kernels, on a GPU (they skip, saying so, without
 // one): scatter-reduce-allgather on device buffers, 2 to 4 ranks as threads on one GPU, against
 // the reference model of the host path, for every dense codec; the integer quantizers' fused
-// compensated encode against the CPU's; and only encoded messages over PCIe. A codec whose kernels match its CPU code bit for bit must match the model exactly; one
-// that does not (a GPU session finds which) must still be within its stated bound, and says how
-// many elements differ.
+// compensated encode against the CPU's; and only encoded messages over PCIe. A codec whose kernels
+// match its CPU code bit for bit must match the model exactly; one that does not (a GPU session
+// finds which) must still be within its stated bound, and says how many elements differ.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "compressed_test_support.h"
 #include "device_ranks.h"
+#include "model/pcie_bytes.h"
 
 namespace terse {
 namespace {
@@ -172,7 +173,7 @@ TEST(DeviceBackendGpu, OnlyEncodedMessagesCrossPcie) {
   std::unique_ptr<Codec> codec = make_codec("int8");
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(errors[static_cast<size_t>(r)], "");
-    const test::PcieBytes expected = test::expected_pcie_bytes(*codec, count, n, r);
+    const model::PcieBytes expected = model::device_pcie_bytes("sra", *codec, count, n, r);
     const uint64_t moved =
         ranks.counters(r).pcie_bytes_to_host + ranks.counters(r).pcie_bytes_to_device;
     std::cout << "rank " << r << ": " << moved << " bytes over PCIe, "
