@@ -85,7 +85,7 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
        "compressed recursive doubling: whole-buffer messages, log2(n) lossy rounds (mid sizes)",
        accepts_reencoding, recursive_doubling_steps, compressed_recursive_doubling_allreduce},
       {4, "tree", "compressed binary tree: reduce up re-encoding, broadcast down; small messages",
-       accepts_reencoding, tree_steps, compressed_tree_allreduce},
+       accepts_reencoding, tree_steps, compressed_tree_allreduce, nullptr, /*any_memory=*/true},
       {5, "sparse_allgather",
        "allgatherv of (index, value) lists and scatter-add; dense exchange when the union gets "
        "dense (sparse codecs)",

@@ -20,11 +20,18 @@
 // No deadlock: every receive (children's up-messages, the parent's down-message) is posted
 // before anything is sent; a rank sends up only after its children's messages arrived, and
 // down only after its parent's did, so every awaited message does get sent. Steps: 0 up, 1 down.
+//
+// Memory: the codec work and the tensor-sized values go through the call's execution backend
+// (execution_backend.h), so device buffers run them as kernels and only the encoded messages
+// cross to the host; a message is sent only once the backend has it in host memory
+// (wait_messages). Every message buffer is used once per call, so none is rewritten while a
+// decode the backend enqueued may still read it.
 #include <cstddef>
 #include <cstdint>
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/in_flight_transfers.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
@@ -55,28 +62,27 @@ struct BinaryTreePosition {
   int child_count = 0;
 };
 
-}  // namespace
-
-ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
-                                       const CompressedContext& context) {
+// The up and down passes on `backend` (group of two or more, count > 0).
+ncclResult_t run_tree(const CompressedArgs& args, const CompressedContext& context,
+                      ExecutionBackend& backend) {
   const PeerGroup& group = context.group;
-  if (group.size() == 1) return copy_single_rank(args);
-  if (args.count == 0) return ncclSuccess;
   const BinaryTreePosition tree(group.index, group.size());
   const auto operation = [&](uint32_t step) {
     return make_operation(context.sequence, context.first_step + step);
   };
 
-  CompressionScratch& scratch = *context.scratch;
   const size_t capacity = message_capacity(args, args.count);
+  const ElementRange whole{0, args.count};
   // This rank's contribution, then (inner ranks) its subtree's partial sum, then the result.
-  float* values = scratch.floats(ScratchSlot::kValues, args.count);
-  uint8_t* up = scratch.bytes(ScratchSlot::kOutgoing, capacity);
-  uint8_t* from_children = scratch.bytes(ScratchSlot::kIncoming, 2 * capacity);
-  uint8_t* down = scratch.bytes(ScratchSlot::kSecondary, capacity);
+  float* values = backend.floats(context, ScratchSlot::kValues, args.count);
+  uint8_t* up = backend.message_buffer(context, ScratchSlot::kOutgoing, capacity);
+  uint8_t* from_children = backend.message_buffer(context, ScratchSlot::kIncoming, 2 * capacity);
+  uint8_t* down = backend.message_buffer(context, ScratchSlot::kSecondary, capacity);
+  // Null from the backend: an allocation failed (its error is this thread's last).
+  if (values == nullptr || up == nullptr || from_children == nullptr || down == nullptr) {
+    return ncclSystemError;
+  }
   float* residual = call_residual(args);
-  bool finite = false;
-  TERSE_CHECK(make_contribution(args, context, values, &finite));
 
   InFlightTransfers transfers(context.transport, kSlots, context.deadline);
   for (int c = 0; c < tree.child_count; ++c) {
@@ -92,18 +98,19 @@ ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
   // root's total, which goes straight into the down message).
   size_t bytes = 0;
   if (tree.child_count == 0) {
-    TERSE_CHECK(encode_contribution(args, context, values, ElementRange{0, args.count}, finite, up,
-                                    capacity, &bytes));
+    TERSE_CHECK(backend.encode_contribution(args, context, values, whole, up, capacity, &bytes));
   } else {
+    TERSE_CHECK(backend.make_contribution(args, context, values, whole));
     for (int c = 0; c < tree.child_count; ++c) {
       TERSE_CHECK(transfers.wait(kChildUpReceive + c));
-      TERSE_CHECK(decode_message(args, context, from_children + c * capacity,
+      TERSE_CHECK(backend.decode(args, context, from_children + c * capacity,
                                  transfers.received_bytes(kChildUpReceive + c), values, args.count,
                                  true));
     }
-    TERSE_CHECK(encode_partial(args, context, values, ElementRange{0, args.count}, residual,
-                               tree.parent >= 0 ? up : down, capacity, &bytes));
+    TERSE_CHECK(backend.encode_partial(args, context, values, whole, residual,
+                                       tree.parent >= 0 ? up : down, capacity, &bytes));
   }
+  TERSE_CHECK(backend.wait_messages());
 
   // Down: the root's message, forwarded unchanged.
   size_t down_bytes = bytes;
@@ -118,9 +125,22 @@ ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
                                operation(kDownStep), down, down_bytes));
     count_sent(context, down_bytes);
   }
-  TERSE_CHECK(decode_message(args, context, down, down_bytes, values, args.count, false));
-  write_result(args, values, ElementRange{0, args.count});
+  TERSE_CHECK(backend.decode(args, context, down, down_bytes, values, args.count, false));
+  TERSE_CHECK(backend.write_result(args, values, whole));
   return transfers.wait_all();
+}
+
+}  // namespace
+
+ncclResult_t compressed_tree_allreduce(const CompressedArgs& args,
+                                       const CompressedContext& context) {
+  if (context.group.size() == 1) return copy_single_rank(args);
+  if (args.count == 0) return ncclSuccess;
+  ExecutionBackend& backend = backend_of(context);
+  const ncclResult_t result = run_tree(args, context, backend);
+  // Whatever the passes returned: device work they enqueued may still read the call's buffers.
+  const ncclResult_t finished = backend.finish();
+  return result != ncclSuccess ? result : finished;
 }
 
 }  // namespace terse
