@@ -113,6 +113,13 @@ void expect_only_messages_cross_pcie(const std::string& algorithm) {
   }
 }
 
+TEST(DeviceRecursiveDoubling, MatchesTheModelBitForBit) {
+  expect_model_bit_for_bit("recursive_doubling");
+}
+TEST(DeviceRecursiveDoubling, OnlyEncodedMessagesCrossPcie) {
+  expect_only_messages_cross_pcie("recursive_doubling");
+}
+
 TEST(DeviceTree, MatchesTheModelBitForBit) {
   expect_model_bit_for_bit("tree");
 }
