@@ -80,7 +80,7 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
        /*any_memory=*/true},
       {2, "ring",
        "compressed ring: decode-add-re-encode per hop, pipelined; error grows with ranks",
-       accepts_reencoding, ring_steps, compressed_ring_allreduce},
+       accepts_reencoding, ring_steps, compressed_ring_allreduce, nullptr, /*any_memory=*/true},
       {3, "recursive_doubling",
        "compressed recursive doubling: whole-buffer messages, log2(n) lossy rounds (mid sizes)",
        accepts_reencoding, recursive_doubling_steps, compressed_recursive_doubling_allreduce,

@@ -33,11 +33,19 @@
 // previous rank sends once it has handled the unit a step earlier (units < pieces at once);
 // following such waits around the ring the unit numbers strictly decrease, so they cannot close
 // a cycle. A send whose receive is not posted yet waits in UCX, not in this rank's code.
+//
+// Memory: the codec work and the tensor-sized values (contribution, partial sums) go through the
+// call's execution backend (execution_backend.h), so device buffers run them as kernels and only
+// the encoded pieces cross to the host; a message is sent only once the backend has it in host
+// memory (wait_messages). The reduce-scatter's receive buffers are reused, safely: a buffer is
+// posted again only after the unit that decoded from it has encoded and waited for its message,
+// which follows that decode in the backend's order.
 #include <algorithm>
 #include <cstring>
 
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
@@ -57,6 +65,7 @@ class CompressedRing {
   CompressedRing(const CompressedArgs& args, const CompressedContext& context)
       : args_(args),
         context_(context),
+        backend_(backend_of(context)),
         ring_(context.group.index, context.group.size()),
         next_(context.group.rank_at(ring_.next())),
         previous_(context.group.rank_at(ring_.previous())),
@@ -69,20 +78,37 @@ class CompressedRing {
         capacity_(message_capacity(args, std::min(piece_, largest_block_))),
         transfers_(context.transport, 2 * units_, context.deadline) {}
 
+  // The steps, then the backend's finish whatever they returned (device work they enqueued may
+  // still read the call's buffers).
   ncclResult_t run() {
-    lay_out();
-    bool finite = false;
-    TERSE_CHECK(make_contribution(args_, context_, values_, &finite));
+    const ncclResult_t result = run_steps();
+    const ncclResult_t finished = backend_.finish();
+    return result != ncclSuccess ? result : finished;
+  }
+
+ private:
+  ncclResult_t run_steps() {
+    TERSE_CHECK(lay_out());
     TERSE_CHECK(post_receives(0));
-    // Step 0 of the reduce-scatter: this rank's own block, with its residual.
+    // Step 0 of the reduce-scatter: this rank's own block, with its residual, compensated piece
+    // by piece so that the first piece leaves at once.
+    const ElementRange first = ring_.block(args_.count, ring_.reduce_scatter_send_block(0));
     for (size_t k = 0; k < pieces_; ++k) {
       const ElementRange range = piece(ring_.reduce_scatter_send_block(0), k);
       size_t bytes = 0;
-      TERSE_CHECK(
-          encode_contribution(args_, context_, values_, range, finite, sent(k), capacity_, &bytes));
+      TERSE_CHECK(backend_.encode_contribution(args_, context_, values_, range, sent(k), capacity_,
+                                               &bytes));
+      TERSE_CHECK(backend_.wait_messages());
       TERSE_CHECK(send(k, sent(k), bytes));
       context_.transport->progress();
     }
+    // The other blocks' contribution, added to the partial sums below: compensated before any
+    // re-encode writes their residual ranges.
+    TERSE_CHECK(
+        backend_.make_contribution(args_, context_, values_, ElementRange{0, first.offset}));
+    const size_t after = first.offset + first.count;
+    TERSE_CHECK(backend_.make_contribution(args_, context_, values_,
+                                           ElementRange{after, args_.count - after}));
     for (size_t unit = 0; unit < units_; ++unit) {
       TERSE_CHECK(post_receives(unit));
       TERSE_CHECK(transfers_.wait(recv_slot(unit)));
@@ -97,7 +123,6 @@ class CompressedRing {
     return transfers_.wait_all();
   }
 
- private:
   // Elements per piece: context.piece_bytes worth, larger when the units would not fit the tag.
   static size_t piece_elements(size_t piece_bytes, size_t largest_block, int steps) {
     const size_t requested = std::max<size_t>(1, piece_bytes / sizeof(float));
@@ -129,15 +154,22 @@ class CompressedRing {
   uint8_t* sent(size_t unit) const { return sent_ + unit * capacity_; }
   uint8_t* owned(size_t k) const { return sent_ + (phase_units_ + k) * capacity_; }
 
-  void lay_out() {
-    CompressionScratch& scratch = *context_.scratch;
-    values_ = scratch.floats(ScratchSlot::kValues, args_.count);
-    reduce_received_ = scratch.bytes(ScratchSlot::kIncoming, receive_slots_ * capacity_);
-    gathered_ = scratch.bytes(ScratchSlot::kSecondary, phase_units_ * capacity_);
-    sent_ = scratch.bytes(ScratchSlot::kOutgoing, (phase_units_ + pieces_) * capacity_);
+  // Null from the backend: an allocation failed (its error is this thread's last).
+  ncclResult_t lay_out() {
+    values_ = backend_.floats(context_, ScratchSlot::kValues, args_.count);
+    reduce_received_ =
+        backend_.message_buffer(context_, ScratchSlot::kIncoming, receive_slots_ * capacity_);
+    gathered_ =
+        backend_.message_buffer(context_, ScratchSlot::kSecondary, phase_units_ * capacity_);
+    sent_ = backend_.message_buffer(context_, ScratchSlot::kOutgoing,
+                                    (phase_units_ + pieces_) * capacity_);
     const size_t largest_piece = std::min(piece_, largest_block_);
-    partial_ = scratch.floats(ScratchSlot::kAccumulator, largest_piece);
-    decoded_ = scratch.floats(ScratchSlot::kTertiary, largest_piece);
+    partial_ = backend_.floats(context_, ScratchSlot::kAccumulator, largest_piece);
+    decoded_ = backend_.floats(context_, ScratchSlot::kTertiary, largest_piece);
+    const bool laid_out = values_ != nullptr && reduce_received_ != nullptr &&
+                          gathered_ != nullptr && sent_ != nullptr && partial_ != nullptr &&
+                          decoded_ != nullptr;
+    return laid_out ? ncclSuccess : ncclSystemError;
   }
 
   // Posts receives up to kReceivesAhead units past `unit` (units before it are handled, so the
@@ -164,16 +196,16 @@ class CompressedRing {
     const int step = static_cast<int>(step_of(unit));
     const ElementRange range = piece(ring_.reduce_scatter_recv_block(step), k);
     TERSE_CHECK(
-        decode_message(args_, context_, received(unit), bytes, partial_, range.count, false));
-    const float* own = values_ + range.offset;
-    for (size_t i = 0; i < range.count; ++i) partial_[i] += own[i];
+        backend_.decode(args_, context_, received(unit), bytes, partial_, range.count, false));
+    TERSE_CHECK(backend_.add(partial_, values_ + range.offset, range.count));
     float* residual = call_residual(args_);
     float* error = residual != nullptr ? residual + range.offset : nullptr;
     const bool last = last_step(unit);
     uint8_t* message = last ? owned(k) : sent(unit + pieces_);
     size_t encoded = 0;
-    TERSE_CHECK(
-        encode_partial(args_, context_, partial_, range, error, message, capacity_, &encoded));
+    TERSE_CHECK(backend_.encode_partial(args_, context_, partial_, range, error, message, capacity_,
+                                        &encoded));
+    TERSE_CHECK(backend_.wait_messages());
     if (!last) return send(unit + pieces_, message, encoded);
     // The owner's block: its total goes round the allgather; the owner decodes what others do.
     TERSE_CHECK(send(phase_units_ + k, message, encoded));
@@ -191,16 +223,16 @@ class CompressedRing {
   ncclResult_t write_piece(const uint8_t* message, size_t bytes, const ElementRange& range) {
     // An fp32 result without scaling is decoded in place; anything else goes through fp32.
     if (args_.dtype == DType::kFloat32 && args_.result_scale == 1.0) {
-      return decode_message(args_, context_, message, bytes,
-                            static_cast<float*>(args_.recv) + range.offset, range.count, false);
+      return backend_.decode(args_, context_, message, bytes,
+                             static_cast<float*>(args_.recv) + range.offset, range.count, false);
     }
-    TERSE_CHECK(decode_message(args_, context_, message, bytes, decoded_, range.count, false));
-    write_result(args_, decoded_, range);
-    return ncclSuccess;
+    TERSE_CHECK(backend_.decode(args_, context_, message, bytes, decoded_, range.count, false));
+    return backend_.write_result(args_, decoded_, range);
   }
 
   const CompressedArgs& args_;
   const CompressedContext& context_;
+  ExecutionBackend& backend_;
   const RingPattern ring_;
   const int next_;      // transport rank of the next position
   const int previous_;  // and of the previous one

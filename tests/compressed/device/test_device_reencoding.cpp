@@ -113,6 +113,13 @@ void expect_only_messages_cross_pcie(const std::string& algorithm) {
   }
 }
 
+TEST(DeviceRing, MatchesTheModelBitForBit) {
+  expect_model_bit_for_bit("ring");
+}
+TEST(DeviceRing, OnlyEncodedMessagesCrossPcie) {
+  expect_only_messages_cross_pcie("ring");
+}
+
 TEST(DeviceRecursiveDoubling, MatchesTheModelBitForBit) {
   expect_model_bit_for_bit("recursive_doubling");
 }

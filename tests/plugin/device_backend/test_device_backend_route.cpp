@@ -28,6 +28,7 @@
 
 #include "codecs/codec_registry.h"
 #include "model/compressed_model.h"
+#include "model/pcie_bytes.h"
 #include "plugin/plugin_ranks.h"
 
 namespace {
@@ -162,23 +163,6 @@ terse::model::Expected model_step(terse::model::CompressedModel* model, int n, s
   return model->call(spec, inputs);
 }
 
-// Bytes rank `rank` of `n` copies in one scatter-reduce-allgather of `count` fp32 elements, one
-// piece per chunk, from the layout alone: to the host its encode of every chunk and the re-encode
-// of its own; to the device the n encodes of its chunk and the n owners' chunks.
-void sra_pcie_bytes(const terse::Codec& codec, size_t count, int n, int rank, uint64_t* to_host,
-                    uint64_t* to_device) {
-  const auto chunk_bytes = [&](int j) {
-    const size_t elements = count / n + (static_cast<size_t>(j) < count % n ? 1 : 0);
-    return static_cast<uint64_t>(codec.wire_bytes(elements, DType::kFloat32, terse::MatrixShape{}));
-  };
-  *to_host = chunk_bytes(rank);
-  *to_device = static_cast<uint64_t>(n) * chunk_bytes(rank);
-  for (int j = 0; j < n; ++j) {
-    *to_host += chunk_bytes(j);
-    *to_device += chunk_bytes(j);
-  }
-}
-
 std::unique_ptr<terse::Codec> make_codec(const std::string& spec) {
   std::string name;
   terse::CodecParams params;
@@ -190,11 +174,12 @@ std::unique_ptr<terse::Codec> make_codec(const std::string& spec) {
   return codec;
 }
 
-// int8 over sra on `device` (one flag per rank), three steps with error feedback: every rank's
-// result is the model's bit for bit, and each device rank copied exactly sra's encoded messages.
-void expect_int8_sra(const std::vector<bool>& device, bool in_place) {
+// int8 over `algorithm` on `device` (one flag per rank), three steps with error feedback: every
+// rank's result is the model's bit for bit, and each device rank copied exactly the encoded
+// messages of the algorithm's steps (model::device_pcie_bytes: one piece per block at this size).
+void expect_int8(const char* algorithm_name, const std::vector<bool>& device, bool in_place) {
   ScopedEnvironment codec("TERSE_CODEC", "int8");
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", algorithm_name);
   const int n = static_cast<int>(device.size());
   const size_t count = 20000 + static_cast<size_t>(n);  // chunks of unequal sizes
   const int steps = 3;
@@ -207,7 +192,7 @@ void expect_int8_sra(const std::vector<bool>& device, bool in_place) {
     for (int r = 0; r < n; ++r) {
       const RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(r)];
       ASSERT_EQ(call.error, "") << "rank " << r << " step " << step;
-      EXPECT_STREQ(call.stats.last_algorithm, "sra");
+      EXPECT_STREQ(call.stats.last_algorithm, algorithm_name);
     }
     const terseStats& stats = calls[static_cast<size_t>(step)][0].stats;
     const terse::model::Expected expected = model_step(&model, n, count, step, stats);
@@ -216,12 +201,16 @@ void expect_int8_sra(const std::vector<bool>& device, bool in_place) {
       const terse::model::Comparison c =
           terse::model::compare(expected, DType::kFloat32, call.output.data(), count);
       EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
-      uint64_t to_host = 0, to_device = 0;
-      if (device[static_cast<size_t>(r)]) sra_pcie_bytes(*int8, count, n, r, &to_host, &to_device);
-      EXPECT_EQ(call.stats.pcie_bytes_to_host - before_host[r], to_host) << "rank " << r;
-      EXPECT_EQ(call.stats.pcie_bytes_to_device - before_device[r], to_device) << "rank " << r;
-      // Far below the tensor's bytes: a staged call would copy all of them each way.
-      EXPECT_LT(to_host, count * sizeof(float) / 2);
+      terse::model::PcieBytes pcie;
+      if (device[static_cast<size_t>(r)]) {
+        pcie = terse::model::device_pcie_bytes(algorithm_name, *int8, count, n, r);
+      }
+      EXPECT_EQ(call.stats.pcie_bytes_to_host - before_host[r], pcie.to_host)
+          << algorithm_name << " rank " << r;
+      EXPECT_EQ(call.stats.pcie_bytes_to_device - before_device[r], pcie.to_device)
+          << algorithm_name << " rank " << r;
+      // Below the tensor's bytes: a staged call would copy all of them each way.
+      EXPECT_LT(pcie.to_host, count * sizeof(float));
       before_host[r] = call.stats.pcie_bytes_to_host;
       before_device[r] = call.stats.pcie_bytes_to_device;
     }
@@ -230,35 +219,46 @@ void expect_int8_sra(const std::vector<bool>& device, bool in_place) {
 
 TEST(PluginDeviceBackendRoute, Int8OnTwoRanksEqualsTheModelAndCopiesOnlyMessages) {
   REQUIRE_DEVICE();
-  expect_int8_sra({true, true}, /*in_place=*/false);
+  expect_int8("sra", {true, true}, /*in_place=*/false);
 }
 
 TEST(PluginDeviceBackendRoute, Int8OnThreeRanksInPlaceEqualsTheModel) {
   REQUIRE_DEVICE();
-  expect_int8_sra({true, true, true}, /*in_place=*/true);
+  expect_int8("sra", {true, true, true}, /*in_place=*/true);
 }
 
 // The plan, and so the messages, do not depend on where a rank's buffers are.
 TEST(PluginDeviceBackendRoute, HostBufferRankAndDeviceBufferRankAgree) {
   REQUIRE_DEVICE();
-  expect_int8_sra({false, true}, /*in_place=*/false);
-  expect_int8_sra({true, false, true}, /*in_place=*/false);
+  expect_int8("sra", {false, true}, /*in_place=*/false);
+  expect_int8("sra", {true, false, true}, /*in_place=*/false);
 }
 
-// A plan the backend does not run (the compressed ring) is staged: the whole tensor crosses
-// each way, and the result is still the model's.
+// The decode-add-re-encode algorithms take the backend too (their rows are any_memory): on three
+// device ranks, in place, and on four with one host-buffer rank among them.
+TEST(PluginDeviceBackendRoute, RingRecursiveDoublingAndTreeRunOnTheBackend) {
+  REQUIRE_DEVICE();
+  for (const char* algorithm : {"ring", "recursive_doubling", "tree"}) {
+    expect_int8(algorithm, {true, true, true}, /*in_place=*/true);
+    expect_int8(algorithm, {true, false, true, true}, /*in_place=*/false);
+  }
+}
+
+// A plan the backend does not run (a sparse codec, whose allgather runs on host memory only) is
+// staged: the whole tensor crosses each way, and the result is still the model's (one step:
+// no residual yet).
 TEST(PluginDeviceBackendRoute, OtherAlgorithmsAreStagedWholeTensorsCounted) {
   REQUIRE_DEVICE();
-  ScopedEnvironment codec("TERSE_CODEC", "int8");
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "ring");
+  ScopedEnvironment codec("TERSE_CODEC", "topk:ratio=0.05");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sparse_allgather");
   const size_t count = 5000;
   const auto calls = run_steps({true, true}, count, 1, false);
-  terse::model::CompressedModel model("int8", 2, terse::MemoryKind::kResidual);
+  terse::model::CompressedModel model("topk:ratio=0.05", 2, terse::MemoryKind::kResidual);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(calls[0][static_cast<size_t>(r)].error, "");
   const terse::model::Expected expected = model_step(&model, 2, count, 0, calls[0][0].stats);
   for (int r = 0; r < 2; ++r) {
     const RankCall& call = calls[0][static_cast<size_t>(r)];
-    EXPECT_STREQ(call.stats.last_algorithm, "ring");
+    EXPECT_STREQ(call.stats.last_algorithm, "sparse_allgather");
     EXPECT_EQ(
         terse::model::compare(expected, DType::kFloat32, call.output.data(), count).mismatches, 0u);
     EXPECT_EQ(call.stats.pcie_bytes_to_host, count * sizeof(float));
@@ -340,11 +340,10 @@ TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_STREQ(stats[r].last_codec, "none") << "rank " << r;
-    uint64_t to_host = 0, to_device = 0;
-    sra_pcie_bytes(*int8, count, n, r, &to_host, &to_device);
+    const terse::model::PcieBytes pcie = terse::model::device_pcie_bytes("sra", *int8, count, n, r);
     // The first call's messages, then the second call's whole tensor each way.
-    EXPECT_EQ(stats[r].pcie_bytes_to_host, to_host + bytes) << "rank " << r;
-    EXPECT_EQ(stats[r].pcie_bytes_to_device, to_device + bytes) << "rank " << r;
+    EXPECT_EQ(stats[r].pcie_bytes_to_host, pcie.to_host + bytes) << "rank " << r;
+    EXPECT_EQ(stats[r].pcie_bytes_to_device, pcie.to_device + bytes) << "rank " << r;
     size_t wrong = 0;
     for (size_t i = 0; i < count; ++i) {
       // Two ranks: the ring's sum is a + b exactly.
