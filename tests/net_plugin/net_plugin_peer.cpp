@@ -3,7 +3,8 @@
 // accepts the test's connection, then runs scenario argv[2]:
 //   echo:  receives the test's traffic (sizes up to argv[4] bytes), sends the same back, and
 //          waits for a last 1-byte message before it closes;
-//   stall: prints "ready" and waits on stdin without touching its comms (the test kills it).
+//   stall: prints "ready" and waits on stdin without touching its comms (the test kills it);
+//   devices (no handle needed): prints each device's name and speed, exits 3 when init fails.
 // Exit 0 on success; the reason on stderr otherwise.
 #include <unistd.h>
 
@@ -42,11 +43,26 @@ int fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) return fail("usage: net_plugin_peer VERSION echo|stall HANDLE_HEX [LARGEST]");
+  if (argc < 3)
+    return fail("usage: net_plugin_peer VERSION echo|stall|devices [HANDLE_HEX [LARGEST]]");
   LoadedNet net;
   std::string error = net.load(net_plugin_path(), atoi(argv[1]));
   if (!error.empty()) return fail(error);
-  if (net.init(nullptr) != ncclSuccess) return fail("init failed");
+  if (net.init(nullptr) != ncclSuccess) {
+    fail("init failed");
+    return 3;
+  }
+  if (std::string(argv[2]) == "devices") {
+    int count = 0;
+    if (net.devices(&count) != ncclSuccess) return fail("devices failed");
+    for (int dev = 0; dev < count; ++dev) {
+      NetProperties props;
+      if (net.properties(dev, &props) != ncclSuccess) return fail("getProperties failed");
+      printf("%s %d\n", props.name.c_str(), props.speed);
+    }
+    return 0;
+  }
+  if (argc < 4) return fail("a handle is needed");
   unsigned char their_handle[terse::netabi::kHandleMaxBytes] = {};
   if (!from_hex(argv[3], their_handle, sizeof(their_handle))) return fail("bad handle");
   unsigned char my_handle[terse::netabi::kHandleMaxBytes] = {};

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "net_test_support.h"
@@ -188,6 +189,21 @@ TEST_P(NetPluginProcesses, KilledPeerGivesAnErrorNotAHang) {
   EXPECT_EQ(net.close_send(link.send), ncclSuccess);
   EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
   EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
+}
+
+// Devices are found once per process, so each setting gets a fresh peer process.
+TEST(NetPluginDevices, TerseNetIfAndSpeedAreHonoured) {
+  setenv("TERSE_NET_IF", "=lo", 1);
+  setenv("TERSE_NET_SPEED_MBPS", "1000", 1);
+  Peer loopback({"11", "devices"});
+  unsetenv("TERSE_NET_SPEED_MBPS");
+  EXPECT_EQ(loopback.read_line(60), "lo 1000");
+  EXPECT_EQ(loopback.read_line(60), "");  // and nothing else
+  EXPECT_EQ(loopback.wait(60), 0);
+  setenv("TERSE_NET_IF", "=no-such-interface0", 1);
+  Peer none({"11", "devices"});
+  unsetenv("TERSE_NET_IF");
+  EXPECT_EQ(none.wait(60), 3);  // init fails: no device matches
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, NetPluginProcesses, ::testing::Values(11, 8),
