@@ -92,7 +92,8 @@ struct CompressedContext {
   CompressionScratch* scratch = nullptr;
   CompressionCounters* counters = nullptr;
   // Where the codec work runs (execution_backend.h): null for host buffers (host_backend()).
-  // Only algorithms written against the backend accept another (scatter-reduce-allgather).
+  // Only algorithms written against the backend accept another (`any_memory` in their table
+  // rows: scatter-reduce-allgather, the ring, recursive doubling, the tree).
   ExecutionBackend* backend = nullptr;
 };
 
