@@ -16,6 +16,9 @@ namespace {
 // alive but slow; a peer that is gone ends the wait at once. TERSE_TIMEOUT_S bounds it too.
 constexpr double kCloseSeconds = 10;
 
+// The most staging a request slot keeps between messages.
+constexpr size_t kKeptStagingBytes = size_t{8} << 20;
+
 Deadline close_deadline() {
   double timeout = kDefaultTransportTimeoutSeconds;
   if (transport_timeout_seconds(&timeout) != ncclSuccess) timeout = kDefaultTransportTimeoutSeconds;
@@ -66,6 +69,9 @@ void Comm::release_request(Request* request) {
     Request::Entry& entry = request->entries[i];
     entry.complete = false;
     entry.result = 0;
+    // A slot keeps its staging for the next message of NCCL's usual sizes, not a rare large one
+    // (32 slots per comm, many comms).
+    if (entry.staging.capacity() > kKeptStagingBytes) std::vector<uint8_t>().swap(entry.staging);
   }
   request->in_use = false;
 }
