@@ -122,6 +122,39 @@ ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadl
   }
 }
 
+ncclResult_t Socket::start_connect(const SocketAddress& address, Socket* out) {
+  int fd = socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return fail(ncclSystemError, "cannot create a socket to connect to %s: %s",
+                address.to_string().c_str(), strerror(errno));
+  }
+  if (::connect(fd, address.get(), address.length()) != 0 && errno != EINPROGRESS &&
+      errno != EINTR) {
+    int error = errno;
+    ::close(fd);
+    return fail(ncclRemoteError, "cannot connect to %s: %s", address.to_string().c_str(),
+                strerror(error));
+  }
+  *out = Socket(fd, address);
+  return ncclSuccess;
+}
+
+ncclResult_t Socket::connect_finished(bool* done) const {
+  *done = false;
+  pollfd entry{fd_, POLLOUT, 0};
+  if (poll(&entry, 1, 0) <= 0) return ncclSuccess;
+  int error = 0;
+  socklen_t length = sizeof(error);
+  if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
+  if (error != 0) {
+    return fail(ncclRemoteError, "cannot connect to %s: %s", peer_.to_string().c_str(),
+                strerror(error));
+  }
+  disable_nagle(fd_);
+  *done = true;
+  return ncclSuccess;
+}
+
 int Socket::accept(Socket* out, SocketAddress* peer) const {
   sockaddr_storage address{};
   socklen_t length = sizeof(address);

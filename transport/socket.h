@@ -28,6 +28,14 @@ class Socket {
   // until `deadline`, because the peer (the bootstrap root) may not have started yet.
   static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
 
+  // Starts connecting to `address` without waiting (one attempt, no retries: for a peer known to
+  // listen already, such as an ncclNet listen comm); `*out` holds the socket meanwhile.
+  // ncclRemoteError when the attempt fails at once (refused).
+  static ncclResult_t start_connect(const SocketAddress& address, Socket* out);
+  // Whether a start_connect() connection is up yet, without waiting; ncclRemoteError when it
+  // failed.
+  ncclResult_t connect_finished(bool* done) const;
+
   // Accepts one waiting connection; leaves `*out` closed when none is waiting. Returns 0, or the
   // errno of a failure that is the listener's (out of descriptors, say). Logs nothing: the
   // bootstrap root decides what a stranger's traffic is worth a line.

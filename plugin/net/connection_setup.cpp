@@ -64,13 +64,23 @@ ncclResult_t start_stage(Socket socket, uint64_t nonce, SetupStage* stage) {
   stage->socket = std::move(socket);
   stage->exchange = FrameExchange(encode_handshake(mine));
   stage->nonce = nonce;
+  double timeout = kDefaultTransportTimeoutSeconds;
+  TERSE_CHECK(transport_timeout_seconds(&timeout));
+  stage->deadline = Deadline::after_seconds(timeout);
   return ncclSuccess;
 }
 
 // Steps the swap; once through, checks the peer's frame and opens the endpoint.
 ncclResult_t finish_stage(SetupStage* stage, bool* done) {
   TERSE_CHECK(stage->exchange.step(stage->socket, done));
-  if (!*done) return ncclSuccess;
+  if (!*done) {
+    if (stage->deadline.expired()) {
+      return NET_FAIL(ncclRemoteError,
+                      "the peer at %s did not complete the handshake within TERSE_TIMEOUT_S",
+                      stage->socket.peer_address().to_string().c_str());
+    }
+    return ncclSuccess;
+  }
   Handshake theirs;
   if (!decode_handshake(stage->exchange.received(), &theirs) || theirs.nonce != stage->nonce) {
     return NET_FAIL(ncclRemoteError,
@@ -146,18 +156,31 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
     memcpy(&address.sin_addr, record.address, 4);
     SocketAddress peer =
         SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    double timeout = kDefaultTransportTimeoutSeconds;
-    TERSE_CHECK(transport_timeout_seconds(&timeout));
     Socket socket;
-    TERSE_CHECK(Socket::connect(peer, Deadline::after_seconds(timeout), &socket));
+    TERSE_CHECK(Socket::start_connect(peer, &socket));
     auto stage = std::make_unique<ConnectStage>();
     TERSE_CHECK(start_stage(std::move(socket), record.nonce, stage.get()));
     record.stage = stage.release();
     live_stages().insert(record.stage);
     memcpy(handle, &record, sizeof(record));
   }
+  ncclResult_t result = ncclSuccess;
+  if (!record.stage->connected) {
+    bool up = false;
+    result = record.stage->socket.connect_finished(&up);
+    if (result == ncclSuccess && !up && record.stage->deadline.expired()) {
+      result = NET_FAIL(ncclRemoteError, "connect: no TCP connection to %s within TERSE_TIMEOUT_S",
+                        record.stage->socket.peer_address().to_string().c_str());
+    }
+    if (result != ncclSuccess) {
+      forget();
+      return result;
+    }
+    if (!up) return ncclSuccess;
+    record.stage->connected = true;
+  }
   bool done = false;
-  ncclResult_t result = finish_stage(record.stage, &done);
+  result = finish_stage(record.stage, &done);
   if (result != ncclSuccess) {
     forget();
     return result;

@@ -3,9 +3,9 @@
 // (connect's in the handle NCCL passes back each time, accept's in the listen comm). The steps:
 //
 //   listen:  a TCP listener on the device's address; the handle gets its address and a nonce.
-//   connect: TCP connect to the handle's address (the listener exists, so the kernel completes
-//            this without the peer's help: it waits one round trip at most), a link (UCX worker)
-//            of its own, then the handshake frames swapped without blocking.
+//   connect: a non-blocking TCP connect to the handle's address (one attempt: the listener
+//            exists), a link (UCX worker) of its own, then the handshake frames swapped without
+//            blocking; a refused or unanswered connection fails it (TERSE_TIMEOUT_S).
 //   accept:  takes a waiting connection when there is one, then the same swap.
 //
 // After the swap each side opens its endpoint to the other's worker and the TCP connection
@@ -18,8 +18,10 @@
 #include <memory>
 
 #include "plugin/net/net_comm.h"
+#include "transport/deadline.h"
 #include "transport/link_handshake.h"
 #include "transport/socket.h"
+#include "transport/transport_settings.h"
 
 namespace terse::net {
 
@@ -28,9 +30,14 @@ struct SetupStage {
   std::unique_ptr<Link> link;
   FrameExchange exchange;
   uint64_t nonce = 0;
+  // TERSE_TIMEOUT_S from the first call: a peer that never answers fails the setup, not NCCL's
+  // loop of calls.
+  Deadline deadline = Deadline::after_seconds(kDefaultTransportTimeoutSeconds);
 };
 
-struct ConnectStage : SetupStage {};
+struct ConnectStage : SetupStage {
+  bool connected = false;  // the TCP connection is up
+};
 
 struct ListenComm {
   int dev = 0;

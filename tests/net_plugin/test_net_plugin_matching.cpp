@@ -164,6 +164,22 @@ TEST(NetPluginMatching, CloseWithRequestsOutstanding) {
   EXPECT_EQ(close_pair(net(), &again), "");
 }
 
+// A handle whose listen comm is gone: connect fails (refused) instead of being called forever.
+TEST(NetPluginMatching, ConnectToAClosedListenCommFails) {
+  unsigned char handle[netabi::kHandleMaxBytes] = {};
+  void* listen = nullptr;
+  ASSERT_EQ(net().listen(0, handle, &listen), ncclSuccess);
+  ASSERT_EQ(net().close_listen(listen), ncclSuccess);
+  void* send = nullptr;
+  ncclResult_t result = ncclSuccess;
+  auto start = std::chrono::steady_clock::now();
+  while (result == ncclSuccess && send == nullptr && in_time(start)) {
+    result = net().connect(0, handle, &send);
+  }
+  EXPECT_EQ(send, nullptr);
+  EXPECT_EQ(result, ncclRemoteError);
+}
+
 TEST(NetPluginMatching, BadArgumentsAreRefusedWithACode) {
   CommPair pair;
   ASSERT_EQ(open_pair(net(), &pair), "");
