@@ -41,6 +41,7 @@ struct ByteCounters {
   uint64_t raw_bytes = 0;   // what NCCL asked to move
   uint64_t wire_bytes = 0;  // what went through UCX (headers and encodings included)
   uint64_t encoded_messages = 0;
+  uint64_t untried_messages = 0;  // sent as they are without an encode: recent ones did not pay
 };
 
 class Comm;
@@ -61,6 +62,7 @@ struct Request {
     CoderJob job;
     bool coding = false;
     uint64_t tag = 0;    // send: the UCX tag, to post once encoded
+    bool tried = false;  // send: an encode was attempted
     size_t encoded = 0;  // send: the encoding's size (0: send the bytes as they are)
     ncclResult_t decoded = ncclSuccess;  // receive: the decode's outcome
   };
@@ -153,6 +155,10 @@ class SendComm : public Comm {
   uint32_t next_sequence_ = 0;
   bool sent_[kMaxGroupedReceives] = {};
   uint64_t clear_to_sends_received_ = 0;
+  // Encodes in a row that did not shrink their message enough to pay; past a few, only every
+  // kRetryEncodeEvery-th eligible message tries (random or already-compressed bytes).
+  int futile_encodes_ = 0;
+  uint64_t eligible_while_futile_ = 0;
   uint64_t data_messages_sent_ = 0;
 };
 

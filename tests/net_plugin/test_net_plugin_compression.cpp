@@ -63,6 +63,26 @@ TEST(NetPluginCompression, LosslessRoundTripsEverySizeAndEncodesGradients) {
   EXPECT_EQ(random.wire, random.raw + 16 * random.messages);
 }
 
+// Random bytes never shrink: after a few futile encodes the sender stops trying most messages.
+TEST(NetPluginCompression, IncompressibleTrafficStopsBeingEncoded) {
+  CompressSetting lossless("lossless");
+  LoadedNet& net = net_for_version(11);
+  CommPair pair;
+  ASSERT_EQ(open_pair(net, &pair), "");
+  Traffic traffic;
+  traffic.sizes.assign(100, 65536);
+  EXPECT_EQ(drive(net, pair.send, pair.recv, traffic), "");
+  EXPECT_EQ(close_pair(net, &pair), "");
+  std::regex pattern("send comm with peer .* ([0-9]+) encoded, ([0-9]+) sent without trying");
+  unsigned long long untried = 0;
+  for (const std::string& line : captured_lines()) {
+    std::smatch match;
+    if (std::regex_search(line, match, pattern)) untried = std::stoull(match[2]);
+  }
+  EXPECT_GT(untried, 50u);  // 100 messages: 8 futile tries, then 1 in 32
+  EXPECT_EQ(last_receive_counters().encoded, 0u);
+}
+
 TEST(NetPluginCompression, OffSendsPlainMessages) {
   CompressSetting off("off");
   ASSERT_EQ(run(/*gradient=*/true, size_t{1} << 20), "");
