@@ -44,6 +44,8 @@ class EpochReport {
   // pseudo-terminal, also when mpirun's own output goes to a file).
   bool open(const RunDescription& run, const std::string& json_path, bool may_show_progress,
             std::string* error);
+  // mean_loss: rank 0's mean over the epoch's steps so far (no exchange between ranks mid-epoch;
+  // the epoch line averages every rank).
   void progress(int epoch, int step, int steps, double mean_loss);
   void epoch_done(const EpochFigures& figures);
 
