@@ -16,6 +16,8 @@
 #   powersgd4                               powersgd:rank=4
 #   per_layer                               first and last layers uncompressed, the others topk 1%
 #                                           + EF (perf/policies/fmnist_MODEL_first_last_dense.yaml)
+# The planner plans from perf/convergence_codec_speeds.txt (TERSE_CODEC_SPEED, unless set), so
+# that a run's algorithms, and so its results, do not depend on the machine's load.
 # Each run leaves RUN.json (train_fmnist --json) and RUN.log; a run whose codec this build does not
 # register is skipped, its reason in RUN.skipped and in the table; any other failure fails the
 # script (after the remaining runs). Then OUTDIR/table.md (perf/convergence_table.py) and
@@ -83,7 +85,8 @@ for entry in "${runs[@]}"; do
   echo "== $name ($setting)"
   # Only this run's setting: an inherited TERSE_CODEC or TERSE_POLICY would conflict with it.
   if env -u TERSE_CODEC -u TERSE_POLICY TERSE_SOCKET_IFNAME="${TERSE_SOCKET_IFNAME:-lo}" \
-    TERSE_SOCKET_FAMILY="${TERSE_SOCKET_FAMILY:-AF_INET}" "$setting" \
+    TERSE_SOCKET_FAMILY="${TERSE_SOCKET_FAMILY:-AF_INET}" \
+    TERSE_CODEC_SPEED="${TERSE_CODEC_SPEED:-perf/convergence_codec_speeds.txt}" "$setting" \
     "$trainer" --epochs "$epochs" --ranks "$ranks" --model "$model" --seed "$seed" \
     --json "$out/$name.json" 2>&1 | tee "$out/$name.log"; then
     continue
