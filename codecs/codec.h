@@ -1,6 +1,6 @@
 // The one interface every codec implements (DESIGN.md section 4).
 //
-// A codec turns `count` elements (fp32, fp16 or bf16; computed in fp32) into a self-describing
+// A codec turns `count` elements (fp32, fp16, bf16 or fp8; computed in fp32) into a self-describing
 // message (see wire_format.h) and back. Decoding can accumulate into the output so reductions
 // never materialise a temporary. Pointers are host memory, or device memory when the context
 // says so (then the call is ordered on the given CUDA stream).

@@ -10,6 +10,10 @@ const char* dtype_name(DType dtype) {
       return "half";
     case DType::kBFloat16:
       return "bfloat16";
+    case DType::kFloat8E4M3:
+      return "float8e4m3";
+    case DType::kFloat8E5M2:
+      return "float8e5m2";
   }
   return "unknown";
 }
@@ -24,6 +28,12 @@ bool dtype_from_nccl(ncclDataType_t type, DType* dtype) {
       return true;
     case ncclBfloat16:
       *dtype = DType::kBFloat16;
+      return true;
+    case ncclFloat8e4m3:
+      *dtype = DType::kFloat8E4M3;
+      return true;
+    case ncclFloat8e5m2:
+      *dtype = DType::kFloat8E5M2;
       return true;
     default:
       return false;

@@ -1,5 +1,6 @@
 // The element types codecs accept. Codecs compute in fp32 whatever the input type, and decode
-// into any of the three (the wire keeps the encoder's type only for information).
+// into any of them (the wire keeps the encoder's type only for information). fp8 is NCCL 2.28's
+// ncclFloat8e4m3 and ncclFloat8e5m2 (OCP's E4M3 and E5M2, codecs/minifloat.h).
 #pragma once
 
 #include <nccl.h>
@@ -7,22 +8,31 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "codecs/minifloat.h"
 #include "common/float_convert.h"
 #include "common/host_device.h"
 
 namespace terse {
 
-enum class DType : uint8_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+enum class DType : uint8_t {
+  kFloat32 = 0,
+  kFloat16 = 1,
+  kBFloat16 = 2,
+  kFloat8E4M3 = 3,
+  kFloat8E5M2 = 4
+};
 
-constexpr int kDTypeCount = 3;
+constexpr int kDTypeCount = 5;
 
 TERSE_HD size_t dtype_size(DType dtype) {
-  return dtype == DType::kFloat32 ? 4 : 2;
+  return dtype == DType::kFloat32
+             ? 4
+             : (dtype == DType::kFloat8E4M3 || dtype == DType::kFloat8E5M2 ? 1 : 2);
 }
 
 const char* dtype_name(DType dtype);
 
-// Maps NCCL's type; false for types no codec handles (integers, fp64, fp8).
+// Maps NCCL's type; false for types no codec handles (integers, fp64).
 bool dtype_from_nccl(ncclDataType_t type, DType* dtype);
 
 // Element `i` of a tensor of `dtype`, as fp32.
@@ -32,12 +42,17 @@ TERSE_HD float load_element(const void* data, DType dtype, size_t i) {
       return half_to_float(static_cast<const uint16_t*>(data)[i]);
     case DType::kBFloat16:
       return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kFloat8E4M3:
+      return fp8_to_float<E4M3>(static_cast<const uint8_t*>(data)[i]);
+    case DType::kFloat8E5M2:
+      return fp8_to_float<E5M2>(static_cast<const uint8_t*>(data)[i]);
     default:
       return static_cast<const float*>(data)[i];
   }
 }
 
-// Stores fp32 `value` as element `i` (rounded to nearest even for 16-bit types).
+// Stores fp32 `value` as element `i` (rounded to nearest even for 16-bit and fp8 types; fp8
+// saturates finite values at its max normal).
 TERSE_HD void store_element(void* data, DType dtype, size_t i, float value) {
   switch (dtype) {
     case DType::kFloat16:
@@ -45,6 +60,12 @@ TERSE_HD void store_element(void* data, DType dtype, size_t i, float value) {
       break;
     case DType::kBFloat16:
       static_cast<uint16_t*>(data)[i] = float_to_bf16(value);
+      break;
+    case DType::kFloat8E4M3:
+      static_cast<uint8_t*>(data)[i] = float_to_fp8<E4M3>(value);
+      break;
+    case DType::kFloat8E5M2:
+      static_cast<uint8_t*>(data)[i] = float_to_fp8<E5M2>(value);
       break;
     default:
       static_cast<float*>(data)[i] = value;
@@ -70,19 +91,35 @@ struct BF16 {
   TERSE_HD static float load(uint16_t v) { return bf16_to_float(v); }
   TERSE_HD static uint16_t store(float v) { return float_to_bf16(v); }
 };
+struct F8E4M3 {
+  using Storage = uint8_t;
+  static constexpr DType kType = DType::kFloat8E4M3;
+  TERSE_HD static float load(uint8_t v) { return fp8_to_float<E4M3>(v); }
+  TERSE_HD static uint8_t store(float v) { return float_to_fp8<E4M3>(v); }
+};
+struct F8E5M2 {
+  using Storage = uint8_t;
+  static constexpr DType kType = DType::kFloat8E5M2;
+  TERSE_HD static float load(uint8_t v) { return fp8_to_float<E5M2>(v); }
+  TERSE_HD static uint8_t store(float v) { return float_to_fp8<E5M2>(v); }
+};
 
 // A decoded value as `Out` can hold it: clamped to Out's largest finite magnitude (65504 for fp16,
-// 0x7f7f for bf16; fp32 is left alone). Decoders store through it, since an unbiased estimate
-// (Random-K's scaling, QSGD's levels) can exceed the range of the type it is decoded into, and a
-// finite input must never decode as infinity. NaN passes through.
+// 0x7f7f for bf16, 448 and 57344 for fp8; fp32 is left alone). Decoders store through it, since an
+// unbiased estimate (Random-K's scaling, QSGD's levels) can exceed the range of the type it is
+// decoded into, and a finite input must never decode as infinity. NaN passes through.
 template <typename Out>
 TERSE_HD float saturate_to(float value) {
   if (Out::kType == DType::kFloat32) return value;
-  const float limit = Out::kType == DType::kFloat16 ? 65504.0f : 3.38953139e38f;
+  const float limit = Out::kType == DType::kFloat16      ? 65504.0f
+                      : Out::kType == DType::kFloat8E4M3 ? E4M3::kMaxNormal
+                      : Out::kType == DType::kFloat8E5M2 ? E5M2::kMaxNormal
+                                                         : 3.38953139e38f;
   return value > limit ? limit : (value < -limit ? -limit : value);
 }
 
-// Calls fn(F32{}) / fn(F16{}) / fn(BF16{}) for `dtype`: one switch instead of one per codec.
+// Calls fn(F32{}) / fn(F16{}) / fn(BF16{}) / fn(F8E4M3{}) / fn(F8E5M2{}) for `dtype`: one switch
+// instead of one per codec.
 template <typename Fn>
 auto dispatch_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -90,6 +127,10 @@ auto dispatch_dtype(DType dtype, Fn&& fn) {
       return fn(F16{});
     case DType::kBFloat16:
       return fn(BF16{});
+    case DType::kFloat8E4M3:
+      return fn(F8E4M3{});
+    case DType::kFloat8E5M2:
+      return fn(F8E5M2{});
     default:
       return fn(F32{});
   }

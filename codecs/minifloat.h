@@ -43,6 +43,8 @@ struct E4M3 {
   static constexpr uint32_t kSignBit = 0x80u;
   // The smallest magnitude code that is not a number: S.1111.111 (NaN).
   static constexpr uint32_t kFirstSpecial = 0x7fu;
+  static constexpr uint32_t kNanCode = 0x7fu;
+  static constexpr uint32_t kInfinityCode = 0x7fu;  // no infinity: NaN stands for it
   TERSE_HD static bool is_number(uint32_t code) { return (code & 0x7fu) < kFirstSpecial; }
 };
 
@@ -56,6 +58,8 @@ struct E5M2 {
   static constexpr uint32_t kSignBit = 0x80u;
   // Exponent field 11111: infinities (mantissa 0) and NaNs.
   static constexpr uint32_t kFirstSpecial = 0x7cu;
+  static constexpr uint32_t kNanCode = 0x7eu;
+  static constexpr uint32_t kInfinityCode = 0x7cu;
   TERSE_HD static bool is_number(uint32_t code) { return (code & 0x7fu) < kFirstSpecial; }
 };
 
@@ -130,6 +134,36 @@ TERSE_MINIFLOAT_HD float minifloat_value(uint32_t code) {
 template <typename F>
 TERSE_MINIFLOAT_HD float minifloat_magnitude_value(uint32_t magnitude) {
   return minifloat_value<F>(magnitude);
+}
+
+// fp8 tensor elements (ncclFloat8e4m3, ncclFloat8e5m2: E4M3 and E5M2 as above) to and from
+// fp32, for codecs that take fp8 input and decode into fp8 output.
+
+// Every code, NaN and infinity included (a NaN keeps its sign; its payload is not kept).
+template <typename F>
+TERSE_MINIFLOAT_HD float fp8_to_float(uint32_t code) {
+  const uint32_t sign = (code & F::kSignBit) != 0 ? 0x80000000u : 0u;
+  const uint32_t magnitude = code & 0x7fu;
+  const uint32_t special =
+      sign | (magnitude == F::kInfinityCode && F::kInfinityCode != F::kNanCode ? 0x7f800000u
+                                                                               : 0x7fc00000u);
+  const float number = minifloat_value<F>(code);
+  return bits_float(F::is_number(code) ? float_bits(number) : special);
+}
+
+// Rounded to nearest even; finite values beyond the max normal saturate to it (a finite sum
+// must not become infinite, as for the 16-bit types' saturate_to); NaN stays NaN and infinity
+// stays infinity (E4M3, which has none, stores NaN: still not finite).
+template <typename F>
+TERSE_MINIFLOAT_HD uint8_t float_to_fp8(float value) {
+  const uint32_t bits = float_bits(value);
+  const uint32_t sign = (bits >> 31) != 0 ? F::kSignBit : 0u;
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  const uint32_t special = magnitude > 0x7f800000u ? F::kNanCode : F::kInfinityCode;
+  const uint32_t code = magnitude >= 0x7f800000u
+                            ? special
+                            : minifloat_magnitude_code<F, false>(bits_float(magnitude), 0.0f);
+  return static_cast<uint8_t>(sign | code);
 }
 
 // E8M0: the byte of 2^exponent for exponent in [-127, 127].

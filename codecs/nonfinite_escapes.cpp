@@ -33,6 +33,10 @@ FloatBits float_bits_of(DType dtype) {
       return FloatBits{0x7fffu, 0x7c00u};
     case DType::kBFloat16:
       return FloatBits{0x7fffu, 0x7f80u};
+    case DType::kFloat8E4M3:
+      return FloatBits{0x7fu, 0x7fu};  // no infinity: S.1111.111 is the only non-number
+    case DType::kFloat8E5M2:
+      return FloatBits{0x7fu, 0x7cu};
     default:
       return FloatBits{0x7fffffffu, 0x7f800000u};
   }
@@ -51,6 +55,7 @@ TERSE_CPU_DISPATCH uint32_t largest_magnitude(const Word* words, size_t count, u
 
 uint32_t element_bits(const void* input, DType dtype, size_t i) {
   if (dtype == DType::kFloat32) return static_cast<const uint32_t*>(input)[i];
+  if (dtype_size(dtype) == 1) return static_cast<const uint8_t*>(input)[i];
   return static_cast<const uint16_t*>(input)[i];
 }
 
@@ -88,6 +93,10 @@ bool all_finite(const void* input, size_t count, DType dtype) {
   const FloatBits bits = float_bits_of(dtype);
   if (dtype == DType::kFloat32) {
     return largest_magnitude(static_cast<const uint32_t*>(input), count, bits.magnitude_mask) <
+           bits.infinity;
+  }
+  if (dtype_size(dtype) == 1) {
+    return largest_magnitude(static_cast<const uint8_t*>(input), count, bits.magnitude_mask) <
            bits.infinity;
   }
   return largest_magnitude(static_cast<const uint16_t*>(input), count, bits.magnitude_mask) <

@@ -5,7 +5,8 @@
 //         name: "encoder\\..*weight"  # RE2 syntax (linear time), full match; unnamed: ""
 //         min_bytes: 1M             # tensor size in bytes, both bounds inclusive;
 //         max_bytes: 1G             #   K/M/G suffixes are 1024-based
-//         dtype: [float, bfloat16]  # float|float32|fp32, half|float16|fp16, bfloat16|bf16
+//         dtype: [float, bfloat16]  # float|float32|fp32, half|float16|fp16, bfloat16|bf16,
+//                                   # float8e4m3|fp8e4m3|e4m3, float8e5m2|fp8e5m2|e5m2
 //         op: [sum, avg]            # sum, avg; prod/max/min are refused (not compressible)
 //         comm_size: {min: 2, max: 1024}  # ranks in the communicator, both bounds inclusive
 //         link: inter               # any | intra (one node) | inter (crosses the network)
@@ -58,6 +59,10 @@ bool parse_dtype(const std::string& text, DType* dtype) {
     *dtype = DType::kFloat16;
   } else if (text == "bfloat16" || text == "bf16") {
     *dtype = DType::kBFloat16;
+  } else if (text == "float8e4m3" || text == "fp8e4m3" || text == "e4m3") {
+    *dtype = DType::kFloat8E4M3;
+  } else if (text == "float8e5m2" || text == "fp8e5m2" || text == "e5m2") {
+    *dtype = DType::kFloat8E5M2;
   } else {
     return false;
   }

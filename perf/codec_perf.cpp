@@ -42,7 +42,8 @@ struct Row {
 
 void usage(const char* program) {
   fprintf(stderr,
-          "usage: %s [-n elements] [-d float|half|bfloat16] [-i iterations] [-c spec;spec...] "
+          "usage: %s [-n elements] [-d float|half|bfloat16|float8e4m3|float8e5m2] [-i iterations] "
+          "[-c spec;spec...] "
           "[--known-finite] [--csv]\n  elements accepts K/M/G (1024-based); default 16M float, 5 "
           "iterations,\n  every registered codec at its defaults plus a few variants. Encodes "
           "scan their input\n  for NaN/Inf unless --known-finite (what collectives do).\n"
@@ -77,6 +78,10 @@ bool parse_options(int argc, char** argv, Options* options) {
         options->dtype = DType::kFloat16;
       else if (name == "bfloat16")
         options->dtype = DType::kBFloat16;
+      else if (name == "float8e4m3")
+        options->dtype = DType::kFloat8E4M3;
+      else if (name == "float8e5m2")
+        options->dtype = DType::kFloat8E5M2;
       else
         return false;
     } else if (arg == "-i" || arg == "--iterations") {

@@ -82,7 +82,8 @@ TEST_P(EveryCodec, SpecRecreatesTheSameCodec) {
 TEST_P(EveryCodec, RoundTripsEveryDtypeAndAwkwardLengths) {
   auto codec = make(GetParam());
   ASSERT_TRUE(codec);
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3,
+                      DType::kFloat8E5M2}) {
     for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(255), size_t(257), size_t(4099)}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " x " + std::to_string(count));
       auto values = random_normal(count, 11 + count);
