@@ -43,9 +43,12 @@ double allreduce_error_bound(const CodecErrorBound& bound, int lossy_steps, doub
   const double arithmetic =
       64 * std::ldexp(1.0, -24) * norm_sum * std::pow(1.0 + bound.factor, lossy_steps);
   const double scaled = (lossy + arithmetic) * std::fabs(result_scale);
-  const double output_rounding = output == DType::kFloat16    ? std::ldexp(1.0, -11)
-                                 : output == DType::kBFloat16 ? std::ldexp(1.0, -8)
-                                                              : 0.0;
+  // Half an ulp of the output type, relative (fp8: E4M3 3 mantissa bits, E5M2 2).
+  const double output_rounding = output == DType::kFloat16      ? std::ldexp(1.0, -11)
+                                 : output == DType::kBFloat16   ? std::ldexp(1.0, -8)
+                                 : output == DType::kFloat8E4M3 ? std::ldexp(1.0, -4)
+                                 : output == DType::kFloat8E5M2 ? std::ldexp(1.0, -3)
+                                                                : 0.0;
   return scaled + output_rounding * (max_abs_result + scaled) + 1e-30;
 }
 

@@ -46,6 +46,11 @@ TEST_P(ExactModel, ReencodingAlgorithmsEveryCodec) {
     expect_matches_model(ranks, name, "int8 stochastic", DType::kBFloat16, 3001, 0.25);
     ranks.use_codec("qsgd", MemoryKind::kNone);
     expect_matches_model(ranks, name, "qsgd, memory none", DType::kFloat16, 3001);
+    // fp8 tensors (issue 14): computed in fp32, the result stored once in the tensor's type.
+    ranks.use_codec("mxfp8", MemoryKind::kResidual);
+    expect_matches_model(ranks, name, "mxfp8, fp8 e4m3", DType::kFloat8E4M3, 3001);
+    ranks.use_codec("int8", MemoryKind::kResidual);
+    expect_matches_model(ranks, name, "int8, fp8 e5m2", DType::kFloat8E5M2, 3001, 0.25);
   }
 }
 

@@ -209,12 +209,14 @@ Expected CompressedModel::call(const CallSpec& spec, const std::vector<std::vect
     expected.result[i] = kind_value(load_element(stored.data(), spec.dtype, i));
   }
   if (!group.tolerance.empty()) {
-    // The scaled tolerance, plus a whole unit in the last place of a 16-bit output: the two
-    // fp32 values may round to neighbouring 16-bit ones (an ulp is at most 2^-10 of the value
-    // for fp16, 2^-7 for bf16).
-    const double unit = spec.dtype == DType::kFloat16    ? std::ldexp(1.0, -10)
-                        : spec.dtype == DType::kBFloat16 ? std::ldexp(1.0, -7)
-                                                         : 0.0;
+    // The scaled tolerance, plus a whole unit in the last place of a 16-bit or fp8 output: the
+    // two fp32 values may round to neighbouring ones (an ulp is at most 2^-10 of the value for
+    // fp16, 2^-7 for bf16, 2^-3 for E4M3, 2^-2 for E5M2).
+    const double unit = spec.dtype == DType::kFloat16      ? std::ldexp(1.0, -10)
+                        : spec.dtype == DType::kBFloat16   ? std::ldexp(1.0, -7)
+                        : spec.dtype == DType::kFloat8E4M3 ? std::ldexp(1.0, -3)
+                        : spec.dtype == DType::kFloat8E5M2 ? std::ldexp(1.0, -2)
+                                                           : 0.0;
     expected.tolerance.resize(count);
     for (size_t i = 0; i < count; ++i) {
       const double t = group.tolerance[i] * std::fabs(spec.result_scale);
