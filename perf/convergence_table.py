@@ -5,11 +5,13 @@ order, from its RUN.json (train_fmnist --json) or RUN.skipped.
     python3 perf/convergence_table.py --seeds OUTDIR...
 
 Columns: final test accuracy, its difference from the uncompressed run ("none") in percentage
-points, the best accuracy of any epoch, the gradient bytes all ranks sent over the whole run, the
+points, the best accuracy of any epoch, the last epoch's mean training loss (less noisy than the
+accuracy of one pass over the test set), the gradient bytes all ranks sent over the whole run, the
 wire ratio (those bytes / what uncompressed ring allreduces would have sent), and the mean
 seconds of an epoch's training steps. With --seeds, the OUTDIRs are the same study with other
 seeds (convergence.sh -s): per run the mean final accuracy, its range, and the mean's difference
-from uncompressed's mean, beside the seed-to-seed spread that difference must be read against.
+from uncompressed's mean, beside the seed-to-seed spread that difference must be read against,
+and the mean of the last epoch's training loss.
 """
 import json
 import os
@@ -41,8 +43,10 @@ def seeds_table(directories):
     seeds = [study[names[0]]["seed"] for study in studies] if names else []
     print(f"final test accuracy over seeds {', '.join(str(s) for s in seeds)} "
           f"({len(studies[0][names[0]]['epochs']) if names else 0} epochs)\n")
-    print("| run | mean acc | min | max | mean vs none (points) | per seed vs none (points) |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    losses = {n: [study[n]["epochs"][-1]["train_loss"] for study in studies] for n in names}
+    print("| run | mean acc | min | max | mean vs none (points) | per seed vs none (points) "
+          "| mean train loss |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | ---: |")
     base = finals.get("none")
     for name in names:
         accs = finals[name]
@@ -52,7 +56,9 @@ def seeds_table(directories):
             each = ", ".join(f"{100 * (a - b):+.2f}" for a, b in zip(accs, base))
         else:
             diff = each = "n/a"
-        print(f"| {name} | {mean:.4f} | {min(accs):.4f} | {max(accs):.4f} | {diff} | {each} |")
+        loss = sum(losses[name]) / len(losses[name])
+        print(f"| {name} | {mean:.4f} | {min(accs):.4f} | {max(accs):.4f} | {diff} | {each} "
+              f"| {loss:.4f} |")
 
 
 def main(args):
@@ -72,16 +78,16 @@ def main(args):
         print(f"{first['model']}, {first['ranks']} ranks, {first['batch_per_rank']} samples per "
               f"rank and step, {first['steps_per_epoch']} steps per epoch, lr "
               f"{first['learning_rate']}, momentum {first['momentum']}, seed {first['seed']}\n")
-    print("| run | epochs | test acc | vs none (points) | best epoch acc | bytes sent (MB) "
-          "| wire ratio | s / epoch |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| run | epochs | test acc | vs none (points) | best epoch acc | train loss "
+          "| bytes sent (MB) | wire ratio | s / epoch |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, (run, skipped) in loaded.items():
         if run is None:
-            print(f"| {name} | skipped: {skipped} | | | | | | |")
+            print(f"| {name} | skipped: {skipped} | | | | | | | |")
             continue
         epochs = run["epochs"]
         if not epochs:
-            print(f"| {name} | 0 | | | | | | |")
+            print(f"| {name} | 0 | | | | | | | |")
             continue
         acc = epochs[-1]["test_accuracy"]
         diff = f"{100 * (acc - base_acc):+.2f}" if base_acc is not None else "n/a"
@@ -89,7 +95,8 @@ def main(args):
         dense = sum(e["uncompressed_bytes"] for e in epochs)
         seconds = sum(e["seconds"] for e in epochs) / len(epochs)
         print(f"| {name} | {len(epochs)} | {acc:.4f} | {diff} | "
-              f"{max(e['test_accuracy'] for e in epochs):.4f} | {sent / 1e6:.1f} | "
+              f"{max(e['test_accuracy'] for e in epochs):.4f} | {epochs[-1]['train_loss']:.4f} | "
+              f"{sent / 1e6:.1f} | "
               f"{sent / dense if dense else 0:.4f} | {seconds:.1f} |")
 
 
