@@ -40,6 +40,9 @@ const std::vector<std::string>& decoder_variants(const std::string& codec_name) 
       {"threshold", {"threshold:threshold=0.5", "threshold:threshold=0"}},
       {"dgc", {"dgc:ratio=0.1", "dgc:ratio=0.05,momentum=0.5,clip=1,method=exact"}},
       {"powersgd", {"powersgd:rank=1", "powersgd:rank=4,iterations=2,warm_start=false"}},
+      {"mxfp8", {"mxfp8", "mxfp8:elem=e5m2,rounding=stochastic"}},
+      {"mxfp4", {"mxfp4", "mxfp4:rounding=stochastic"}},
+      {"nvfp4", {"nvfp4", "nvfp4:rounding=stochastic"}},
   };
   auto found = variants.find(codec_name);
   if (found != variants.end()) return found->second;

@@ -1,0 +1,10 @@
+// Fuzz target: the mxfp4 decoder (and read_header) on arbitrary wire messages
+// (decoder_fuzzer.h; input layout decoder_input.h). What its wire format gives the fuzzer to
+// break: an E8M0 scale byte per 32 elements then two E2M1 codes per byte; scales above 2^125, NaN
+// scales and a nonzero padding nibble are refused; the length must match the count exactly, and the
+// escape section (kWireEscapesFlag) is parsed from the message's end.
+#include "decoder_fuzzer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return terse::fuzz::fuzz_decoder("mxfp4", data, size);
+}
