@@ -195,15 +195,23 @@ TEST(TeardownCycles, AThousandInitDestroyCyclesKeepThreadsAndMemoryFlat) {
     }
   }
   ASSERT_TRUE(wait_for_closes(30)) << "a communicator's close did not finish";
+  // A closed communicator's other threads (its progress thread, UCX's) may still be on their
+  // way out on a loaded machine: wait for them, bounded. One that never exits fails below.
+  const Clock::time_point start = Clock::now();
+  while (status_field("Threads") > threads_after_warm_up && seconds_since(start) < 30) {
+    std::this_thread::yield();
+  }
   const long threads = status_field("Threads");
   const long vm = status_field("VmSize");
   const long rss = status_field("VmRSS");
   printf("after %d cycles: threads %ld -> %ld, VmSize %ld -> %ld kB, VmRSS %ld -> %ld kB\n",
          kCycles, threads_after_warm_up, threads, vm_after_warm_up, vm, rss_after_warm_up, rss);
   // With every close finished nothing may accumulate. A finished closing thread that was never
-  // joined keeps its 8 MiB stack mapped: 900 of them would add 7 GiB to VmSize.
+  // joined keeps its 8 MiB stack mapped: 900 of them would add 7 GiB to VmSize. The margin allows
+  // for malloc arenas (64 MiB of address space each, at most 8 per core), which more threads
+  // alive at once on a loaded machine create once and keep: 2 appeared in a run at load 13.
   EXPECT_LE(threads, threads_after_warm_up);
-  EXPECT_LT(vm, vm_after_warm_up + vm_after_warm_up / 20 + 64 * 1024);
+  EXPECT_LT(vm, vm_after_warm_up + vm_after_warm_up / 20 + 256 * 1024);
   EXPECT_LT(rss, rss_after_warm_up + rss_after_warm_up / 20 + 4 * 1024);
 }
 
