@@ -351,6 +351,11 @@ TEST(PolicyCodec, MemoryDefaultsFollowTheCodec) {
   EXPECT_EQ(memory_of("topk"), MemoryKind::kResidual);
   EXPECT_EQ(memory_of("powersgd"), MemoryKind::kResidual);
   EXPECT_EQ(memory_of("dgc"), MemoryKind::kMomentum);
+  // Block-scaled formats: contractions (saturation and rounding only shrink), so residual.
+  EXPECT_EQ(memory_of("mxfp8"), MemoryKind::kResidual);
+  EXPECT_EQ(memory_of("mxfp8:elem=e5m2,rounding=stochastic"), MemoryKind::kResidual);
+  EXPECT_EQ(memory_of("mxfp4"), MemoryKind::kResidual);
+  EXPECT_EQ(memory_of("nvfp4:rounding=stochastic"), MemoryKind::kResidual);
   // Unbiased scalings are not contractions: no residual by default, and none allowed.
   EXPECT_EQ(memory_of("terngrad"), MemoryKind::kNone);
   EXPECT_EQ(memory_of("randomk"), MemoryKind::kNone);
@@ -627,6 +632,28 @@ std::string example_policy_path() {
     if (std::ifstream(candidate).good()) return candidate;
   }
   return candidates.front();
+}
+
+// fp8 tensors (issue 14) are matched by dtype like the others, and routed to the block-scaled
+// codecs by name.
+TEST_F(PolicyEnvironment, Fp8DtypesAndBlockScaledCodecs) {
+  const std::string path = write_temp("fp8",
+                                      "rules:\n"
+                                      "  - match: {dtype: [float8e4m3, e5m2]}\n"
+                                      "    codec: mxfp8:elem=e5m2\n"
+                                      "  - codec: nvfp4\n");
+  setenv("TERSE_POLICY", path.c_str(), 1);
+  Policy policy;
+  ASSERT_EQ(load_policy_from_env(&policy), ncclSuccess) << error_text();
+  TensorInfo fp8 = tensor("w", 1 << 20);
+  fp8.dtype = DType::kFloat8E4M3;
+  EXPECT_EQ(policy.decide(fp8).rule, 0);
+  EXPECT_EQ(policy.decide(fp8).codec, "mxfp8");
+  EXPECT_EQ(policy.decide(fp8).memory, MemoryKind::kResidual);
+  fp8.dtype = DType::kFloat8E5M2;
+  EXPECT_EQ(policy.decide(fp8).rule, 0);
+  fp8.dtype = DType::kBFloat16;
+  EXPECT_EQ(policy.decide(fp8).codec, "nvfp4");
 }
 
 TEST_F(PolicyEnvironment, GoodFileLoadsAndDecides) {
