@@ -159,8 +159,8 @@ TERSE_MINIFLOAT_HD NvBlockDivisor nv_block_divisor(float decode_scale) {
 template <bool kStochastic>
 TERSE_MINIFLOAT_HD uint32_t nv_element_code(float x, NvBlockDivisor block, float u) {
   const uint32_t sign = (float_bits(x) >> 31) != 0 ? E2M1::kSignBit : 0u;
-  return sign | (minifloat_magnitude_code<E2M1, kStochastic>(fabsf(x) / block.divisor, u) &
-                 block.keep);
+  return sign |
+         (minifloat_magnitude_code<E2M1, kStochastic>(fabsf(x) / block.divisor, u) & block.keep);
 }
 
 TERSE_MINIFLOAT_HD float nv_element_value(uint32_t code, float decode_scale) {

@@ -24,14 +24,14 @@ extern char** environ;
 
 static int failures = 0;
 
-#define CHECK(rank, call)                                                                  \
-  do {                                                                                     \
-    ncclResult_t result_ = (call);                                                         \
-    if (result_ != ncclSuccess) {                                                          \
-      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call,                        \
-              ncclGetErrorString(result_), ncclGetLastError(NULL));                        \
-      return 1;                                                                            \
-    }                                                                                      \
+#define CHECK(rank, call)                                                                        \
+  do {                                                                                           \
+    ncclResult_t result_ = (call);                                                               \
+    if (result_ != ncclSuccess) {                                                                \
+      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, ncclGetErrorString(result_), \
+              ncclGetLastError(NULL));                                                           \
+      return 1;                                                                                  \
+    }                                                                                            \
   } while (0)
 
 static void expect(int rank, const char* what, int i, double got, double want) {
@@ -42,7 +42,9 @@ static void expect(int rank, const char* what, int i, double got, double want) {
 }
 
 /* Rank r's input element i for the reductions: small integers, exact in float. */
-static int input(int r, int i) { return (r + 1) * ((i % 5) + 1); }
+static int input(int r, int i) {
+  return (r + 1) * ((i % 5) + 1);
+}
 
 static int check_reductions(int rank, int n, ncclComm_t comm) {
   const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
@@ -58,7 +60,10 @@ static int check_reductions(int rank, int n, ncclComm_t comm) {
     CHECK(rank, ncclAllReduce(ints, ints, COUNT, ncclInt32, ops[o], comm, NULL));
     CHECK(rank, ncclAllReduce(floats, floats, COUNT, ncclFloat, ops[o], comm, NULL));
     for (i = 0; i < COUNT; ++i) {
-      double want = ops[o] == ncclProd ? 1 : ops[o] == ncclMin ? 1e300 : ops[o] == ncclMax ? -1e300 : 0;
+      double want = ops[o] == ncclProd  ? 1
+                    : ops[o] == ncclMin ? 1e300
+                    : ops[o] == ncclMax ? -1e300
+                                        : 0;
       for (r = 0; r < n; ++r) {
         const double v = input(r, i);
         if (ops[o] == ncclSum || ops[o] == ncclAvg) want += v;
@@ -85,7 +90,8 @@ static int check_others(int rank, int n, ncclComm_t comm) {
   for (i = 0; i < COUNT; ++i) mine[i] = rank * 1000 + i;
   CHECK(rank, ncclAllGather(mine, all, COUNT, ncclInt32, comm, NULL));
   for (r = 0; r < n; ++r)
-    for (i = 0; i < COUNT; ++i) expect(rank, "allgather", r * COUNT + i, all[r * COUNT + i], r * 1000 + i);
+    for (i = 0; i < COUNT; ++i)
+      expect(rank, "allgather", r * COUNT + i, all[r * COUNT + i], r * 1000 + i);
   /* broadcast from the last rank */
   for (i = 0; i < COUNT; ++i) block[i] = rank == n - 1 ? 7 * i : -1;
   CHECK(rank, ncclBroadcast(block, block, COUNT, ncclInt32, n - 1, comm, NULL));
@@ -93,11 +99,13 @@ static int check_others(int rank, int n, ncclComm_t comm) {
   /* reduce (sum) to rank 0 */
   for (i = 0; i < COUNT; ++i) block[i] = -5;
   CHECK(rank, ncclReduce(mine, block, COUNT, ncclInt32, ncclSum, 0, comm, NULL));
-  for (i = 0; rank == 0 && i < COUNT; ++i) expect(rank, "reduce", i, block[i], 1000 * n * (n - 1) / 2 + n * i);
+  for (i = 0; rank == 0 && i < COUNT; ++i)
+    expect(rank, "reduce", i, block[i], 1000 * n * (n - 1) / 2 + n * i);
   /* reduce-scatter (sum): rank r's block is sum over ranks of their block r */
   for (i = 0; i < COUNT * n; ++i) all[i] = rank + i;
   CHECK(rank, ncclReduceScatter(all, block, COUNT, ncclInt32, ncclSum, comm, NULL));
-  for (i = 0; i < COUNT; ++i) expect(rank, "reduce-scatter", i, block[i], n * (n - 1) / 2 + n * (rank * COUNT + i));
+  for (i = 0; i < COUNT; ++i)
+    expect(rank, "reduce-scatter", i, block[i], n * (n - 1) / 2 + n * (rank * COUNT + i));
   /* all-to-all as grouped send/recv: block r goes to rank r */
   for (r = 0; r < n; ++r)
     for (i = 0; i < COUNT; ++i) all[r * COUNT + i] = rank * 100 + r * 10000 + i;
@@ -108,13 +116,15 @@ static int check_others(int rank, int n, ncclComm_t comm) {
   }
   CHECK(rank, ncclGroupEnd());
   for (r = 0; r < n; ++r)
-    for (i = 0; i < COUNT; ++i) expect(rank, "all-to-all", r * COUNT + i, out[r * COUNT + i], r * 100 + rank * 10000 + i);
+    for (i = 0; i < COUNT; ++i)
+      expect(rank, "all-to-all", r * COUNT + i, out[r * COUNT + i], r * 100 + rank * 10000 + i);
   /* send/recv ring */
   CHECK(rank, ncclGroupStart());
   CHECK(rank, ncclSend(mine, COUNT, ncclInt32, (rank + 1) % n, comm, NULL));
   CHECK(rank, ncclRecv(block, COUNT, ncclInt32, (rank + n - 1) % n, comm, NULL));
   CHECK(rank, ncclGroupEnd());
-  for (i = 0; i < COUNT; ++i) expect(rank, "send/recv", i, block[i], ((rank + n - 1) % n) * 1000 + i);
+  for (i = 0; i < COUNT; ++i)
+    expect(rank, "send/recv", i, block[i], ((rank + n - 1) % n) * 1000 + i);
   return 0;
 }
 
@@ -144,7 +154,8 @@ static int spawn_ranks(const char* self, int n) {
   pid_t children[8];
   int rank, i, failed = 0;
   CHECK(-1, ncclGetUniqueId(&id));
-  for (i = 0; i < (int)sizeof(id.internal); ++i) sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  for (i = 0; i < (int)sizeof(id.internal); ++i)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
   snprintf(n_text, sizeof(n_text), "%d", n);
   for (rank = 0; rank < n; ++rank) {
     char* argv[] = {(char*)self, "rank", n_text, rank_text, hex, NULL};
@@ -185,7 +196,8 @@ int main(int argc, char** argv) {
     if (n < 1 || n > 8) return 2;
     return spawn_ranks(argv[0], n);
   }
-  if (argc >= 5 && strcmp(argv[1], "rank") == 0) return run_rank(atoi(argv[2]), atoi(argv[3]), argv[4]);
+  if (argc >= 5 && strcmp(argv[1], "rank") == 0)
+    return run_rank(atoi(argv[2]), atoi(argv[3]), argv[4]);
   fprintf(stderr, "usage: %s plain | run N\n", argv[0]);
   return 2;
 }
