@@ -424,9 +424,10 @@ TEST_P(BlockScaled, StochasticRoundingIsUnbiasedBelowSaturation) {
   // nvfp4: the first block's 2688 makes the tensor scale 1; E4M3 values 448, 1, 3.5, 0.125.
   const float nv_max[4] = {2688.0f, 6.0f, 21.0f, 0.75f};
   const float mx_max[4] = {1024.0f, 1.0f, 4.0f, 0.125f};
+  const float* maxima = c.nv ? nv_max : mx_max;
   const size_t block = c.nv ? 16 : 32;
   for (size_t first = 0; first < count; first += block) {
-    const float m = (c.nv ? nv_max : mx_max)[first / block % 4];
+    const float m = maxima[(first / block) % 4];
     for (size_t i = first; i < first + block; ++i) x[i] *= m;
     x[first] = m;
   }
