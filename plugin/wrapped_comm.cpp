@@ -36,7 +36,10 @@ ncclResult_t create_terse_side(ncclComm* comm, int fallback_device) {
   TERSE_CHECK(Communicator::create(peers, communicator_tag_id(secrets[0]), rank, nranks,
                                    device >= 0 ? device : fallback_device, &comm->engine));
   // An `auto` rule's calls that stay uncompressed go to the real NCCL too: that needs codec
-  // speeds agreed before any call (compression_engine.h).
+  // speeds agreed before any call (compression_engine.h). The agreement is an allgather on the
+  // transport, whose idle progress thread already runs: the call lock keeps it off the workers
+  // (two threads progressing one UCX worker crashed rank 1 inside ucp_worker_progress).
+  const std::unique_lock<std::mutex> transport_held = comm->engine->hold_transport();
   return comm->engine->compression()->prepare_hand_off();
 }
 
