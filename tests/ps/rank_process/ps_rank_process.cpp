@@ -8,6 +8,7 @@
 // Scenarios: sum, torn, clock (PS_STALENESS), compressed (PS_PUSH_CODEC, or the policy when
 // unset), owner_killed, rss, bad_input. The test sets TERSE_PS_SPLIT_BYTES where a scenario
 // wants tensors split.
+#include <malloc.h>
 #include <nccl.h>
 #include <signal.h>
 #include <terse/terse.h>
@@ -568,6 +569,10 @@ int threads() {
 }
 
 int run_rss() {
+  // Large blocks always straight from mmap and back: glibc otherwise raises its mmap threshold
+  // after the first large free and keeps later blocks of that size in its heaps, which moved RSS
+  // by +-20 MiB between cycles (what is measured is terse's frees, not glibc's caching).
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   const size_t count = size_t(8) << 20;  // 32 MiB of fp32
   const long tensor_kib = long(count * 4 / 1024);
   std::vector<float> data(count, 0.5f), got(count, 0.0f);
