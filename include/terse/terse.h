@@ -5,8 +5,8 @@
  * (TERSE_CODEC=int8, TERSE_POLICY=policy.yaml); this header adds what an anonymous buffer cannot
  * say: a tensor's name and shape (policy rules match names; PowerSGD views a tensor as a
  * matrix), a per-call codec override, statistics, residual resets and policy changes at run
- * time. Link with -lterse. Every call returns an ncclResult_t; on failure ncclGetLastError()
- * holds a sentence naming the argument at fault.
+ * time, and a parameter server (tersePs*). Link with -lterse. Every call returns an
+ * ncclResult_t; on failure ncclGetLastError() holds a sentence naming the argument at fault.
  */
 #ifndef TERSE_TERSE_H_
 #define TERSE_TERSE_H_
@@ -168,6 +168,126 @@ ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t 
  * S_sum ((1 + factor)^steps - 1) of the exact sum, S_sum being the sum over ranks of S(input). */
 ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor, int* l2);
 ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps);
+
+/* ---- Parameter server (DESIGN.md section 12; include/terse/README.md) ----------------------
+ *
+ * A tensor sharded over a communicator's ranks, as in TorchMPI: every rank may send to it with
+ * an update rule that its owners apply (zero, copy, add) and receive it, asynchronously, while
+ * the owners serve those requests in the background (a progress thread per process over UCX of
+ * its own: no rank has to call anything for its shards to be served). Every call is thread-safe.
+ *
+ * Placement. A tensor larger than TERSE_PS_SPLIT_BYTES (default 1M) is split by rows into one
+ * shard per rank, shard i owned by rank i, rows balanced (rank i holds rows
+ * [i*rows/nranks, (i+1)*rows/nranks)); a smaller one is placed whole on the rank that owns the
+ * fewest bytes of this communicator's parameter-server tensors so far (ties: the lowest rank;
+ * tersePsInitList places its small tensors largest first). tersePsGetLayout says where each
+ * shard went. Every rank computes the same placement.
+ *
+ * Atomicity. An owner applies the requests of one shard one at a time, each whole: a receive
+ * sees a shard before or after any send, never half of one. A client's requests to one owner
+ * are applied in the order it made them. A tensor split over several owners is read shard by
+ * shard, so a receive may see one shard before and another after a concurrent send.
+ *
+ * Compression. An `add` may travel through a codec: the handle's push codec, the tensor's
+ * tersePsTensorDesc::push_codec or else what the communicator's
+ * policy decides for the tensor's name (as an fp32/fp16/bf16 sum allreduce of its size), with
+ * error feedback on each client: what the codec drops from one push is added to the next, so
+ * the owner's shard plus every client's residual always holds the exact sum of the pushes.
+ * Receives may be compressed too (e.g. "bf16"), without feedback (a receive reads): by
+ * tersePsTensorDesc::receive_codec, or else the matching policy rule's `ps_receive` key. Copies
+ * and zeroes always travel exactly.
+ *
+ * Failure. Every request ends within TERSE_TIMEOUT_S: a dead or silent owner turns it into
+ * ncclRemoteError (sooner where the transport notices the death), never a hang. */
+
+/* An initialised parameter-server tensor; owned by the library until tersePsFree. */
+typedef struct tersePsTensor* tersePsHandle_t;
+/* One request in flight (a send, receive or clock); ends with tersePsSync or a tersePsTest that
+ * reports it done, which also release it. */
+typedef struct tersePsRequest* tersePsSync_t;
+
+/* The update rules a send asks the owners to apply to their shards. */
+typedef enum {
+  tersePsZero = 0, /* shard = 0 (the send's tensor is not read and may be NULL) */
+  tersePsCopy = 1, /* shard = the sender's slice, exactly */
+  tersePsAdd = 2   /* shard += the sender's slice (through the push codec, if any) */
+} tersePsRule_t;
+
+/* One tensor of tersePsInitList. */
+typedef struct {
+  /* For policy rules, logs and messages; must be the same on every rank. NULL or "" allowed. */
+  const char* name;
+  /* The initial values: each owner initialises its shard from its own copy of its slice. */
+  const void* data;
+  size_t count;
+  ncclDataType_t datatype; /* ncclFloat32, ncclFloat64, ncclFloat16 or ncclBfloat16 */
+  /* Elements per row (the product of the dimensions after the first); 0 means 1. A split tensor
+   * is cut between rows only. Must divide count. */
+  size_t row_elements;
+  /* Codec spec for `add` sends ("int8", "topk:ratio=0.01", "none"); NULL asks the communicator's
+   * policy (by name, size and type). Codecs that keep per-tensor state (dgc, powersgd) are
+   * refused. */
+  const char* push_codec;
+  /* Codec spec for receives ("bf16"), "none" for exact receives; NULL asks the policy: the
+   * `ps_receive` codec of the rule that matches the tensor (as for push_codec), else none. */
+  const char* receive_codec;
+} tersePsTensorDesc;
+
+/* Collective over every rank of `comm`, in the same order on every rank: creates a parameter-
+ * server tensor of `count` elements, shards it (placement above) and initialises each shard from
+ * its owner's `tensor`. Every rank must pass the same name, count and datatype (a difference
+ * fails every rank with ncclInvalidUsage). Rows are single elements here; tersePsInitList takes
+ * a row length and codecs. */
+ncclResult_t tersePsInit(ncclComm_t comm, const char* name, const void* tensor, size_t count,
+                         ncclDataType_t datatype, tersePsHandle_t* handle);
+/* The same for `ntensors` tensors at once (handles[i] for tensors[i]). */
+ncclResult_t tersePsInitList(ncclComm_t comm, const tersePsTensorDesc* tensors, int ntensors,
+                             tersePsHandle_t* handles);
+
+/* Asks every owner to apply `rule` to its shard with this rank's slice of `tensor` (count
+ * elements of the handle's datatype). `tensor` is read (and, for a compressed add, encoded)
+ * before the call returns, so it may be reused at once. *sync completes when every owner has
+ * applied it. */
+ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, tersePsRule_t rule,
+                         tersePsSync_t* sync);
+/* Fetches every shard into `tensor` (count elements). `tensor` is written while the request
+ * runs and holds the values once *sync completes successfully; leave it alone until then. */
+ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor, tersePsSync_t* sync);
+
+/* Bounded staleness (stale synchronous parallel): tells every owner of the handle's shards that
+ * this rank has completed `clock` steps (a rank's clock starts at 0 and never goes back: a
+ * smaller value than the last is refused), and completes *sync once every rank's clock, as the
+ * owners hold them, is at least clock - staleness. So a rank that calls it before each step runs
+ * at most `staleness` steps ahead of the slowest; staleness 0 is a barrier per step. A rank that
+ * stops advancing (dead, or finished) holds the others back until their requests time out. */
+ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint64_t staleness,
+                          tersePsSync_t* sync);
+
+/* Waits for the request to finish and releases it. ncclRemoteError when an owner failed or did
+ * not answer within TERSE_TIMEOUT_S of the request's start (the message names the owner),
+ * ncclInvalidArgument/ncclInvalidUsage when an owner refused it. */
+ncclResult_t tersePsSync(tersePsSync_t sync);
+/* Polls: *done = 0 while the request runs (the call returns ncclSuccess and the request stays
+ * yours); *done = 1 once it finished, returning what tersePsSync would and releasing it. */
+ncclResult_t tersePsTest(tersePsSync_t sync, int* done);
+
+/* Where one shard lives: elements [offset, offset + count) of the tensor, on rank `owner`. */
+typedef struct {
+  int owner;
+  size_t offset;
+  size_t count;
+} tersePsShard;
+/* The handle's placement: *nshards shards (1 for a tensor placed whole, nranks for a split one),
+ * up to `max_shards` of them written to `shards` (which may be NULL when max_shards is 0). */
+ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* shards, int max_shards,
+                              int* nshards);
+
+/* Collective over every rank that initialised the handle: waits until every rank has called it
+ * (so no rank frees a shard another may still use), then releases the shards, the client's
+ * residuals and, with the communicator's last tensor, the server thread and its UCX worker.
+ * Call it after syncing the handle's requests and before destroying the communicator. The
+ * handle is released even when it fails (a dead peer: ncclRemoteError). */
+ncclResult_t tersePsFree(tersePsHandle_t handle);
 
 #ifdef __cplusplus
 }
