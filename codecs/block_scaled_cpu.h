@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "codecs/block_scaled_avx2.h"
+#include "codecs/block_scaled_avx512.h"
 #include "codecs/block_scaled_math.h"
 #include "codecs/dtype.h"
 #include "codecs/rounding_random.h"
@@ -318,8 +319,9 @@ TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_code(const uint8_t* codes, s
   return n;
 }
 
-// ---- Entry points: fp32 tensors go through the AVX2 kernels (block_scaled_avx2.h) for whole
-// groups of 8 blocks where the CPU has AVX2; the rest, and a group holding a NaN or infinity,
+// ---- Entry points: fp32 tensors go through the SIMD kernels for whole groups of 8 blocks
+// where the CPU has AVX2 (block_scaled_avx2.h; the encoders of block_scaled_avx512.h where it
+// has AVX-512); the rest, and a group holding a NaN or infinity,
 // through the generic loops above. Both write the same bytes.
 
 // Whether the AVX2 kernels take In, and the number of blocks they may cover.
@@ -381,6 +383,12 @@ size_t mx_encode_cpu(const typename In::Storage* input, size_t count, uint64_t s
     if constexpr (std::is_same<In, F32>::value) {
       const RoundingKey key = rounding_key(seed);
       uint8_t* codes = payload + layout.codes;
+      if (block_scaled_avx512::available()) {
+        return error != nullptr ? block_scaled_avx512::mx_encode<F, kStochastic, true>(
+                                      input, begin, end, key, payload, codes, error)
+                                : block_scaled_avx512::mx_encode<F, kStochastic, false>(
+                                      input, begin, end, key, payload, codes, error);
+      }
       return error != nullptr ? block_scaled_avx2::mx_encode<F, kStochastic, true>(
                                     input, begin, end, key, payload, codes, error)
                               : block_scaled_avx2::mx_encode<F, kStochastic, false>(
@@ -409,6 +417,12 @@ size_t nv_encode_cpu(const typename In::Storage* input, size_t count, float tens
     if constexpr (std::is_same<In, F32>::value) {
       const RoundingKey key = rounding_key(seed);
       uint8_t* codes = payload + layout.codes;
+      if (block_scaled_avx512::available()) {
+        return error != nullptr ? block_scaled_avx512::nv_encode<kStochastic, true>(
+                                      input, begin, end, tensor_scale, key, payload, codes, error)
+                                : block_scaled_avx512::nv_encode<kStochastic, false>(
+                                      input, begin, end, tensor_scale, key, payload, codes, error);
+      }
       return error != nullptr ? block_scaled_avx2::nv_encode<kStochastic, true>(
                                     input, begin, end, tensor_scale, key, payload, codes, error)
                               : block_scaled_avx2::nv_encode<kStochastic, false>(
