@@ -191,12 +191,27 @@ TERSE_AVX512_INLINE void encode_chunk(const float* x, const BlockVectors& a, con
 template <typename F, bool kStochastic, bool kError>
 TERSE_AVX512 size_t mx_encode(const float* input, size_t begin, size_t end, RoundingKey key,
                               uint8_t* scales, uint8_t* codes, float* error) {
-  for (size_t group = begin; group < end; group += kGroup) {
+  // Software-pipelined as nv_encode below.
+  if (begin == end) return end;
+  GroupScales scales_of[2];
+  if (block_scaled_avx2::any_not_finite(group_max<kMxBlock>(input + begin * kMxBlock))) {
+    return begin;
+  }
+  block_scaled_avx2::mx_group_scales<F, kError>(group_max<kMxBlock>(input + begin * kMxBlock),
+                                                scales + begin, &scales_of[0]);
+  int current = 0;
+  for (size_t group = begin; group < end; group += kGroup, current ^= 1) {
     const float* x = input + group * kMxBlock;
-    const __m256i amax = group_max<kMxBlock>(x);
-    if (block_scaled_avx2::any_not_finite(amax)) return group;
-    GroupScales s;
-    block_scaled_avx2::mx_group_scales<F, kError>(amax, scales + group, &s);
+    bool next_finite = true;
+    if (group + kGroup < end) {
+      const __m256i amax = group_max<kMxBlock>(x + kGroup * kMxBlock);
+      next_finite = !block_scaled_avx2::any_not_finite(amax);
+      if (next_finite) {
+        block_scaled_avx2::mx_group_scales<F, kError>(amax, scales + group + kGroup,
+                                                      &scales_of[current ^ 1]);
+      }
+    }
+    const GroupScales& s = scales_of[current];
     for (size_t b = 0; b < kGroup; ++b) {
       const size_t first = (group + b) * kMxBlock;
       BlockVectors block;
@@ -211,6 +226,7 @@ TERSE_AVX512 size_t mx_encode(const float* input, size_t begin, size_t end, Roun
           static_cast<uint32_t>(first >> 32), key, codes + first * F::kBits / 8,
           kError ? error + first : nullptr);
     }
+    if (!next_finite) return group + kGroup;
   }
   return end;
 }
@@ -218,12 +234,28 @@ TERSE_AVX512 size_t mx_encode(const float* input, size_t begin, size_t end, Roun
 template <bool kStochastic, bool kError>
 TERSE_AVX512 size_t nv_encode(const float* input, size_t begin, size_t end, float tensor_scale,
                               RoundingKey key, uint8_t* scales, uint8_t* codes, float* error) {
-  for (size_t group = begin; group < end; group += kGroup) {
+  // Software-pipelined: the next group's maxima and scales (a long dependency chain) are
+  // computed before this group's elements, so that they overlap.
+  if (begin == end) return end;
+  GroupScales scales_of[2];
+  if (block_scaled_avx2::any_not_finite(group_max<kNvBlock>(input + begin * kNvBlock))) {
+    return begin;
+  }
+  block_scaled_avx2::nv_group_scales(group_max<kNvBlock>(input + begin * kNvBlock), tensor_scale,
+                                     scales + begin, &scales_of[0]);
+  int current = 0;
+  for (size_t group = begin; group < end; group += kGroup, current ^= 1) {
     const float* x = input + group * kNvBlock;
-    const __m256i amax = group_max<kNvBlock>(x);
-    if (block_scaled_avx2::any_not_finite(amax)) return group;
-    GroupScales s;
-    block_scaled_avx2::nv_group_scales(amax, tensor_scale, scales + group, &s);
+    bool next_finite = true;
+    if (group + kGroup < end) {
+      const __m256i amax = group_max<kNvBlock>(x + kGroup * kNvBlock);
+      next_finite = !block_scaled_avx2::any_not_finite(amax);
+      if (next_finite) {
+        block_scaled_avx2::nv_group_scales(amax, tensor_scale, scales + group + kGroup,
+                                           &scales_of[current ^ 1]);
+      }
+    }
+    const GroupScales& s = scales_of[current];
     for (size_t b = 0; b < kGroup; b += 2) {
       const size_t first = (group + b) * kNvBlock;
       BlockVectors pair[2];
@@ -237,6 +269,7 @@ TERSE_AVX512 size_t nv_encode(const float* input, size_t begin, size_t end, floa
           static_cast<uint32_t>(first >> 32), key, codes + first / 2,
           kError ? error + first : nullptr);
     }
+    if (!next_finite) return group + kGroup;
   }
   return end;
 }
