@@ -3,8 +3,8 @@
 // zeros, NaNs and infinities: the same scale bytes and codes, the same first non-finite block,
 // the same decoded values. The AVX2 encoders are called directly, so that they are checked on
 // machines whose codec calls take the AVX-512 ones. (The error output is checked against the
-// specification reference in test_block_scaled.cpp; this file's build may contract a - b * c,
-// which the codec library's does not.)
+// specification reference in test_block_scaled.cpp.) Compiled with -ffp-contract=off, as the
+// library is (tests/CMakeLists.txt): the linker keeps one copy of the templates for both.
 #include <gtest/gtest.h>
 
 #include <cmath>
