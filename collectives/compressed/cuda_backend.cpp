@@ -90,10 +90,10 @@ uint8_t* CudaBackend::message_buffer(const CompressedContext&, ScratchSlot slot,
 }
 
 ncclResult_t CudaBackend::check_codec(const CompressedArgs& args) const {
-  if (args.codec->family() != CodecFamily::kDense) {
+  if (!device_backend_runs(*args.codec)) {
     return fail(ncclInvalidUsage,
-                "device backend: codec %s is not a dense codec; only the casts and the blockwise "
-                "quantizers run on device buffers so far",
+                "device backend: codec %s is low-rank; its factors' allreduces run on host "
+                "memory only (the call is staged)",
                 args.codec->spec().c_str());
   }
   if (args.entry != nullptr && args.entry->residual() != nullptr &&
@@ -177,6 +177,10 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
                         message, capacity, message_bytes);
 }
 
+bool CudaBackend::fuses_contribution(const CompressedArgs& args) const {
+  return call_residual(args) != nullptr && compute_->fuses_compensation(*args.codec);
+}
+
 ncclResult_t CudaBackend::make_contribution(const CompressedArgs& args, const CompressedContext&,
                                             float* values, const ElementRange& range) {
   TERSE_CHECK(check_codec(args));
@@ -227,6 +231,16 @@ ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedCon
                           DType::kFloat32, accumulate, stream_);
 }
 
+ncclResult_t CudaBackend::copy_from_host(const CompressedContext& context, float* values,
+                                         const float* host_values, size_t count) {
+  const size_t bytes = count * sizeof(float);
+  const cudaError_t error =
+      cudaMemcpyAsync(values, host_values, bytes, cudaMemcpyHostToDevice, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of a sum to the device");
+  count_copy(context, bytes, /*to_host=*/false);
+  return ncclSuccess;
+}
+
 ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {
   return compute_->add(sum, addend, count, stream_);
 }
@@ -234,6 +248,8 @@ ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {
 ncclResult_t CudaBackend::write_result(const CompressedArgs& args, const float* sum,
                                        const ElementRange& range) {
   void* out = static_cast<uint8_t*>(args.recv) + range.offset * dtype_size(args.dtype);
+  // Built in place (result_floats): already the result.
+  if (out == sum && args.dtype == DType::kFloat32 && args.result_scale == 1.0) return ncclSuccess;
   return compute_->store(sum, static_cast<float>(args.result_scale), args.dtype, out, range.count,
                          stream_);
 }

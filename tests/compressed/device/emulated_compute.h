@@ -45,6 +45,11 @@ class EmulatedCompute final : public DeviceCompute {
   void record_failure(const std::string& failure);
 
  private:
+  // A sparse codec's encode (Top-K, threshold, DGC, Random-K): its size depends on the data, so
+  // it waits for the stream before it returns, as the real selection kernels do.
+  ncclResult_t encode_sparse(Codec& codec, const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes);
   // Enqueues the copies in, `job`'s host function and the copies out on `stream`; the job is
   // kept until this object goes (the stream reads its buffers until then).
   ncclResult_t launch(const std::shared_ptr<Job>& job, void* stream);
