@@ -90,7 +90,7 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
       {5, "sparse_allgather",
        "allgatherv of (index, value) lists and scatter-add; dense exchange when the union gets "
        "dense (sparse codecs)",
-       accepts_sparse, one_or_none, sparse_allgather_allreduce},
+       accepts_sparse, one_or_none, sparse_allgather_allreduce, nullptr, /*any_memory=*/true},
       {6, "randomk", "Random-K with a shared seed: dense allreduce of the k shared positions only",
        accepts_shared_randomk, one_or_none, randomk_allreduce},
       {7, "powersgd",
