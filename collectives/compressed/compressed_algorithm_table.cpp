@@ -92,7 +92,7 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
        "dense (sparse codecs)",
        accepts_sparse, one_or_none, sparse_allgather_allreduce, nullptr, /*any_memory=*/true},
       {6, "randomk", "Random-K with a shared seed: dense allreduce of the k shared positions only",
-       accepts_shared_randomk, one_or_none, randomk_allreduce},
+       accepts_shared_randomk, one_or_none, randomk_allreduce, nullptr, /*any_memory=*/true},
       {7, "powersgd",
        "PowerSGD: allreduce(P), orthogonalise, allreduce(Q), warm-started, with residual",
        accepts_powersgd, one_or_none, powersgd_allreduce},

@@ -212,7 +212,8 @@ TEST(DeviceSparseAllgather, TopKDenseBranchEqualsAnIndependentModel) {
                                 {Chunk{0, 1000, 400}}, /*expect_dense=*/true);
 }
 
-// Every sparsifier through sparse allgather, and Top-K through the re-encoding algorithms: three
+// Every sparsifier through the algorithm the planner's default picks for it (sparse allgather;
+// Random-K with a shared seed: its own), and Top-K through the re-encoding algorithms: three
 // steps (the last an average) on 3 ranks in fp32 and on 4 in bf16 (the model keeps one residual
 // per rank, so one dtype per sequence) against the reference model bit for bit, results and
 // (memory residual) residuals.
@@ -266,6 +267,9 @@ TEST(DeviceSparseAllgather, EverySparsifierMatchesTheReferenceModel) {
         "dgc:ratio=0.05", "randomk:ratio=0.05,shared_seed=false,unbiased=false"}) {
     expect_reference_model("sparse_allgather", spec);
   }
+  // A shared seed: the dense ring of the k values every rank picked at the same positions.
+  expect_reference_model("randomk", "randomk:ratio=0.05");
+  expect_reference_model("randomk", "randomk:ratio=0.05,unbiased=false");
 }
 
 TEST(DeviceSparseReencoding, TopKOnTheReencodingAlgorithmsMatchesTheReferenceModel) {
