@@ -244,21 +244,65 @@ TEST(PluginDeviceBackendRoute, RingRecursiveDoublingAndTreeRunOnTheBackend) {
   }
 }
 
-// A plan the backend does not run (a sparse codec, whose allgather runs on host memory only) is
-// staged: the whole tensor crosses each way, and the result is still the model's (one step:
-// no residual yet).
+// Top-K's sparse allgather takes the backend too (its row is any_memory, the codec a sparse
+// one): on three device ranks, in place, and on three with a host-buffer rank among them, three
+// steps with error feedback, every result the model's bit for bit. A fixed k keeps the whole
+// way: each device rank copies its one message (header and k fp32 (index, value) pairs) to the
+// host and every rank's message, its own included, to the device; the tensor never crosses.
+TEST(PluginDeviceBackendRoute, TopKSparseAllgatherRunsOnTheBackend) {
+  REQUIRE_DEVICE();
+  const char* spec = "topk:k=60,method=exact";
+  ScopedEnvironment codec("TERSE_CODEC", spec);
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sparse_allgather");
+  const size_t count = 6000, k = 60;
+  const uint64_t message = 32 + k * (4 + sizeof(float));
+  const int steps = 3;
+  for (const std::vector<bool>& device :
+       {std::vector<bool>{true, true, true}, std::vector<bool>{true, false, true}}) {
+    const int n = static_cast<int>(device.size());
+    const bool in_place = device[1];
+    const auto calls = run_steps(device, count, steps, in_place);
+    terse::model::CompressedModel model(spec, n, terse::MemoryKind::kResidual);
+    for (int step = 0; step < steps; ++step) {
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(calls[static_cast<size_t>(step)][static_cast<size_t>(r)].error, "")
+            << "rank " << r << " step " << step;
+      }
+      const terse::model::Expected expected =
+          model_step(&model, n, count, step, calls[static_cast<size_t>(step)][0].stats);
+      for (int r = 0; r < n; ++r) {
+        const RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(r)];
+        EXPECT_STREQ(call.stats.last_algorithm, "sparse_allgather");
+        const terse::model::Comparison c =
+            terse::model::compare(expected, DType::kFloat32, call.output.data(), count);
+        EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
+        const uint64_t calls_so_far = static_cast<uint64_t>(step) + 1;
+        const bool on_device = device[static_cast<size_t>(r)];
+        EXPECT_EQ(call.stats.pcie_bytes_to_host, on_device ? calls_so_far * message : 0u)
+            << "rank " << r << " step " << step;
+        EXPECT_EQ(call.stats.pcie_bytes_to_device,
+                  on_device ? calls_so_far * static_cast<uint64_t>(n) * message : 0u)
+            << "rank " << r << " step " << step;
+      }
+    }
+  }
+}
+
+// A plan the backend does not run (PowerSGD, whose factors' allreduces run on host memory only)
+// is staged: the whole tensor crosses each way, and the result is still the model's (one step:
+// no residual and no warm start yet).
 TEST(PluginDeviceBackendRoute, OtherAlgorithmsAreStagedWholeTensorsCounted) {
   REQUIRE_DEVICE();
-  ScopedEnvironment codec("TERSE_CODEC", "topk:ratio=0.05");
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sparse_allgather");
+  ScopedEnvironment codec("TERSE_CODEC", "powersgd:rank=2");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "powersgd");
   const size_t count = 5000;
   const auto calls = run_steps({true, true}, count, 1, false);
-  terse::model::CompressedModel model("topk:ratio=0.05", 2, terse::MemoryKind::kResidual);
+  terse::model::CompressedModel model("powersgd:rank=2", 2, terse::MemoryKind::kResidual);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(calls[0][static_cast<size_t>(r)].error, "");
   const terse::model::Expected expected = model_step(&model, 2, count, 0, calls[0][0].stats);
   for (int r = 0; r < 2; ++r) {
     const RankCall& call = calls[0][static_cast<size_t>(r)];
-    EXPECT_STREQ(call.stats.last_algorithm, "sparse_allgather");
+    EXPECT_STREQ(call.stats.last_algorithm, "powersgd");
     EXPECT_EQ(
         terse::model::compare(expected, DType::kFloat32, call.output.data(), count).mismatches, 0u);
     EXPECT_EQ(call.stats.pcie_bytes_to_host, count * sizeof(float));
