@@ -95,7 +95,7 @@ const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
        accepts_shared_randomk, one_or_none, randomk_allreduce, nullptr, /*any_memory=*/true},
       {7, "powersgd",
        "PowerSGD: allreduce(P), orthogonalise, allreduce(Q), warm-started, with residual",
-       accepts_powersgd, one_or_none, powersgd_allreduce},
+       accepts_powersgd, one_or_none, powersgd_allreduce, nullptr, /*any_memory=*/true},
       {8, "hierarchical",
        "uncompressed inside each node, the default compressed algorithm between node leaders",
        accepts_any, hierarchical_steps, hierarchical_allreduce,

@@ -89,13 +89,7 @@ uint8_t* CudaBackend::message_buffer(const CompressedContext&, ScratchSlot slot,
   return static_cast<uint8_t*>(grow(&pinned_[static_cast<int>(slot)], bytes, /*device=*/false));
 }
 
-ncclResult_t CudaBackend::check_codec(const CompressedArgs& args) const {
-  if (!device_backend_runs(*args.codec)) {
-    return fail(ncclInvalidUsage,
-                "device backend: codec %s is low-rank; its factors' allreduces run on host "
-                "memory only (the call is staged)",
-                args.codec->spec().c_str());
-  }
+ncclResult_t CudaBackend::check_residual_memory(const CompressedArgs& args) const {
   if (args.entry != nullptr && args.entry->residual() != nullptr &&
       args.entry->memory() != Memory::kDevice) {
     return fail(ncclInvalidUsage,
@@ -152,7 +146,7 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
                                               const CompressedContext& context, float* values,
                                               const ElementRange& range, uint8_t* message,
                                               size_t capacity, size_t* message_bytes) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   // As contribution.h's make_contribution_range + encode_contribution, on the device: the same
   // values, seed, error output and state, so the message is the host path's (bit for bit where
   // the codec's kernels match its CPU code).
@@ -183,7 +177,7 @@ bool CudaBackend::fuses_contribution(const CompressedArgs& args) const {
 
 ncclResult_t CudaBackend::make_contribution(const CompressedArgs& args, const CompressedContext&,
                                             float* values, const ElementRange& range) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   const float* residual = call_residual(args);
   const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
   return compute_->compensate(args.dtype, send,
@@ -195,7 +189,7 @@ ncclResult_t CudaBackend::encode_partial(const CompressedArgs& args,
                                          const CompressedContext& context, const float* values,
                                          const ElementRange& range, float* error, uint8_t* message,
                                          size_t capacity, size_t* message_bytes) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   EncodeContext encode = args.encode;
   encode.seed = range_seed(args.encode.seed, range.offset);
   encode.error = error;
@@ -217,7 +211,7 @@ bool CudaBackend::messages_ready() const {
 ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedContext& context,
                                  const uint8_t* message, size_t message_bytes, float* output,
                                  size_t count, bool accumulate) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   void* device_message = grow(&received_, message_bytes, /*device=*/true);
   if (device_message == nullptr) return ncclUnhandledCudaError;
   // Enqueued before the codec validates the host bytes: a refused message leaves only a copy
@@ -239,6 +233,28 @@ ncclResult_t CudaBackend::copy_from_host(const CompressedContext& context, float
   if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of a sum to the device");
   count_copy(context, bytes, /*to_host=*/false);
   return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::copy_to_host(const CompressedContext& context, float* host_values,
+                                       const float* values, size_t count) {
+  const size_t bytes = count * sizeof(float);
+  cudaError_t error =
+      cudaMemcpyAsync(host_values, values, bytes, cudaMemcpyDeviceToHost, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of factors to the host");
+  count_copy(context, bytes, /*to_host=*/true);
+  error = cudaEventRecord(event(messages_copied_), cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaEventRecord");
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::clear(float* values, size_t count) {
+  const cudaError_t error = cudaMemsetAsync(values, 0, count * sizeof(float), cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemsetAsync");
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::low_rank(const LowRankStep& step) {
+  return compute_->low_rank(step, stream_);
 }
 
 ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {

@@ -25,6 +25,7 @@
 #include "codecs/codec.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/compressed/low_rank_step.h"
 #include "collectives/ring_pattern.h"
 
 namespace terse {
@@ -84,6 +85,16 @@ class ExecutionBackend {
   // until finish().
   virtual ncclResult_t copy_from_host(const CompressedContext& context, float* values,
                                       const float* host_values, size_t count) = 0;
+  // host_values[0 .. count) = values[0 .. count) (values in memory(), host_values in host
+  // memory), counted as a message to the host: for factors the algorithm sums on the host
+  // (PowerSGD's P and Q). The values are there after wait_messages(). Nothing to do on the host
+  // backend when the two are one buffer.
+  virtual ncclResult_t copy_to_host(const CompressedContext& context, float* host_values,
+                                    const float* values, size_t count) = 0;
+  // values[0 .. count) = 0 (memory()).
+  virtual ncclResult_t clear(float* values, size_t count) = 0;
+  // One of PowerSGD's tensor-sized steps (low_rank_step.h) on memory().
+  virtual ncclResult_t low_rank(const LowRankStep& step) = 0;
   // sum[i] += addend[i] for i < count (both memory()).
   virtual ncclResult_t add(float* sum, const float* addend, size_t count) = 0;
   // recv[range] = sum[0 .. range.count) * args.result_scale in args.dtype (contribution.h's
@@ -106,14 +117,6 @@ class ExecutionBackend {
     return floats(context, slot, args.count);
   }
 };
-
-// Whether a device backend runs `codec`: the casts, the quantizers and the sparsifiers (Top-K,
-// threshold, DGC, Random-K), whose kernels encode and decode whole messages on the stream.
-// Low-rank codecs (PowerSGD) are not: their factors are dense fp32 allreduced between two GEMMs
-// (powersgd_allreduce.cpp), which no backend step expresses yet.
-inline bool device_backend_runs(const Codec& codec) {
-  return codec.family() != CodecFamily::kLowRank;
-}
 
 // The backend of the calls whose buffers are host memory: contribution.h's steps, at once.
 ExecutionBackend& host_backend();

@@ -55,6 +55,18 @@ class HostBackend final : public ExecutionBackend {
     if (values != host_values) std::memcpy(values, host_values, count * sizeof(float));
     return ncclSuccess;
   }
+  ncclResult_t copy_to_host(const CompressedContext&, float* host_values, const float* values,
+                            size_t count) override {
+    if (values != host_values) std::memcpy(host_values, values, count * sizeof(float));
+    return ncclSuccess;
+  }
+  ncclResult_t clear(float* values, size_t count) override {
+    std::memset(values, 0, count * sizeof(float));
+    return ncclSuccess;
+  }
+  ncclResult_t low_rank(const LowRankStep& step) override {
+    return run_low_rank_step(step, Memory::kHost, nullptr);
+  }
   ncclResult_t add(float* sum, const float* addend, size_t count) override {
     for (size_t i = 0; i < count; ++i) sum[i] += addend[i];
     return ncclSuccess;

@@ -224,6 +224,35 @@ ncclResult_t EmulatedCompute::encode_compensated(Codec& codec, DType input_type,
   return launch(job, context.stream);
 }
 
+ncclResult_t EmulatedCompute::low_rank(const LowRankStep& step, void* stream) {
+  const size_t matrix = step.rows * step.cols * sizeof(float);
+  const size_t p_bytes = step.rows * static_cast<size_t>(step.rank) * sizeof(float);
+  const size_t q_bytes = step.cols * static_cast<size_t>(step.rank) * sizeof(float);
+  const bool reads_m = step.op == LowRankOp::kComputeP || step.op == LowRankOp::kComputeQ ||
+                       step.op == LowRankOp::kResidual;
+  const bool writes_out = step.op == LowRankOp::kResidual || step.op == LowRankOp::kReconstruct;
+  auto job = std::make_shared<Job>();
+  // Buffers: 0 m, 1 p, 2 q, 3 out; each copied in where the step reads it, out where it writes.
+  job->add(step.m, reads_m ? matrix : 0, true, false);
+  job->add(step.p, p_bytes, step.op != LowRankOp::kComputeP,
+           step.op == LowRankOp::kComputeP || step.op == LowRankOp::kOrthogonalize);
+  job->add(step.q, step.op == LowRankOp::kOrthogonalize ? 0 : q_bytes,
+           step.op != LowRankOp::kComputeQ, step.op == LowRankOp::kComputeQ);
+  job->add(step.out, writes_out ? matrix : 0, false, true);
+  job->run = [step](std::vector<Job::Buffer>& b) {
+    LowRankStep host = step;
+    host.m = reinterpret_cast<const float*>(b[0].host.data());
+    host.p = reinterpret_cast<float*>(b[1].host.data());
+    host.q = reinterpret_cast<float*>(b[2].host.data());
+    host.out = reinterpret_cast<float*>(b[3].host.data());
+    if (run_low_rank_step(host, Memory::kHost, nullptr) != ncclSuccess) {
+      return "emulated low-rank step failed: " + std::string(last_error());
+    }
+    return std::string();
+  };
+  return launch(job, stream);
+}
+
 ncclResult_t EmulatedCompute::decode(const Codec& codec, const void* message,
                                      const void* host_message, size_t message_bytes, void* output,
                                      size_t count, DType dtype, bool accumulate, void* stream) {

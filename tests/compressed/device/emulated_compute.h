@@ -33,6 +33,9 @@ class EmulatedCompute final : public DeviceCompute {
   ncclResult_t encode_compensated(Codec& codec, DType input_type, const void* input,
                                   float* residual, size_t count, const EncodeContext& context,
                                   void* message, size_t capacity, size_t* message_bytes) override;
+  // The CPU's step on host copies of its operands (the host GEMMs: bit for bit the host path's,
+  // which cuBLAS is not).
+  ncclResult_t low_rank(const LowRankStep& step, void* stream) override;
   ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,
                       size_t message_bytes, void* output, size_t count, DType dtype,
                       bool accumulate, void* stream) override;

@@ -198,17 +198,6 @@ TEST_F(BackendOrdering, BadMessageIsRefusedOnTheHostAndTheOutputIsUntouched) {
   EXPECT_EQ(after, std::vector<uint8_t>(kCount * sizeof(float), 0x7f));
 }
 
-// PowerSGD's factors are allreduced on host memory (powersgd_allreduce.cpp): its calls are
-// staged, and the backend refuses it by name rather than run part of it.
-TEST_F(BackendOrdering, LowRankCodecsAreRefusedByName) {
-  std::unique_ptr<Codec> powersgd = make_codec("powersgd:rank=2");
-  args_.codec = powersgd.get();
-  uint8_t* message = backend_->message_buffer(context_, ScratchSlot::kIncoming, 64);
-  EXPECT_EQ(backend_->decode(args_, context_, message, 64, nullptr, kCount, false),
-            ncclInvalidUsage);
-  EXPECT_NE(std::string(last_error()).find("powersgd"), std::string::npos) << last_error();
-}
-
 // Scatter-reduce-allgather on device buffers, three steps with residuals carried, against the
 // model: results, residuals and owner residuals bit for bit (the emulated kernels are the CPU
 // codecs, so the device path's order of operations is all that can differ from the host path).
