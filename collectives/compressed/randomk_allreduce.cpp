@@ -143,9 +143,13 @@ ncclResult_t run_randomk(const CompressedArgs& args, const CompressedContext& co
     TERSE_CHECK(backend.decode(args, context, message, finite_bytes, sum, args.count, false));
     return backend.write_result(args, sum, whole);
   }
+  // On a device backend its pinned message memory (kIncoming, unused by this algorithm): the
+  // result's copy to the device is then asynchronous.
   float* host_sum = backend.memory() == Memory::kHost
                         ? sum
-                        : context.scratch->floats(ScratchSlot::kTertiary, args.count);
+                        : reinterpret_cast<float*>(backend.message_buffer(
+                              context, ScratchSlot::kIncoming, args.count * sizeof(float)));
+  if (host_sum == nullptr) return ncclSystemError;
   TERSE_CHECK(decode_message(args, context, message, finite_bytes, host_sum, args.count, false));
   TERSE_CHECK(add_every_ranks_escapes(args, context, group_allreduce_steps(n), escapes, host_sum));
   TERSE_CHECK(backend.copy_from_host(context, sum, host_sum, args.count));

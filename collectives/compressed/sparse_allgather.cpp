@@ -275,11 +275,14 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
   if (sum == nullptr) return ncclSystemError;
   const ElementRange whole{0, args.count};
   if (dense_is_cheaper(sizes, args.count)) {
-    // The ring sums host memory: on the host backend the result itself, else host scratch
-    // whose sum then crosses to the backend's memory once.
+    // The ring sums host memory: on the host backend the result itself, else the backend's
+    // pinned message memory (kIncoming: no peer message is received on this branch), whose sum
+    // then crosses to the backend's memory once, asynchronously.
     float* host_sum = backend.memory() == Memory::kHost
                           ? sum
-                          : context.scratch->floats(ScratchSlot::kSecondary, args.count);
+                          : reinterpret_cast<float*>(backend.message_buffer(
+                                context, ScratchSlot::kIncoming, args.count * sizeof(float)));
+    if (host_sum == nullptr) return ncclSystemError;
     TERSE_CHECK(decode_message(args, context, own, own_bytes, host_sum, args.count, false));
     TERSE_CHECK(
         group_allreduce_sum(host_sum, args.count, context, context.first_step + kDenseFirstStep));
