@@ -272,6 +272,37 @@ TEST(DeviceSparseAllgather, EverySparsifierMatchesTheReferenceModel) {
   expect_reference_model("randomk", "randomk:ratio=0.05,unbiased=false");
 }
 
+// Shared-seed Random-K when a rank's message carries non-finite escapes (a host-buffer rank's
+// NaN or Inf; here the emulated encode is the CPU's, which escapes them as that rank would): the
+// summed message is decoded on the host, every rank's escapes added there, and the result crosses
+// to the device whole, once. Every rank holds the model's result, non-finite where an input was.
+TEST(DeviceSparseAllgather, SharedSeedRandomKCarriesNonFiniteElementsToTheDevice) {
+  const int n = 3;
+  const size_t count = 3001;
+  DeviceRanks ranks(n, "randomk:ratio=0.05", MemoryKind::kNone,
+                    [] { return std::make_unique<EmulatedCompute>(); });
+  ASSERT_TRUE(ranks.ok()) << ranks.error();
+  ranks.set_algorithm("randomk");
+  std::vector<std::vector<uint8_t>> inputs, outputs;
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> values = test::make_rank_input(r, count, 70);
+    if (r == 1) values[7] = std::nanf("");
+    if (r == 2) values[500] = INFINITY;
+    inputs.push_back(test::to_dtype(values, DType::kFloat32));
+  }
+  std::vector<std::string> errors;
+  ranks.allreduce(DType::kFloat32, count, inputs, 1.0, 0, &outputs, &errors);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    const float* got = reinterpret_cast<const float*>(outputs[static_cast<size_t>(r)].data());
+    EXPECT_TRUE(std::isnan(got[7])) << "rank " << r;
+    EXPECT_TRUE(std::isinf(got[500])) << "rank " << r;
+    EXPECT_EQ(ranks.counters(r).pcie_bytes_to_device, count * sizeof(float)) << "rank " << r;
+  }
+  const model::Comparison results = model::compare_all(ranks.expected(), DType::kFloat32, outputs);
+  EXPECT_EQ(results.mismatches, 0u) << results.first;
+}
+
 TEST(DeviceSparseReencoding, TopKOnTheReencodingAlgorithmsMatchesTheReferenceModel) {
   for (const std::string algorithm : {"sra", "ring", "recursive_doubling", "tree"}) {
     expect_reference_model(algorithm, "topk:k=30,method=exact");
