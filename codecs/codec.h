@@ -94,10 +94,11 @@ struct DecodeContext {
   Memory memory = Memory::kHost;
   void* stream = nullptr;  // cudaStream_t when memory == Memory::kDevice
   // With Memory::kDevice: the same message's bytes in host memory (those the device message was
-  // copied from). The header and, for the casts and the blockwise quantizers (int8/4/2, QSGD,
-  // TernGrad, sign), the payload are then validated from it on the host, and the decode only
-  // enqueues its kernels: nothing waits for the stream. Null: what is validated is read from
-  // the device message, which waits for the stream.
+  // copied from). The header and, for the casts, the blockwise quantizers (int8/4/2, QSGD,
+  // TernGrad, sign) and the sparse messages (their indices), the payload are then validated
+  // from it on the host, and the decode only enqueues its kernels: nothing waits for the
+  // stream. Null: what is validated is read from the device message, which waits for the
+  // stream.
   const void* host_message = nullptr;
 };
 

@@ -110,7 +110,13 @@ ncclResult_t decode_sparse(const SparseRules& rules, const void* message, size_t
   if (context.memory == Memory::kDevice) {
     TERSE_CHECK(require_cuda(codec));
 #if TERSE_HAVE_CUDA
-    if (indices != nullptr && layout.kept > 0) {
+    if (indices != nullptr && context.host_message != nullptr) {
+      // The same bytes on the host: validated there, so the scatter is only enqueued and
+      // nothing waits for the stream (an execution backend's decode of a received message).
+      const auto* host_indices = reinterpret_cast<const uint32_t*>(
+          static_cast<const char*>(context.host_message) + kWireHeaderBytes);
+      TERSE_CHECK(check_indices_host(codec, host_indices, layout.kept, count, scaled));
+    } else if (indices != nullptr && layout.kept > 0) {
       size_t bad = 0;
       TERSE_CHECK(
           launch_sparse_validate(indices, layout.kept, count, scaled, context.stream, &bad));

@@ -259,8 +259,7 @@ void CompressionEngine::forget_idle_tensors() {
 }
 
 bool CompressionEngine::backend_runs(const Plan& plan) {
-  return plan.compressed && plan.algorithm->any_memory &&
-         plan.codec->family() == CodecFamily::kDense;
+  return plan.compressed && plan.algorithm->any_memory;
 }
 
 bool CompressionEngine::needs_entry(const Plan& plan) const {

@@ -214,7 +214,7 @@ class CompressionEngine {
   EntryOptions entry_options(const Plan& plan, Memory memory = Memory::kHost,
                              void* stream = nullptr) const;
   // Whether the device backend runs `plan` on device buffers: a compressed plan whose algorithm
-  // is written against the execution backend with a dense codec. Depends on the plan alone,
+  // is written against the execution backend (any_memory). Depends on the plan alone,
   // never on memory kinds, so every rank's plan is the same whatever its buffers.
   static bool backend_runs(const Plan& plan);
   // decide()'s plan (mutex_ held): the plan at the tensor's next step, its fallback when

@@ -127,17 +127,6 @@ ncclResult_t compensate_and_encode(const CompressedArgs& args, const CompressedC
   return result;
 }
 
-ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
-                                       uint8_t** message, size_t* message_bytes) {
-  float* values = fused_contribution(args)
-                      ? nullptr
-                      : context.scratch->floats(ScratchSlot::kValues, args.count);
-  const size_t capacity = message_capacity(args, args.count);
-  *message = context.scratch->bytes(ScratchSlot::kOutgoing, capacity);
-  return compensate_and_encode(args, context, values, ElementRange{0, args.count}, *message,
-                               capacity, message_bytes);
-}
-
 uint64_t range_seed(uint64_t call_seed, size_t offset) {
   return call_seed ^ (static_cast<uint64_t>(offset) * 0x9e3779b97f4a7c15ull);
 }

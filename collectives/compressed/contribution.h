@@ -67,12 +67,6 @@ ncclResult_t compensate_and_encode(const CompressedArgs& args, const CompressedC
                                    float* values, const ElementRange& range, void* message,
                                    size_t capacity, size_t* message_bytes);
 
-// make_contribution and encode_contribution of the whole tensor (scratch kValues and kOutgoing):
-// how the algorithms that send each rank's tensor as one message start (sparse allgather,
-// Random-K). *message points at the encoded bytes in kOutgoing.
-ncclResult_t encode_whole_contribution(const CompressedArgs& args, const CompressedContext& context,
-                                       uint8_t** message, size_t* message_bytes);
-
 // Encodes the range.count fp32 values at `values` that are not this rank's gradient (a partial
 // sum of elements range.offset onwards), with `error` (range.count floats, may be null)
 // receiving values - decode(message). No codec state.

@@ -89,13 +89,7 @@ uint8_t* CudaBackend::message_buffer(const CompressedContext&, ScratchSlot slot,
   return static_cast<uint8_t*>(grow(&pinned_[static_cast<int>(slot)], bytes, /*device=*/false));
 }
 
-ncclResult_t CudaBackend::check_codec(const CompressedArgs& args) const {
-  if (args.codec->family() != CodecFamily::kDense) {
-    return fail(ncclInvalidUsage,
-                "device backend: codec %s is not a dense codec; only the casts and the blockwise "
-                "quantizers run on device buffers so far",
-                args.codec->spec().c_str());
-  }
+ncclResult_t CudaBackend::check_residual_memory(const CompressedArgs& args) const {
   if (args.entry != nullptr && args.entry->residual() != nullptr &&
       args.entry->memory() != Memory::kDevice) {
     return fail(ncclInvalidUsage,
@@ -152,7 +146,7 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
                                               const CompressedContext& context, float* values,
                                               const ElementRange& range, uint8_t* message,
                                               size_t capacity, size_t* message_bytes) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   // As contribution.h's make_contribution_range + encode_contribution, on the device: the same
   // values, seed, error output and state, so the message is the host path's (bit for bit where
   // the codec's kernels match its CPU code).
@@ -177,9 +171,13 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
                         message, capacity, message_bytes);
 }
 
+bool CudaBackend::fuses_contribution(const CompressedArgs& args) const {
+  return call_residual(args) != nullptr && compute_->fuses_compensation(*args.codec);
+}
+
 ncclResult_t CudaBackend::make_contribution(const CompressedArgs& args, const CompressedContext&,
                                             float* values, const ElementRange& range) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   const float* residual = call_residual(args);
   const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
   return compute_->compensate(args.dtype, send,
@@ -191,7 +189,7 @@ ncclResult_t CudaBackend::encode_partial(const CompressedArgs& args,
                                          const CompressedContext& context, const float* values,
                                          const ElementRange& range, float* error, uint8_t* message,
                                          size_t capacity, size_t* message_bytes) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   EncodeContext encode = args.encode;
   encode.seed = range_seed(args.encode.seed, range.offset);
   encode.error = error;
@@ -213,7 +211,7 @@ bool CudaBackend::messages_ready() const {
 ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedContext& context,
                                  const uint8_t* message, size_t message_bytes, float* output,
                                  size_t count, bool accumulate) {
-  TERSE_CHECK(check_codec(args));
+  TERSE_CHECK(check_residual_memory(args));
   void* device_message = grow(&received_, message_bytes, /*device=*/true);
   if (device_message == nullptr) return ncclUnhandledCudaError;
   // Enqueued before the codec validates the host bytes: a refused message leaves only a copy
@@ -227,6 +225,38 @@ ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedCon
                           DType::kFloat32, accumulate, stream_);
 }
 
+ncclResult_t CudaBackend::copy_from_host(const CompressedContext& context, float* values,
+                                         const float* host_values, size_t count) {
+  const size_t bytes = count * sizeof(float);
+  const cudaError_t error =
+      cudaMemcpyAsync(values, host_values, bytes, cudaMemcpyHostToDevice, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of a sum to the device");
+  count_copy(context, bytes, /*to_host=*/false);
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::copy_to_host(const CompressedContext& context, float* host_values,
+                                       const float* values, size_t count) {
+  const size_t bytes = count * sizeof(float);
+  cudaError_t error =
+      cudaMemcpyAsync(host_values, values, bytes, cudaMemcpyDeviceToHost, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of factors to the host");
+  count_copy(context, bytes, /*to_host=*/true);
+  error = cudaEventRecord(event(messages_copied_), cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaEventRecord");
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::clear(float* values, size_t count) {
+  const cudaError_t error = cudaMemsetAsync(values, 0, count * sizeof(float), cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemsetAsync");
+  return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::low_rank(const LowRankStep& step) {
+  return compute_->low_rank(step, stream_);
+}
+
 ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {
   return compute_->add(sum, addend, count, stream_);
 }
@@ -234,6 +264,8 @@ ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {
 ncclResult_t CudaBackend::write_result(const CompressedArgs& args, const float* sum,
                                        const ElementRange& range) {
   void* out = static_cast<uint8_t*>(args.recv) + range.offset * dtype_size(args.dtype);
+  // Built in place (result_floats): already the result.
+  if (out == sum && args.dtype == DType::kFloat32 && args.result_scale == 1.0) return ncclSuccess;
   return compute_->store(sum, static_cast<float>(args.result_scale), args.dtype, out, range.count,
                          stream_);
 }

@@ -16,12 +16,17 @@
 // events (and its stream waits for the collective's end the same way); the thread that runs the
 // algorithm (the communicator's stream proxy) waits on events only.
 //
-// Scope: dense codecs (the casts and the blockwise quantizers), whose device encode knows its
-// message size without waiting and whose device decode validates from the host bytes; others
-// are refused with ncclInvalidUsage. A device encode carries no non-finite escapes (a NaN or
-// Inf input is quantized as the kernels do, not sent exactly as the host path does). Written and
-// tested against a fake CUDA runtime (tests/compressed/device/), not yet on a GPU: the GPU tests
-// there must pass before anything routes application calls here.
+// Scope: every codec. The casts and the blockwise quantizers, whose device encode knows its
+// message size without waiting; the sparsifiers (Top-K, threshold, DGC, Random-K), whose device
+// selection waits for the stream to learn how many elements it kept (sparse_select_kernels.h;
+// Random-K's k is known at once), a wait of the algorithm's thread, which waits for the message
+// before sending it anyway; PowerSGD's steps (low_rank), its factors crossing to the host and
+// back (copy_to_host, copy_from_host) for their sums. Every decode validates the received bytes
+// on the host (header, payload, a sparse message's indices) and only enqueues its kernels. A
+// device encode carries no non-finite escapes (a NaN or Inf input is quantized or selected as
+// the kernels do, not sent exactly as the host path does). Written and tested against a fake
+// CUDA runtime (tests/compressed/device/), not yet on a GPU: the GPU tests there must pass
+// before anything routes application calls here.
 #pragma once
 
 #include <nccl.h>
@@ -55,6 +60,7 @@ class CudaBackend final : public ExecutionBackend {
   ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
                                    float* values, const ElementRange& range, uint8_t* message,
                                    size_t capacity, size_t* message_bytes) override;
+  bool fuses_contribution(const CompressedArgs& args) const override;
   ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
                                  float* values, const ElementRange& range) override;
   ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext& context,
@@ -64,6 +70,12 @@ class CudaBackend final : public ExecutionBackend {
   ncclResult_t decode(const CompressedArgs& args, const CompressedContext& context,
                       const uint8_t* message, size_t message_bytes, float* output, size_t count,
                       bool accumulate) override;
+  ncclResult_t copy_from_host(const CompressedContext& context, float* values,
+                              const float* host_values, size_t count) override;
+  ncclResult_t copy_to_host(const CompressedContext& context, float* host_values,
+                            const float* values, size_t count) override;
+  ncclResult_t clear(float* values, size_t count) override;
+  ncclResult_t low_rank(const LowRankStep& step) override;
   ncclResult_t add(float* sum, const float* addend, size_t count) override;
   ncclResult_t write_result(const CompressedArgs& args, const float* sum,
                             const ElementRange& range) override;
@@ -84,7 +96,8 @@ class CudaBackend final : public ExecutionBackend {
   // At least `bytes` in `slot`, device memory or pinned host memory; null (the error recorded)
   // when the allocation fails.
   void* grow(Slot* slot, size_t bytes, bool device);
-  ncclResult_t check_codec(const CompressedArgs& args) const;
+  // Refuses a call whose residual is host memory (its entry was made for host buffers).
+  ncclResult_t check_residual_memory(const CompressedArgs& args) const;
   // The encode of `count` values of `dtype` at `input` (device) into the device message, then
   // its copy into `message` (host) and the event that wait_messages waits for.
   ncclResult_t encode_to_host(const CompressedArgs& args, const CompressedContext& context,

@@ -47,6 +47,9 @@ class CudaCompute final : public DeviceCompute {
     return codec.encode_compensated(input, input_type, residual, count, context, message, capacity,
                                     message_bytes);
   }
+  ncclResult_t low_rank(const LowRankStep& step, void* stream) override {
+    return run_low_rank_step(step, Memory::kDevice, stream);
+  }
   ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,
                       size_t message_bytes, void* output, size_t count, DType dtype,
                       bool accumulate, void* stream) override {

@@ -16,6 +16,7 @@
 
 #include "codecs/codec.h"
 #include "codecs/dtype.h"
+#include "collectives/compressed/low_rank_step.h"
 
 namespace terse {
 
@@ -46,6 +47,8 @@ class DeviceCompute {
                                           float* residual, size_t count,
                                           const EncodeContext& context, void* message,
                                           size_t capacity, size_t* message_bytes) = 0;
+  // One of PowerSGD's steps (low_rank_step.h) on device memory.
+  virtual ncclResult_t low_rank(const LowRankStep& step, void* stream) = 0;
   // codec.decode of `message` (device) whose bytes are also at `host_message` (host), validated
   // from there (DecodeContext::host_message) before anything is enqueued.
   virtual ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,

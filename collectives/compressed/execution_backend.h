@@ -25,6 +25,7 @@
 #include "codecs/codec.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/compressed/low_rank_step.h"
 #include "collectives/ring_pattern.h"
 
 namespace terse {
@@ -52,6 +53,9 @@ class ExecutionBackend {
                                            const CompressedContext& context, float* values,
                                            const ElementRange& range, uint8_t* message,
                                            size_t capacity, size_t* message_bytes) = 0;
+  // Whether encode_contribution of this call runs fused (the codec compensates inside its
+  // encode, on this backend's memory): it then never touches `values`, which may be null.
+  virtual bool fuses_contribution(const CompressedArgs& args) const = 0;
   // values[range] = send[range] (as fp32) + the residual's range, nothing encoded
   // (contribution.h's make_contribution_range): for an algorithm that adds this rank's
   // contribution to partial sums it then encodes itself (a ring hop, a tree's inner rank, a
@@ -75,15 +79,43 @@ class ExecutionBackend {
                               const uint8_t* message, size_t message_bytes, float* output,
                               size_t count, bool accumulate) = 0;
 
+  // values[0 .. count) = host_values[0 .. count) (values in memory(), host_values in host
+  // memory): for a sum the algorithm made on the host (sparse allgather's dense ring). Nothing
+  // to do on the host backend when the two are one buffer. host_values must stay as it is
+  // until finish().
+  virtual ncclResult_t copy_from_host(const CompressedContext& context, float* values,
+                                      const float* host_values, size_t count) = 0;
+  // host_values[0 .. count) = values[0 .. count) (values in memory(), host_values in host
+  // memory), counted as a message to the host: for factors the algorithm sums on the host
+  // (PowerSGD's P and Q). The values are there after wait_messages(). Nothing to do on the host
+  // backend when the two are one buffer.
+  virtual ncclResult_t copy_to_host(const CompressedContext& context, float* host_values,
+                                    const float* values, size_t count) = 0;
+  // values[0 .. count) = 0 (memory()).
+  virtual ncclResult_t clear(float* values, size_t count) = 0;
+  // One of PowerSGD's tensor-sized steps (low_rank_step.h) on memory().
+  virtual ncclResult_t low_rank(const LowRankStep& step) = 0;
   // sum[i] += addend[i] for i < count (both memory()).
   virtual ncclResult_t add(float* sum, const float* addend, size_t count) = 0;
   // recv[range] = sum[0 .. range.count) * args.result_scale in args.dtype (contribution.h's
-  // write_result; sum in memory()).
+  // write_result; sum in memory()). Nothing is copied when sum is recv[range] itself, fp32 and
+  // unscaled (result_floats).
   virtual ncclResult_t write_result(const CompressedArgs& args, const float* sum,
                                     const ElementRange& range) = 0;
 
   // Waits until everything enqueued has run. Call it before the call returns, also on failure.
   virtual ncclResult_t finish() = 0;
+
+  // Where an algorithm may build its whole fp32 result (contribution.h's result_buffer, in
+  // memory()): recv itself when the result is fp32 and unscaled (write_result then copies
+  // nothing), else floats(slot). Only once send has been read for good (recv may be send).
+  float* result_floats(const CompressedArgs& args, const CompressedContext& context,
+                       ScratchSlot slot) {
+    if (args.dtype == DType::kFloat32 && args.result_scale == 1.0) {
+      return static_cast<float*>(args.recv);
+    }
+    return floats(context, slot, args.count);
+  }
 };
 
 // The backend of the calls whose buffers are host memory: contribution.h's steps, at once.

@@ -1,5 +1,7 @@
 // The host execution backend: the steps of contribution.h on host memory, done when they return
 // (execution_backend.h). Stateless: the scratch is the call's (CompressedContext::scratch).
+#include <cstring>
+
 #include "collectives/compressed/contribution.h"
 #include "collectives/compressed/execution_backend.h"
 #include "common/result.h"
@@ -22,10 +24,12 @@ class HostBackend final : public ExecutionBackend {
   ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedContext& context,
                                    float* values, const ElementRange& range, uint8_t* message,
                                    size_t capacity, size_t* message_bytes) override {
-    bool finite = false;
-    TERSE_CHECK(make_contribution_range(args, context, values, range, &finite));
-    return terse::encode_contribution(args, context, values, range, finite, message, capacity,
-                                      message_bytes);
+    // Fused where the codec compensates inside its encode on the host (Top-K): the same
+    // message and residual as the two steps, in one pass over send and the residual.
+    return compensate_and_encode(args, context, values, range, message, capacity, message_bytes);
+  }
+  bool fuses_contribution(const CompressedArgs& args) const override {
+    return fused_contribution(args);
   }
   ncclResult_t make_contribution(const CompressedArgs& args, const CompressedContext& context,
                                  float* values, const ElementRange& range) override {
@@ -46,6 +50,23 @@ class HostBackend final : public ExecutionBackend {
     return decode_message(args, context, message, message_bytes, output, count, accumulate);
   }
 
+  ncclResult_t copy_from_host(const CompressedContext&, float* values, const float* host_values,
+                              size_t count) override {
+    if (values != host_values) std::memcpy(values, host_values, count * sizeof(float));
+    return ncclSuccess;
+  }
+  ncclResult_t copy_to_host(const CompressedContext&, float* host_values, const float* values,
+                            size_t count) override {
+    if (values != host_values) std::memcpy(host_values, values, count * sizeof(float));
+    return ncclSuccess;
+  }
+  ncclResult_t clear(float* values, size_t count) override {
+    std::memset(values, 0, count * sizeof(float));
+    return ncclSuccess;
+  }
+  ncclResult_t low_rank(const LowRankStep& step) override {
+    return run_low_rank_step(step, Memory::kHost, nullptr);
+  }
   ncclResult_t add(float* sum, const float* addend, size_t count) override {
     for (size_t i = 0; i < count; ++i) sum[i] += addend[i];
     return ncclSuccess;

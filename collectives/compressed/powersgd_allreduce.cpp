@@ -25,6 +25,14 @@
 //
 // Steps: iteration i uses [2 i S, (2 i + 2) S) with S = group_allreduce_steps(n) (P, then Q);
 // the dense sum comes after the last iteration.
+//
+// Memory: M, the GEMMs, the orthogonalisation, the error and the reconstruction are the call's
+// execution backend's (execution_backend.h, low_rank_step.h), so device buffers run them on the
+// device with a device residual; the factors' allreduces, Q's preparation and the warm start
+// stay in host memory, and on a device backend the factors cross PCIe as messages do (P and
+// Q_local out, Q and the summed P in, per iteration; the orthogonalised P out and the summed Q
+// in at the end); a dense sum moves M out and the sum in, whole. The host backend's copies are
+// nothing (one buffer), and it builds M block by block with the first P, as before.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -32,6 +40,7 @@
 #include "codecs/powersgd.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/compressed/group_allreduce.h"
 #include "common/result.h"
 
@@ -53,30 +62,30 @@ LowRankParams parameters_of(const Codec& codec) {
 
 class DistributedPowerSgd {
  public:
-  DistributedPowerSgd(const CompressedArgs& args, const CompressedContext& context)
+  DistributedPowerSgd(const CompressedArgs& args, const CompressedContext& context,
+                      ExecutionBackend& backend)
       : args_(args),
         context_(context),
+        backend_(backend),
+        on_host_(backend.memory() == Memory::kHost),
         n_(context.group.size()),
         ring_steps_(group_allreduce_steps(context.group.size())),
         parameters_(parameters_of(*args.codec)) {}
 
   ncclResult_t run() {
-    CompressionScratch& scratch = *context_.scratch;
     PowerSgdPlan plan;
     TERSE_CHECK(
         plan_powersgd(args_.count, DType::kFloat32, args_.encode.shape, parameters_.rank, &plan));
-    // With a residual, M is built over it (make_contribution_in_place) and the last iteration
-    // turns it into the error in place: two passes over the tensor fewer than a separate M.
+    // With a residual, M is built over it and the last iteration turns it into the error in
+    // place: two passes over the tensor fewer than a separate M.
     residual_ = call_residual(args_);
-    m_ = residual_ != nullptr ? residual_ : scratch.floats(ScratchSlot::kValues, args_.count);
-    if (plan.dense || residual_ == nullptr) {
-      bool contribution_finite = false;  // the factors say it too (the fallback below)
-      if (residual_ != nullptr) {
-        TERSE_CHECK(make_contribution_in_place(args_, context_, ElementRange{0, args_.count},
-                                               &contribution_finite));
-      } else {
-        TERSE_CHECK(make_contribution(args_, context_, m_, &contribution_finite));
-      }
+    m_ = residual_ != nullptr ? residual_
+                              : backend_.floats(context_, ScratchSlot::kValues, args_.count);
+    if (m_ == nullptr) return ncclSystemError;
+    // The host backend builds M block by block with the first P (iterate) when it can; a device
+    // backend builds it whole, one kernel.
+    if (plan.dense || residual_ == nullptr || !on_host_) {
+      TERSE_CHECK(backend_.make_contribution(args_, context_, m_, ElementRange{0, args_.count}));
       contribution_made_ = true;
     }
     if (plan.dense) return dense_sum();
@@ -91,60 +100,62 @@ class DistributedPowerSgd {
         (state->rows() != rows_ || state->cols() != cols_ || state->rank() != r_)) {
       state = nullptr;  // made for another view: start from the initial Q, keep nothing
     }
-    const size_t p_floats = rows_ * static_cast<size_t>(r_);
-    const size_t q_floats = cols_ * static_cast<size_t>(r_);
-    float* factors = scratch.floats(ScratchSlot::kSecondary, p_floats + 3 * q_floats);
-    p_ = factors;
-    q_ = factors + p_floats;
-    q_local_ = q_ + q_floats;
-    q_sum_ = q_local_ + q_floats;
+    TERSE_CHECK(lay_out_factors());
     workspace_ = state != nullptr ? &state->workspace() : &own_workspace_;
 
+    // Q is prepared on the host, where its warm start is kept (cols x rank floats).
     const auto start = Clock::now();
     float* warm = nullptr;
     if (state != nullptr) TERSE_CHECK(state->q(Memory::kHost, nullptr, &warm));
     if (warm != nullptr && parameters_.warm_start) {
-      std::memcpy(q_, warm, q_floats * sizeof(float));
+      std::memcpy(host_q_, warm, q_floats() * sizeof(float));
     } else {
-      TERSE_CHECK(powersgd_initial_q(q_, cols_, r_, args_.encode.step, Memory::kHost, nullptr));
+      TERSE_CHECK(
+          powersgd_initial_q(host_q_, cols_, r_, args_.encode.step, Memory::kHost, nullptr));
     }
     add_encode_time(start);
 
     for (int iteration = 0; iteration < parameters_.iterations; ++iteration) {
-      if (iteration > 0) std::memcpy(q_, q_sum_, q_floats * sizeof(float));
+      if (iteration > 0) std::memcpy(host_q_, host_q_sum_, q_floats() * sizeof(float));
       TERSE_CHECK(iterate(iteration));
     }
+    // Every rank holds the same orthogonalised P and summed Q, so every rank decides alike.
+    TERSE_CHECK(backend_.copy_to_host(context_, host_p_, p_, p_floats()));
+    TERSE_CHECK(backend_.wait_messages());
     bool finite = false;
-    TERSE_CHECK(powersgd_all_finite(p_, p_floats, workspace_, Memory::kHost, nullptr, &finite));
-    bool q_finite = false;
     TERSE_CHECK(
-        powersgd_all_finite(q_sum_, q_floats, workspace_, Memory::kHost, nullptr, &q_finite));
+        powersgd_all_finite(host_p_, p_floats(), workspace_, Memory::kHost, nullptr, &finite));
+    bool q_finite = false;
+    TERSE_CHECK(powersgd_all_finite(host_q_sum_, q_floats(), workspace_, Memory::kHost, nullptr,
+                                    &q_finite));
     if (!finite || !q_finite) return dense_sum();
     if (residual_ != nullptr) {
       // This rank's error, M - P Q_local^T of the last iteration, written over M in place (M is
       // the residual's buffer, run()); only now, so that the dense fallback above still has M.
       const auto start = Clock::now();
-      TERSE_CHECK(powersgd_residual(m_, DType::kFloat32, p_, q_local_, rows_, cols_, r_, residual_,
-                                    Memory::kHost, nullptr));
+      TERSE_CHECK(backend_.low_rank(step(LowRankOp::kResidual, q_local_, residual_)));
       add_encode_time(start);
     }
     if (warm != nullptr && parameters_.warm_start) {
-      std::memcpy(warm, q_sum_, q_floats * sizeof(float));
+      std::memcpy(warm, host_q_sum_, q_floats() * sizeof(float));
     }
 
     const auto decode_start = Clock::now();
-    float* sum = result_buffer(args_, context_, ScratchSlot::kAccumulator);
-    TERSE_CHECK(powersgd_reconstruct(p_, q_sum_, rows_, cols_, r_, sum, DType::kFloat32, false,
-                                     Memory::kHost, nullptr));
+    float* sum = backend_.result_floats(args_, context_, ScratchSlot::kAccumulator);
+    if (sum == nullptr) return ncclSystemError;
+    TERSE_CHECK(backend_.copy_from_host(context_, q_sum_, host_q_sum_, q_floats()));
+    TERSE_CHECK(backend_.low_rank(step(LowRankOp::kReconstruct, q_sum_, sum)));
     if (context_.counters != nullptr) {
       context_.counters->decode_seconds +=
           std::chrono::duration<double>(Clock::now() - decode_start).count();
     }
-    write_result(args_, sum, ElementRange{0, args_.count});
-    return ncclSuccess;
+    return backend_.write_result(args_, sum, ElementRange{0, args_.count});
   }
 
  private:
+  size_t p_floats() const { return rows_ * static_cast<size_t>(r_); }
+  size_t q_floats() const { return cols_ * static_cast<size_t>(r_); }
+
   uint32_t first_step(int allreduce) const {
     return context_.first_step + static_cast<uint32_t>(allreduce) * ring_steps_;
   }
@@ -156,18 +167,51 @@ class DistributedPowerSgd {
     }
   }
 
+  // The factors P, Q, Q_local and Q_sum in the backend's memory, and their copies in host memory
+  // for the allreduces and Q's preparation: the same buffers on the host backend (every copy
+  // between them is then nothing), pinned message memory on a device backend (its copies are
+  // asynchronous, and a buffer it replaces is kept until the backend goes).
+  ncclResult_t lay_out_factors() {
+    const size_t floats = p_floats() + 3 * q_floats();
+    float* factors = backend_.floats(context_, ScratchSlot::kSecondary, floats);
+    float* host = on_host_ ? factors
+                           : reinterpret_cast<float*>(backend_.message_buffer(
+                                 context_, ScratchSlot::kOutgoing, floats * sizeof(float)));
+    if (factors == nullptr || host == nullptr) return ncclSystemError;
+    p_ = factors;
+    q_ = p_ + p_floats();
+    q_local_ = q_ + q_floats();
+    q_sum_ = q_local_ + q_floats();
+    host_p_ = host;
+    host_q_ = host_p_ + p_floats();
+    host_q_local_ = host_q_ + q_floats();
+    host_q_sum_ = host_q_local_ + q_floats();
+    return ncclSuccess;
+  }
+
+  LowRankStep step(LowRankOp op, float* q, float* out = nullptr) const {
+    LowRankStep step;
+    step.op = op;
+    step.m = m_;
+    step.p = p_;
+    step.q = q;
+    step.out = out;
+    step.rows = rows_;
+    step.cols = cols_;
+    step.rank = r_;
+    return step;
+  }
+
   // One power iteration.
   ncclResult_t iterate(int iteration) {
-    const size_t p_floats = rows_ * static_cast<size_t>(r_);
-    const size_t q_floats = cols_ * static_cast<size_t>(r_);
     auto start = Clock::now();
-    TERSE_CHECK(powersgd_prepare_q(q_, cols_, r_, args_.encode.step, Memory::kHost, nullptr));
+    TERSE_CHECK(powersgd_prepare_q(host_q_, cols_, r_, args_.encode.step, Memory::kHost, nullptr));
+    TERSE_CHECK(backend_.copy_from_host(context_, q_, host_q_, q_floats()));
     if (contribution_made_) {
-      TERSE_CHECK(powersgd_compute_p(m_, DType::kFloat32, rows_, cols_, q_, r_, p_, workspace_,
-                                     Memory::kHost, nullptr));
+      TERSE_CHECK(backend_.low_rank(step(LowRankOp::kComputeP, q_)));
     } else {
-      // The first P with the compensation: each block of rows of M is built and multiplied
-      // while it is in cache (one pass over the tensor fewer).
+      // Host memory, with a residual: each block of rows of M is built and multiplied while it
+      // is in cache (one pass over the tensor fewer).
       const size_t block_rows = powersgd_host_block_rows(cols_);
       for (size_t first = 0; first < rows_; first += block_rows) {
         const size_t count = std::min(block_rows, rows_ - first);
@@ -179,30 +223,43 @@ class DistributedPowerSgd {
       }
       contribution_made_ = true;
     }
+    TERSE_CHECK(backend_.copy_to_host(context_, host_p_, p_, p_floats()));
+    TERSE_CHECK(backend_.wait_messages());
     add_encode_time(start);
-    TERSE_CHECK(group_allreduce_sum(p_, p_floats, context_, first_step(2 * iteration)));
+    TERSE_CHECK(group_allreduce_sum(host_p_, p_floats(), context_, first_step(2 * iteration)));
     start = Clock::now();
-    TERSE_CHECK(powersgd_orthogonalize(p_, rows_, r_, Memory::kHost, nullptr));
-    TERSE_CHECK(powersgd_compute_q(m_, DType::kFloat32, rows_, cols_, p_, r_, q_local_, workspace_,
-                                   Memory::kHost, nullptr));
-    std::memcpy(q_sum_, q_local_, q_floats * sizeof(float));
+    TERSE_CHECK(backend_.copy_from_host(context_, p_, host_p_, p_floats()));
+    TERSE_CHECK(backend_.low_rank(step(LowRankOp::kOrthogonalize, q_)));
+    TERSE_CHECK(backend_.low_rank(step(LowRankOp::kComputeQ, q_local_)));
+    TERSE_CHECK(backend_.copy_to_host(context_, host_q_local_, q_local_, q_floats()));
+    TERSE_CHECK(backend_.wait_messages());
+    std::memcpy(host_q_sum_, host_q_local_, q_floats() * sizeof(float));
     add_encode_time(start);
-    return group_allreduce_sum(q_sum_, q_floats, context_, first_step(2 * iteration + 1));
+    return group_allreduce_sum(host_q_sum_, q_floats(), context_, first_step(2 * iteration + 1));
   }
 
-  // The exact sum of the contributions; nothing was dropped, so no residual remains.
+  // The exact sum of the contributions, made on the host; nothing was dropped, so no residual
+  // remains. On a device backend M crosses to the host and the sum back, whole.
   ncclResult_t dense_sum() {
-    float* sum = result_buffer(args_, context_, ScratchSlot::kAccumulator);
-    std::memcpy(sum, m_, args_.count * sizeof(float));
-    TERSE_CHECK(
-        group_allreduce_sum(sum, args_.count, context_, first_step(2 * parameters_.iterations)));
-    if (residual_ != nullptr) std::memset(residual_, 0, args_.count * sizeof(float));
-    write_result(args_, sum, ElementRange{0, args_.count});
-    return ncclSuccess;
+    float* sum = backend_.result_floats(args_, context_, ScratchSlot::kAccumulator);
+    float* host_sum = on_host_
+                          ? sum
+                          : reinterpret_cast<float*>(backend_.message_buffer(
+                                context_, ScratchSlot::kIncoming, args_.count * sizeof(float)));
+    if (sum == nullptr || host_sum == nullptr) return ncclSystemError;
+    TERSE_CHECK(backend_.copy_to_host(context_, host_sum, m_, args_.count));
+    TERSE_CHECK(backend_.wait_messages());
+    TERSE_CHECK(group_allreduce_sum(host_sum, args_.count, context_,
+                                    first_step(2 * parameters_.iterations)));
+    TERSE_CHECK(backend_.copy_from_host(context_, sum, host_sum, args_.count));
+    if (residual_ != nullptr) TERSE_CHECK(backend_.clear(residual_, args_.count));
+    return backend_.write_result(args_, sum, ElementRange{0, args_.count});
   }
 
   const CompressedArgs& args_;
   const CompressedContext& context_;
+  ExecutionBackend& backend_;
+  const bool on_host_;  // the backend's memory is the host's: factors need no copies
   const int n_;
   const uint32_t ring_steps_;
   const LowRankParams parameters_;
@@ -212,10 +269,15 @@ class DistributedPowerSgd {
   float* m_ = nullptr;         // the contribution M: the residual's buffer when there is one
   float* residual_ = nullptr;  // this rank's residual of the call's elements, or null
   bool contribution_made_ = false;
+  // The factors in the backend's memory, and their host copies (lay_out_factors).
   float* p_ = nullptr;
   float* q_ = nullptr;
   float* q_local_ = nullptr;
   float* q_sum_ = nullptr;
+  float* host_p_ = nullptr;
+  float* host_q_ = nullptr;
+  float* host_q_local_ = nullptr;
+  float* host_q_sum_ = nullptr;
   PowerSgdWorkspace* workspace_ = nullptr;
   PowerSgdWorkspace own_workspace_;  // only when the tensor keeps no state
 };
@@ -225,8 +287,11 @@ class DistributedPowerSgd {
 ncclResult_t powersgd_allreduce(const CompressedArgs& args, const CompressedContext& context) {
   if (context.group.size() == 1) return copy_single_rank(args);
   if (args.count == 0) return ncclSuccess;
-  DistributedPowerSgd powersgd(args, context);
-  return powersgd.run();
+  ExecutionBackend& backend = backend_of(context);
+  const ncclResult_t result = DistributedPowerSgd(args, context, backend).run();
+  // Whatever the run returned: device work it enqueued may still read the call's buffers.
+  const ncclResult_t finished = backend.finish();
+  return result != ncclSuccess ? result : finished;
 }
 
 }  // namespace terse

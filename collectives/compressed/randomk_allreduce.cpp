@@ -22,11 +22,22 @@
 // the same bits), the ranks allgather their escape sections and every rank adds all of them, in
 // position order, to the decoded result, so element i is non-finite wherever any rank's was. The
 // common, all-finite case costs 4 bytes.
+//
+// Memory: the contribution, its encode (the k values picked from the shared seed) and the
+// decode of the summed message go through the call's execution backend (execution_backend.h):
+// on device buffers the message alone crosses PCIe each way (k values and a header) and the
+// ring sums host memory. A call where some rank had escapes (a host-buffer rank's NaN or Inf;
+// device encodes carry none) decodes on the host instead, adds the escapes there, and the fp32
+// result crosses to the device once (copy_from_host).
+#include <cstring>
+#include <vector>
+
 #include "codecs/nonfinite_escapes.h"
 #include "codecs/sparse_message.h"
 #include "codecs/wire_format.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/compressed/group_allgatherv.h"
 #include "collectives/compressed/group_allreduce.h"
 #include "common/result.h"
@@ -99,36 +110,62 @@ ncclResult_t add_every_ranks_escapes(const CompressedArgs& args, const Compresse
   return ncclSuccess;
 }
 
-}  // namespace
-
-ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedContext& context) {
+// The call on `backend` (group of two or more, count > 0).
+ncclResult_t run_randomk(const CompressedArgs& args, const CompressedContext& context,
+                         ExecutionBackend& backend) {
   const int n = context.group.size();
-  if (n == 1) return copy_single_rank(args);
-  if (args.count == 0) return ncclSuccess;
-  CompressionScratch& scratch = *context.scratch;
-  uint8_t* message = nullptr;
+  const size_t capacity = message_capacity(args, args.count);
+  const bool fused = backend.fuses_contribution(args);
+  float* contribution = fused ? nullptr : backend.floats(context, ScratchSlot::kValues, args.count);
+  uint8_t* message = backend.message_buffer(context, ScratchSlot::kOutgoing, capacity);
+  if ((!fused && contribution == nullptr) || message == nullptr) return ncclSystemError;
+  const ElementRange whole{0, args.count};
   size_t bytes = 0;
-  TERSE_CHECK(encode_whole_contribution(args, context, &message, &bytes));
+  TERSE_CHECK(
+      backend.encode_contribution(args, context, contribution, whole, message, capacity, &bytes));
+  TERSE_CHECK(backend.wait_messages());
   std::vector<uint8_t> escapes;
   size_t finite_bytes = 0;
   TERSE_CHECK(split_escapes(message, bytes, args.count, &finite_bytes, &escapes));
   SparseLayout layout;
   TERSE_CHECK(shared_values_layout(args, message, finite_bytes, &layout));
 
-  // The k values and the has-escapes float, summed exactly in one ring.
+  // The k values and the has-escapes float, summed exactly in one ring (host memory).
   const size_t summed = layout.kept + 1;
-  float* values = scratch.floats(ScratchSlot::kSecondary, summed);
+  float* values = context.scratch->floats(ScratchSlot::kSecondary, summed);
   std::memcpy(values, message + layout.values_offset(), layout.kept * sizeof(float));
   values[layout.kept] = escapes.empty() ? 0.0f : 1.0f;
   TERSE_CHECK(group_allreduce_sum(values, summed, context, context.first_step));
   std::memcpy(message + layout.values_offset(), values, layout.kept * sizeof(float));
-  float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
-  TERSE_CHECK(decode_message(args, context, message, finite_bytes, sum, args.count, false));
-  if (values[layout.kept] != 0.0f) {
-    TERSE_CHECK(add_every_ranks_escapes(args, context, group_allreduce_steps(n), escapes, sum));
+  float* sum = backend.result_floats(args, context, ScratchSlot::kAccumulator);
+  if (sum == nullptr) return ncclSystemError;
+  if (values[layout.kept] == 0.0f) {
+    TERSE_CHECK(backend.decode(args, context, message, finite_bytes, sum, args.count, false));
+    return backend.write_result(args, sum, whole);
   }
-  write_result(args, sum, ElementRange{0, args.count});
-  return ncclSuccess;
+  // On a device backend its pinned message memory (kIncoming, unused by this algorithm): the
+  // result's copy to the device is then asynchronous.
+  float* host_sum = backend.memory() == Memory::kHost
+                        ? sum
+                        : reinterpret_cast<float*>(backend.message_buffer(
+                              context, ScratchSlot::kIncoming, args.count * sizeof(float)));
+  if (host_sum == nullptr) return ncclSystemError;
+  TERSE_CHECK(decode_message(args, context, message, finite_bytes, host_sum, args.count, false));
+  TERSE_CHECK(add_every_ranks_escapes(args, context, group_allreduce_steps(n), escapes, host_sum));
+  TERSE_CHECK(backend.copy_from_host(context, sum, host_sum, args.count));
+  return backend.write_result(args, sum, whole);
+}
+
+}  // namespace
+
+ncclResult_t randomk_allreduce(const CompressedArgs& args, const CompressedContext& context) {
+  if (context.group.size() == 1) return copy_single_rank(args);
+  if (args.count == 0) return ncclSuccess;
+  ExecutionBackend& backend = backend_of(context);
+  const ncclResult_t result = run_randomk(args, context, backend);
+  // Whatever the run returned: device work it enqueued may still read the call's buffers.
+  const ncclResult_t finished = backend.finish();
+  return result != ncclSuccess ? result : finished;
 }
 
 }  // namespace terse

@@ -49,12 +49,23 @@
 // Either way each element went through one lossy encode (lossy_steps 1); the sum is exact in
 // fp32 arithmetic. Steps: whole: 0 the sizes, 1 the messages, 2.. the dense ring; chunked:
 // 1 + c chunk c's messages.
+//
+// Memory: compensation, selection and encode, the decodes (scatter-adds) into the sum and the
+// result write go through the call's execution backend (execution_backend.h), so device buffers
+// run them as kernels on the caller's stream with a device residual, and only the encoded
+// messages cross PCIe: each of this rank's messages to the host, every message it decodes (its
+// own and its peers') to the device, each validated on the host first. A message is sent only
+// once the backend has it in host memory (wait_messages), and every message buffer is used once
+// per call, so none is rewritten while a decode may still read it. The dense branch's ring runs
+// on host memory: there this rank decodes its own message on the host and the fp32 sum crosses
+// to the device once (copy_from_host; nothing on the host backend, where it is the result).
 #include <algorithm>
 #include <vector>
 
 #include "codecs/nonfinite_escapes.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/compressed/group_allgatherv.h"
 #include "collectives/compressed/group_allreduce.h"
 #include "collectives/in_flight_transfers.h"
@@ -112,9 +123,11 @@ bool chunked(const CompressedArgs& args, int n, size_t chunks) {
 // their messages arrive.
 class ChunkedAllgather {
  public:
-  ChunkedAllgather(const CompressedArgs& args, const CompressedContext& context, size_t chunks)
+  ChunkedAllgather(const CompressedArgs& args, const CompressedContext& context,
+                   ExecutionBackend& backend, size_t chunks)
       : args_(args),
         context_(context),
+        backend_(backend),
         n_(context.group.size()),
         me_(context.group.index),
         chunks_(chunks),
@@ -122,7 +135,7 @@ class ChunkedAllgather {
         transfers_(context.transport, 2 * chunks * slot(n_), context.deadline) {}
 
   ncclResult_t run() {
-    lay_out();
+    TERSE_CHECK(lay_out());
     for (size_t c = 0; c < chunks_; ++c) {
       for (int j = 0; j < n_; ++j) {
         if (j == me_) continue;
@@ -131,8 +144,9 @@ class ChunkedAllgather {
       }
     }
     for (size_t c = 0; c < chunks_; ++c) {
-      TERSE_CHECK(compensate_and_encode(args_, context_, values_, chunk(c), outgoing(c), capacity_,
-                                        &own_bytes_[c]));
+      TERSE_CHECK(backend_.encode_contribution(args_, context_, values_, chunk(c), outgoing(c),
+                                               capacity_, &own_bytes_[c]));
+      TERSE_CHECK(backend_.wait_messages());
       // Staggered (the next position first), so that not every rank feeds position 0 first.
       for (int k = 1; k < n_; ++k) {
         const int j = (me_ + k) % n_;
@@ -172,14 +186,18 @@ class ChunkedAllgather {
     return incoming_ + (c * slot(n_) + slot(j)) * capacity_;
   }
 
-  void lay_out() {
-    CompressionScratch& scratch = *context_.scratch;
-    values_ =
-        fused_contribution(args_) ? nullptr : scratch.floats(ScratchSlot::kValues, args_.count);
-    outgoing_ = scratch.bytes(ScratchSlot::kOutgoing, chunks_ * capacity_);
-    incoming_ = scratch.bytes(ScratchSlot::kIncoming, chunks_ * slot(n_) * capacity_);
-    sum_ = result_buffer(args_, context_, ScratchSlot::kAccumulator);
+  ncclResult_t lay_out() {
+    const bool fused = backend_.fuses_contribution(args_);
+    values_ = fused ? nullptr : backend_.floats(context_, ScratchSlot::kValues, args_.count);
+    outgoing_ = backend_.message_buffer(context_, ScratchSlot::kOutgoing, chunks_ * capacity_);
+    incoming_ =
+        backend_.message_buffer(context_, ScratchSlot::kIncoming, chunks_ * slot(n_) * capacity_);
+    sum_ = backend_.result_floats(args_, context_, ScratchSlot::kAccumulator);
     own_bytes_.assign(chunks_, 0);
+    // Null from the backend: an allocation failed (its error is this thread's last).
+    const bool laid_out = (fused || values_ != nullptr) && outgoing_ != nullptr &&
+                          incoming_ != nullptr && sum_ != nullptr;
+    return laid_out ? ncclSuccess : ncclSystemError;
   }
 
   // Decodes, in chunk order, every encoded chunk whose messages have all arrived (waiting for
@@ -200,16 +218,17 @@ class ChunkedAllgather {
       for (int j = 0; j < n_; ++j) {
         const uint8_t* message = j == me_ ? outgoing(c) : incoming(c, j);
         const size_t bytes = j == me_ ? own_bytes_[c] : transfers_.received_bytes(recv_slot(c, j));
-        TERSE_CHECK(decode_message(args_, context_, message, bytes, sum, range.count,
-                                   /*accumulate=*/j > 0));
+        TERSE_CHECK(backend_.decode(args_, context_, message, bytes, sum, range.count,
+                                    /*accumulate=*/j > 0));
       }
-      write_result(args_, sum, range);
+      TERSE_CHECK(backend_.write_result(args_, sum, range));
     }
     return ncclSuccess;
   }
 
   const CompressedArgs& args_;
   const CompressedContext& context_;
+  ExecutionBackend& backend_;
   const int n_;
   const int me_;
   const size_t chunks_;
@@ -224,23 +243,21 @@ class ChunkedAllgather {
   size_t decoded_ = 0;
 };
 
-}  // namespace
-
-ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
-                                        const CompressedContext& context) {
+// The whole way (file comment) on `backend` (group of two or more, count > 0).
+ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& context,
+                       ExecutionBackend& backend) {
   const PeerGroup& group = context.group;
   const int n = group.size();
-  if (n == 1) return copy_single_rank(args);
-  if (args.count == 0) return ncclSuccess;
-  CompressionScratch& scratch = *context.scratch;
-  const size_t chunks = chunk_count(args.count, context.piece_bytes);
-  if (chunked(args, n, chunks)) return ChunkedAllgather(args, context, chunks).run();
-
   const size_t capacity = message_capacity(args, args.count);
-  uint8_t* own = nullptr;
+  const bool fused = backend.fuses_contribution(args);
+  float* values = fused ? nullptr : backend.floats(context, ScratchSlot::kValues, args.count);
+  uint8_t* own = backend.message_buffer(context, ScratchSlot::kOutgoing, capacity);
+  if ((!fused && values == nullptr) || own == nullptr) return ncclSystemError;
   size_t own_bytes = 0;
-  TERSE_CHECK(encode_whole_contribution(args, context, &own, &own_bytes));
+  TERSE_CHECK(backend.encode_contribution(args, context, values, ElementRange{0, args.count}, own,
+                                          capacity, &own_bytes));
 
+  // The size is known at once; the message's copy to the host goes on meanwhile.
   std::vector<uint64_t> sizes;
   TERSE_CHECK(exchange_sizes(context, kSizeStep, own_bytes, &sizes));
   for (int j = 0; j < n; ++j) {
@@ -252,14 +269,25 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
                   args.codec->spec().c_str(), args.count);
     }
   }
+  TERSE_CHECK(backend.wait_messages());
 
-  float* sum = result_buffer(args, context, ScratchSlot::kAccumulator);
+  float* sum = backend.result_floats(args, context, ScratchSlot::kAccumulator);
+  if (sum == nullptr) return ncclSystemError;
+  const ElementRange whole{0, args.count};
   if (dense_is_cheaper(sizes, args.count)) {
-    TERSE_CHECK(decode_message(args, context, own, own_bytes, sum, args.count, false));
+    // The ring sums host memory: on the host backend the result itself, else the backend's
+    // pinned message memory (kIncoming: no peer message is received on this branch), whose sum
+    // then crosses to the backend's memory once, asynchronously.
+    float* host_sum = backend.memory() == Memory::kHost
+                          ? sum
+                          : reinterpret_cast<float*>(backend.message_buffer(
+                                context, ScratchSlot::kIncoming, args.count * sizeof(float)));
+    if (host_sum == nullptr) return ncclSystemError;
+    TERSE_CHECK(decode_message(args, context, own, own_bytes, host_sum, args.count, false));
     TERSE_CHECK(
-        group_allreduce_sum(sum, args.count, context, context.first_step + kDenseFirstStep));
-    write_result(args, sum, ElementRange{0, args.count});
-    return ncclSuccess;
+        group_allreduce_sum(host_sum, args.count, context, context.first_step + kDenseFirstStep));
+    TERSE_CHECK(backend.copy_from_host(context, sum, host_sum, args.count));
+    return backend.write_result(args, sum, whole);
   }
 
   // The peers' messages in position order, each from a cache line (a message with an escape
@@ -273,7 +301,8 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
           (sizes[slot(j)] + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment;
     }
   }
-  uint8_t* incoming = scratch.bytes(ScratchSlot::kIncoming, incoming_bytes);
+  uint8_t* incoming = backend.message_buffer(context, ScratchSlot::kIncoming, incoming_bytes);
+  if (incoming == nullptr) return ncclSystemError;
   const uint32_t operation = make_operation(context.sequence, context.first_step + kMessageStep);
   // Slots: sends 0..n-1, receives n..2n-1, by peer position. Receives are posted before any
   // send and nothing waits before every send is posted, so no rank can block another.
@@ -295,11 +324,28 @@ ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
       TERSE_CHECK(transfers.wait(slot(n + j)));
       message = incoming + offsets[slot(j)];
     }
-    TERSE_CHECK(decode_message(args, context, message, sizes[slot(j)], sum, args.count,
+    TERSE_CHECK(backend.decode(args, context, message, sizes[slot(j)], sum, args.count,
                                /*accumulate=*/j > 0));
   }
-  write_result(args, sum, ElementRange{0, args.count});
+  TERSE_CHECK(backend.write_result(args, sum, whole));
   return transfers.wait_all();
+}
+
+}  // namespace
+
+ncclResult_t sparse_allgather_allreduce(const CompressedArgs& args,
+                                        const CompressedContext& context) {
+  const int n = context.group.size();
+  if (n == 1) return copy_single_rank(args);
+  if (args.count == 0) return ncclSuccess;
+  ExecutionBackend& backend = backend_of(context);
+  const size_t chunks = chunk_count(args.count, context.piece_bytes);
+  const ncclResult_t result = chunked(args, n, chunks)
+                                  ? ChunkedAllgather(args, context, backend, chunks).run()
+                                  : run_whole(args, context, backend);
+  // Whatever the run returned: device work it enqueued may still read the call's buffers.
+  const ncclResult_t finished = backend.finish();
+  return result != ncclSuccess ? result : finished;
 }
 
 }  // namespace terse

@@ -125,7 +125,10 @@ ncclResult_t EmulatedCompute::store(const float* values, float scale, DType outp
 ncclResult_t EmulatedCompute::encode(Codec& codec, const void* input, size_t count, DType dtype,
                                      const EncodeContext& context, void* message, size_t capacity,
                                      size_t* message_bytes) {
-  // What the codecs' device encodes announce at once: the message of finite values.
+  if (codec.family() == CodecFamily::kSparse) {
+    return encode_sparse(codec, input, count, dtype, context, message, capacity, message_bytes);
+  }
+  // What the dense codecs' device encodes announce at once: the message of finite values.
   const size_t bytes = codec.wire_bytes(count, dtype, context.shape);
   if (bytes > capacity) return fail(ncclInvalidArgument, "emulated encode: capacity too small");
   *message_bytes = bytes;
@@ -151,6 +154,38 @@ ncclResult_t EmulatedCompute::encode(Codec& codec, const void* input, size_t cou
     return std::string();
   };
   return launch(job, context.stream);
+}
+
+ncclResult_t EmulatedCompute::encode_sparse(Codec& codec, const void* input, size_t count,
+                                            DType dtype, const EncodeContext& context,
+                                            void* message, size_t capacity, size_t* message_bytes) {
+  // The codec's state (DGC's momentum) is host memory here: the CPU code runs on it.
+  auto job = std::make_shared<Job>();
+  job->add(input, count * dtype_size(dtype), true, false);
+  job->add(context.error, context.error != nullptr ? count * sizeof(float) : 0, false, true);
+  job->add(message, capacity, false, true);
+  EncodeContext host = context;
+  host.memory = Memory::kHost;
+  host.stream = nullptr;
+  Codec* encoder = &codec;
+  auto written = std::make_shared<size_t>(0);
+  job->run = [=](std::vector<Job::Buffer>& b) mutable {
+    host.error = context.error != nullptr ? reinterpret_cast<float*>(b[1].host.data()) : nullptr;
+    if (encoder->encode(b[0].host.data(), count, dtype, host, b[2].host.data(), capacity,
+                        written.get()) != ncclSuccess) {
+      return "emulated sparse encode failed: " + std::string(last_error());
+    }
+    return std::string();
+  };
+  TERSE_CHECK(launch(job, context.stream));
+  // As the device selection does (sparse_select_kernels.h): it waits for the stream to learn
+  // how many elements it kept.
+  if (cudaStreamSynchronize(static_cast<cudaStream_t>(context.stream)) != cudaSuccess) {
+    return fail(ncclUnhandledCudaError, "emulated sparse encode: waiting for the stream");
+  }
+  if (*written == 0) return fail(ncclInternalError, "emulated sparse encode wrote nothing");
+  *message_bytes = *written;
+  return ncclSuccess;
 }
 
 bool EmulatedCompute::fuses_compensation(const Codec& codec) const {
@@ -187,6 +222,35 @@ ncclResult_t EmulatedCompute::encode_compensated(Codec& codec, DType input_type,
     return std::string();
   };
   return launch(job, context.stream);
+}
+
+ncclResult_t EmulatedCompute::low_rank(const LowRankStep& step, void* stream) {
+  const size_t matrix = step.rows * step.cols * sizeof(float);
+  const size_t p_bytes = step.rows * static_cast<size_t>(step.rank) * sizeof(float);
+  const size_t q_bytes = step.cols * static_cast<size_t>(step.rank) * sizeof(float);
+  const bool reads_m = step.op == LowRankOp::kComputeP || step.op == LowRankOp::kComputeQ ||
+                       step.op == LowRankOp::kResidual;
+  const bool writes_out = step.op == LowRankOp::kResidual || step.op == LowRankOp::kReconstruct;
+  auto job = std::make_shared<Job>();
+  // Buffers: 0 m, 1 p, 2 q, 3 out; each copied in where the step reads it, out where it writes.
+  job->add(step.m, reads_m ? matrix : 0, true, false);
+  job->add(step.p, p_bytes, step.op != LowRankOp::kComputeP,
+           step.op == LowRankOp::kComputeP || step.op == LowRankOp::kOrthogonalize);
+  job->add(step.q, step.op == LowRankOp::kOrthogonalize ? 0 : q_bytes,
+           step.op != LowRankOp::kComputeQ, step.op == LowRankOp::kComputeQ);
+  job->add(step.out, writes_out ? matrix : 0, false, true);
+  job->run = [step](std::vector<Job::Buffer>& b) {
+    LowRankStep host = step;
+    host.m = reinterpret_cast<const float*>(b[0].host.data());
+    host.p = reinterpret_cast<float*>(b[1].host.data());
+    host.q = reinterpret_cast<float*>(b[2].host.data());
+    host.out = reinterpret_cast<float*>(b[3].host.data());
+    if (run_low_rank_step(host, Memory::kHost, nullptr) != ncclSuccess) {
+      return "emulated low-rank step failed: " + std::string(last_error());
+    }
+    return std::string();
+  };
+  return launch(job, stream);
 }
 
 ncclResult_t EmulatedCompute::decode(const Codec& codec, const void* message,

@@ -33,6 +33,9 @@ class EmulatedCompute final : public DeviceCompute {
   ncclResult_t encode_compensated(Codec& codec, DType input_type, const void* input,
                                   float* residual, size_t count, const EncodeContext& context,
                                   void* message, size_t capacity, size_t* message_bytes) override;
+  // The CPU's step on host copies of its operands (the host GEMMs: bit for bit the host path's,
+  // which cuBLAS is not).
+  ncclResult_t low_rank(const LowRankStep& step, void* stream) override;
   ncclResult_t decode(const Codec& codec, const void* message, const void* host_message,
                       size_t message_bytes, void* output, size_t count, DType dtype,
                       bool accumulate, void* stream) override;
@@ -45,6 +48,11 @@ class EmulatedCompute final : public DeviceCompute {
   void record_failure(const std::string& failure);
 
  private:
+  // A sparse codec's encode (Top-K, threshold, DGC, Random-K): its size depends on the data, so
+  // it waits for the stream before it returns, as the real selection kernels do.
+  ncclResult_t encode_sparse(Codec& codec, const void* input, size_t count, DType dtype,
+                             const EncodeContext& context, void* message, size_t capacity,
+                             size_t* message_bytes);
   // Enqueues the copies in, `job`'s host function and the copies out on `stream`; the job is
   // kept until this object goes (the stream reads its buffers until then).
   ncclResult_t launch(const std::shared_ptr<Job>& job, void* stream);

@@ -198,15 +198,6 @@ TEST_F(BackendOrdering, BadMessageIsRefusedOnTheHostAndTheOutputIsUntouched) {
   EXPECT_EQ(after, std::vector<uint8_t>(kCount * sizeof(float), 0x7f));
 }
 
-TEST_F(BackendOrdering, SparseCodecsAreRefusedByName) {
-  std::unique_ptr<Codec> topk = make_codec("topk:ratio=0.1");
-  args_.codec = topk.get();
-  uint8_t* message = backend_->message_buffer(context_, ScratchSlot::kIncoming, 64);
-  EXPECT_EQ(backend_->decode(args_, context_, message, 64, nullptr, kCount, false),
-            ncclInvalidUsage);
-  EXPECT_NE(std::string(last_error()).find("topk"), std::string::npos) << last_error();
-}
-
 // Scatter-reduce-allgather on device buffers, three steps with residuals carried, against the
 // model: results, residuals and owner residuals bit for bit (the emulated kernels are the CPU
 // codecs, so the device path's order of operations is all that can differ from the host path).

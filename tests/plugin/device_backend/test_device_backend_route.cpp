@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
+#include "codecs/powersgd.h"
 #include "model/compressed_model.h"
 #include "model/pcie_bytes.h"
 #include "plugin/plugin_ranks.h"
@@ -244,21 +245,99 @@ TEST(PluginDeviceBackendRoute, RingRecursiveDoublingAndTreeRunOnTheBackend) {
   }
 }
 
-// A plan the backend does not run (a sparse codec, whose allgather runs on host memory only) is
+// Top-K's sparse allgather takes the backend too (its row is any_memory, the codec a sparse
+// one): on three device ranks, in place, and on three with a host-buffer rank among them, three
+// steps with error feedback, every result the model's bit for bit. A fixed k keeps the whole
+// way: each device rank copies its one message (header and k fp32 (index, value) pairs) to the
+// host and every rank's message, its own included, to the device; the tensor never crosses.
+TEST(PluginDeviceBackendRoute, TopKSparseAllgatherRunsOnTheBackend) {
+  REQUIRE_DEVICE();
+  const char* spec = "topk:k=60,method=exact";
+  ScopedEnvironment codec("TERSE_CODEC", spec);
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sparse_allgather");
+  const size_t count = 6000, k = 60;
+  const uint64_t message = 32 + k * (4 + sizeof(float));
+  const int steps = 3;
+  for (const std::vector<bool>& device :
+       {std::vector<bool>{true, true, true}, std::vector<bool>{true, false, true}}) {
+    const int n = static_cast<int>(device.size());
+    const bool in_place = device[1];
+    const auto calls = run_steps(device, count, steps, in_place);
+    terse::model::CompressedModel model(spec, n, terse::MemoryKind::kResidual);
+    for (int step = 0; step < steps; ++step) {
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(calls[static_cast<size_t>(step)][static_cast<size_t>(r)].error, "")
+            << "rank " << r << " step " << step;
+      }
+      const terse::model::Expected expected =
+          model_step(&model, n, count, step, calls[static_cast<size_t>(step)][0].stats);
+      for (int r = 0; r < n; ++r) {
+        const RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(r)];
+        EXPECT_STREQ(call.stats.last_algorithm, "sparse_allgather");
+        const terse::model::Comparison c =
+            terse::model::compare(expected, DType::kFloat32, call.output.data(), count);
+        EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
+        const uint64_t calls_so_far = static_cast<uint64_t>(step) + 1;
+        const bool on_device = device[static_cast<size_t>(r)];
+        EXPECT_EQ(call.stats.pcie_bytes_to_host, on_device ? calls_so_far * message : 0u)
+            << "rank " << r << " step " << step;
+        EXPECT_EQ(call.stats.pcie_bytes_to_device,
+                  on_device ? calls_so_far * static_cast<uint64_t>(n) * message : 0u)
+            << "rank " << r << " step " << step;
+      }
+    }
+  }
+}
+
+// PowerSGD takes the backend too: its GEMMs, orthogonalisation, error and reconstruction on the
+// device, only its factors over PCIe (per iteration P and Q_local to the host, Q and the summed
+// P back; then the orthogonalised P out and the summed Q in), three steps with the warm start,
+// within the model's tolerance.
+TEST(PluginDeviceBackendRoute, PowerSgdRunsOnTheBackendFactorsAloneCounted) {
+  REQUIRE_DEVICE();
+  const char* spec = "powersgd:rank=2";
+  ScopedEnvironment codec("TERSE_CODEC", spec);
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "powersgd");
+  const size_t count = 5000;
+  terse::PowerSgdPlan plan;  // the codec's near-square view
+  ASSERT_EQ(terse::plan_powersgd(count, DType::kFloat32, terse::MatrixShape{}, 2, &plan),
+            ncclSuccess);
+  const uint64_t p = plan.rows * 2 * sizeof(float), q = plan.cols * 2 * sizeof(float);
+  const int n = 2, steps = 3;
+  const auto calls = run_steps({true, true}, count, steps, false);
+  terse::model::CompressedModel model(spec, n, terse::MemoryKind::kResidual);
+  for (int step = 0; step < steps; ++step) {
+    const terse::model::Expected expected =
+        model_step(&model, n, count, step, calls[static_cast<size_t>(step)][0].stats);
+    for (int r = 0; r < n; ++r) {
+      const RankCall& call = calls[static_cast<size_t>(step)][static_cast<size_t>(r)];
+      ASSERT_EQ(call.error, "") << "rank " << r << " step " << step;
+      EXPECT_STREQ(call.stats.last_algorithm, "powersgd");
+      const terse::model::Comparison c =
+          terse::model::compare(expected, DType::kFloat32, call.output.data(), count);
+      EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
+      const uint64_t calls_so_far = static_cast<uint64_t>(step) + 1;
+      EXPECT_EQ(call.stats.pcie_bytes_to_host, calls_so_far * (2 * p + q)) << "rank " << r;
+      EXPECT_EQ(call.stats.pcie_bytes_to_device, calls_so_far * (2 * q + p)) << "rank " << r;
+    }
+  }
+}
+
+// A plan the backend does not run (hierarchical, whose node sums are made on host memory) is
 // staged: the whole tensor crosses each way, and the result is still the model's (one step:
 // no residual yet).
 TEST(PluginDeviceBackendRoute, OtherAlgorithmsAreStagedWholeTensorsCounted) {
   REQUIRE_DEVICE();
-  ScopedEnvironment codec("TERSE_CODEC", "topk:ratio=0.05");
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sparse_allgather");
+  ScopedEnvironment codec("TERSE_CODEC", "int8");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "hierarchical");
   const size_t count = 5000;
   const auto calls = run_steps({true, true}, count, 1, false);
-  terse::model::CompressedModel model("topk:ratio=0.05", 2, terse::MemoryKind::kResidual);
+  terse::model::CompressedModel model("int8", 2, terse::MemoryKind::kResidual);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(calls[0][static_cast<size_t>(r)].error, "");
   const terse::model::Expected expected = model_step(&model, 2, count, 0, calls[0][0].stats);
   for (int r = 0; r < 2; ++r) {
     const RankCall& call = calls[0][static_cast<size_t>(r)];
-    EXPECT_STREQ(call.stats.last_algorithm, "sparse_allgather");
+    EXPECT_STREQ(call.stats.last_algorithm, "hierarchical");
     EXPECT_EQ(
         terse::model::compare(expected, DType::kFloat32, call.output.data(), count).mismatches, 0u);
     EXPECT_EQ(call.stats.pcie_bytes_to_host, count * sizeof(float));

@@ -243,6 +243,15 @@ cudaError_t cudaFree(void* ptr) {
   regions.erase(it);
   return cudaSuccess;
 }
+// Stream-ordered allocation: the memory exists at once (work after it on the stream may use
+// it), the free runs in stream order, after the work enqueued before it.
+cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t) {
+  return cudaMalloc(ptr, size);
+}
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  stream_of(stream)->push([ptr] { cudaFree(ptr); });
+  return cudaSuccess;
+}
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
   void* memory = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
   std::lock_guard<std::mutex> lock(regions_mutex);
