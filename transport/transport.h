@@ -109,8 +109,17 @@ class Transport {
   // Thread-safe: another thread may watch it (a test that must know a call is under way).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
 
-  // One round of UCX progress, for callers that overlap work with communication.
-  void progress() { progress_workers(); }
+  // One round of UCX progress, for callers that overlap work with communication; the events
+  // handled.
+  unsigned progress() { return progress_workers(); }
+  // For a thread that serves requests on a transport of its own (ps/: it cannot block in wait()
+  // for one request while others arrive): sleeps until a worker has an event, at most `max_ms`.
+  void wait_for_event(int max_ms) { sleep_until_event(max_ms); }
+  // The same thread's check of a peer without waiting: true once UCX reported the endpoint to
+  // `peer` failed or, for a watched peer (a process on this host), its process has exited.
+  bool peer_failed(int peer) const {
+    return endpoints_[peer].error() != UCS_OK || peer_process_gone(peer);
+  }
 
   // Control collectives over the same endpoints, tagged apart from data operations (the tag's
   // control bit and a sequence of their own). Every rank must call them in the same order.

@@ -1,0 +1,215 @@
+// include/terse/terse.h's parameter server (tersePs*): the arguments a user can get wrong are
+// refused here with a sentence naming them, then ps/parameter_server.h does the work.
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/reduction.h"
+#include "common/exception_guard.h"
+#include "common/result.h"
+#include "plugin/nccl_api.h"
+#include "plugin/nccl_comm.h"
+#include "ps/parameter_server.h"
+#include "ps/shard_update.h"
+#include "terse/terse.h"
+
+// What the opaque handles of terse.h point to.
+struct tersePsTensor {
+  ncclComm_t comm = nullptr;
+  std::unique_ptr<terse::PsHandle> handle;
+};
+struct tersePsRequest {
+  std::shared_ptr<terse::PsRequest> request;
+};
+
+namespace terse {
+namespace {
+
+ncclResult_t check_spec(const char* function, int index, const tersePsTensorDesc& desc,
+                        PsTensorSpec* spec) {
+  const char* name = desc.name != nullptr ? desc.name : "";
+  if (desc.count == 0) {
+    return fail(ncclInvalidArgument, "%s: tensor %d ('%s'): count is 0", function, index, name);
+  }
+  if (!ps_type_supported(desc.datatype)) {
+    return fail(ncclInvalidArgument,
+                "%s: tensor %d ('%s'): datatype %d is not one the parameter server holds "
+                "(ncclFloat32, ncclFloat64, ncclFloat16, ncclBfloat16)",
+                function, index, name, int(desc.datatype));
+  }
+  const size_t element_bytes = nccl_type_size(desc.datatype);
+  if (desc.count > std::numeric_limits<size_t>::max() / element_bytes) {
+    return fail(ncclInvalidArgument, "%s: tensor %d ('%s'): count %zu overflows the byte size",
+                function, index, name, desc.count);
+  }
+  if (desc.data == nullptr) {
+    return fail(ncclInvalidArgument, "%s: tensor %d ('%s'): data is NULL with count %zu", function,
+                index, name, desc.count);
+  }
+  const size_t row = desc.row_elements == 0 ? 1 : desc.row_elements;
+  if (desc.count % row != 0) {
+    return fail(ncclInvalidArgument,
+                "%s: tensor %d ('%s'): row_elements %zu does not divide count %zu", function, index,
+                name, desc.row_elements, desc.count);
+  }
+  spec->name = name;
+  spec->data = desc.data;
+  spec->count = desc.count;
+  spec->type = desc.datatype;
+  spec->row_elements = row;
+  spec->push_codec_given = desc.push_codec != nullptr;
+  spec->push_codec = desc.push_codec != nullptr ? desc.push_codec : "none";
+  spec->receive_codec = desc.receive_codec != nullptr ? desc.receive_codec : "none";
+  return ncclSuccess;
+}
+
+ncclResult_t init(const char* function, ncclComm_t comm, const tersePsTensorDesc* tensors,
+                  int ntensors, tersePsHandle_t* handles) {
+  Communicator* engine = nullptr;
+  TERSE_CHECK(engine_of(comm, function, &engine));
+  CommUse use(comm, function);
+  TERSE_CHECK(use.result());
+  if (handles == nullptr) return fail(ncclInvalidArgument, "%s: handle is NULL", function);
+  if (ntensors <= 0) {
+    return fail(ncclInvalidArgument, "%s: ntensors %d is not positive", function, ntensors);
+  }
+  if (tensors == nullptr) return fail(ncclInvalidArgument, "%s: tensors is NULL", function);
+  std::vector<PsTensorSpec> specs(static_cast<size_t>(ntensors));
+  for (int i = 0; i < ntensors; ++i) TERSE_CHECK(check_spec(function, i, tensors[i], &specs[i]));
+  std::vector<std::unique_ptr<PsHandle>> made;
+  TERSE_CHECK(ps_init(engine, specs, &made));
+  for (int i = 0; i < ntensors; ++i) {
+    handles[i] = new tersePsTensor{comm, std::move(made[size_t(i)])};
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t check_handle(const char* function, tersePsHandle_t handle) {
+  if (handle == nullptr || handle->handle == nullptr) {
+    return fail(ncclInvalidArgument, "%s: handle is NULL (or already freed)", function);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t hand_out(std::shared_ptr<PsRequest> request, tersePsSync_t* sync) {
+  *sync = new tersePsRequest{std::move(request)};
+  return ncclSuccess;
+}
+
+}  // namespace
+}  // namespace terse
+
+TERSE_API ncclResult_t tersePsInit(ncclComm_t comm, const char* name, const void* tensor,
+                                   size_t count, ncclDataType_t datatype,
+                                   tersePsHandle_t* handle) try {
+  tersePsTensorDesc desc{};
+  desc.name = name;
+  desc.data = tensor;
+  desc.count = count;
+  desc.datatype = datatype;
+  return terse::init("tersePsInit", comm, &desc, 1, handle);
+} catch (...) {
+  return terse::result_of_current_exception("tersePsInit");
+}
+
+TERSE_API ncclResult_t tersePsInitList(ncclComm_t comm, const tersePsTensorDesc* tensors,
+                                       int ntensors, tersePsHandle_t* handles) try {
+  return terse::init("tersePsInitList", comm, tensors, ntensors, handles);
+} catch (...) {
+  return terse::result_of_current_exception("tersePsInitList");
+}
+
+TERSE_API ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, tersePsRule_t rule,
+                                   tersePsSync_t* sync) try {
+  TERSE_CHECK(terse::check_handle("tersePsSend", handle));
+  if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsSend: sync is NULL");
+  if (rule != tersePsZero && rule != tersePsCopy && rule != tersePsAdd) {
+    return terse::fail(ncclInvalidArgument,
+                       "tersePsSend: rule %d is not tersePsZero, tersePsCopy or tersePsAdd",
+                       int(rule));
+  }
+  if (tensor == nullptr && rule != tersePsZero) {
+    return terse::fail(ncclInvalidArgument, "tersePsSend: tensor is NULL (rule %s)",
+                       rule == tersePsCopy ? "tersePsCopy" : "tersePsAdd");
+  }
+  std::shared_ptr<terse::PsRequest> request;
+  TERSE_CHECK(terse::ps_send(*handle->handle, tensor, terse::PsRule(rule), &request));
+  return terse::hand_out(std::move(request), sync);
+} catch (...) {
+  return terse::result_of_current_exception("tersePsSend");
+}
+
+TERSE_API ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor,
+                                      tersePsSync_t* sync) try {
+  TERSE_CHECK(terse::check_handle("tersePsReceive", handle));
+  if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsReceive: sync is NULL");
+  if (tensor == nullptr) return terse::fail(ncclInvalidArgument, "tersePsReceive: tensor is NULL");
+  std::shared_ptr<terse::PsRequest> request;
+  TERSE_CHECK(terse::ps_receive(*handle->handle, tensor, &request));
+  return terse::hand_out(std::move(request), sync);
+} catch (...) {
+  return terse::result_of_current_exception("tersePsReceive");
+}
+
+TERSE_API ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint64_t staleness,
+                                    tersePsSync_t* sync) try {
+  TERSE_CHECK(terse::check_handle("tersePsClock", handle));
+  if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsClock: sync is NULL");
+  std::shared_ptr<terse::PsRequest> request;
+  TERSE_CHECK(terse::ps_clock(*handle->handle, clock, staleness, &request));
+  return terse::hand_out(std::move(request), sync);
+} catch (...) {
+  return terse::result_of_current_exception("tersePsClock");
+}
+
+TERSE_API ncclResult_t tersePsSync(tersePsSync_t sync) try {
+  if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsSync: sync is NULL");
+  std::unique_ptr<tersePsRequest> owned(sync);
+  return owned->request->wait();
+} catch (...) {
+  return terse::result_of_current_exception("tersePsSync");
+}
+
+TERSE_API ncclResult_t tersePsTest(tersePsSync_t sync, int* done) try {
+  if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsTest: sync is NULL");
+  if (done == nullptr) return terse::fail(ncclInvalidArgument, "tersePsTest: done is NULL");
+  *done = sync->request->done() ? 1 : 0;
+  if (*done == 0) return ncclSuccess;
+  std::unique_ptr<tersePsRequest> owned(sync);
+  return owned->request->outcome();
+} catch (...) {
+  return terse::result_of_current_exception("tersePsTest");
+}
+
+TERSE_API ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* shards,
+                                        int max_shards, int* nshards) try {
+  TERSE_CHECK(terse::check_handle("tersePsGetLayout", handle));
+  if (nshards == nullptr) {
+    return terse::fail(ncclInvalidArgument, "tersePsGetLayout: nshards is NULL");
+  }
+  if (max_shards < 0 || (max_shards > 0 && shards == nullptr)) {
+    return terse::fail(ncclInvalidArgument,
+                       "tersePsGetLayout: shards is NULL or max_shards %d is negative", max_shards);
+  }
+  const std::vector<terse::ShardSpan>& spans = handle->handle->tensor->shards;
+  *nshards = int(spans.size());
+  for (int i = 0; i < max_shards && size_t(i) < spans.size(); ++i) {
+    shards[i] =
+        tersePsShard{spans[size_t(i)].owner, spans[size_t(i)].offset, spans[size_t(i)].count};
+  }
+  return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("tersePsGetLayout");
+}
+
+TERSE_API ncclResult_t tersePsFree(tersePsHandle_t handle) try {
+  TERSE_CHECK(terse::check_handle("tersePsFree", handle));
+  std::unique_ptr<tersePsTensor> owned(handle);
+  terse::CommUse use(owned->comm, "tersePsFree");
+  TERSE_CHECK(use.result());
+  return terse::ps_free(owned->handle.get());
+} catch (...) {
+  return terse::result_of_current_exception("tersePsFree");
+}

@@ -1,0 +1,57 @@
+// The parameter server behind terse.h's tersePs* calls: tensors sharded over a communicator's
+// ranks (shard_placement.h), served by one PsServer per communicator and process
+// (ps_server.h), with compressed pushes under error feedback on each client. The C API in
+// plugin/ps_calls.cpp checks the arguments a user could get wrong and calls these.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/ps_request.h"
+#include "ps/ps_server.h"
+#include "ps/ps_tensor.h"
+
+namespace terse {
+
+class Communicator;
+
+// What tersePsInit/tersePsInitList say about one tensor (terse.h: tersePsTensorDesc).
+struct PsTensorSpec {
+  std::string name;
+  const void* data = nullptr;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  size_t row_elements = 1;
+  bool push_codec_given = false;  // false: the communicator's policy decides
+  std::string push_codec;         // "none" for exact pushes
+  std::string receive_codec;      // "none" for exact receives
+};
+
+// A tensor as its handle holds it.
+struct PsHandle {
+  Communicator* communicator = nullptr;
+  std::shared_ptr<PsServer> server;
+  std::shared_ptr<PsTensor> tensor;
+};
+
+// The update rules (terse.h: tersePsRule_t).
+enum class PsRule : uint8_t { kZero = 0, kCopy = 1, kAdd = 2 };
+
+// Collective: places, creates and initialises the tensors; handles[i] for specs[i]. Fails on
+// every rank alike (ncclInvalidUsage) when the ranks describe them differently.
+ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>& specs,
+                     std::vector<std::unique_ptr<PsHandle>>* handles);
+ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
+                     std::shared_ptr<PsRequest>* request);
+ncclResult_t ps_receive(const PsHandle& handle, void* data, std::shared_ptr<PsRequest>* request);
+ncclResult_t ps_clock(const PsHandle& handle, uint64_t clock, uint64_t staleness,
+                      std::shared_ptr<PsRequest>* request);
+// Collective: waits for every rank's free of the tensor, then releases it (and the server with
+// the communicator's last tensor). `handle` is emptied either way.
+ncclResult_t ps_free(PsHandle* handle);
+
+}  // namespace terse

@@ -1,0 +1,133 @@
+// The parameter server (terse.h, tersePs*) with ranks as processes over UCX on loopback:
+// ps_rank_process, an application of libterse's public API, runs one scenario per rank and
+// checks what it receives against a model it computes itself (rank_process/ps_rank_process.cpp
+// says what each checks). 2 to 5 ranks.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch/hex_bytes.h"
+#include "rank_processes.h"
+#include "transport_test_support.h"
+
+namespace {
+
+using terse::test::CommandLine;
+using terse::test::RankProcessResult;
+using terse::test::ScopedEnv;
+using Settings = std::vector<std::pair<std::string, std::string>>;
+
+// Every request ends by this deadline (TERSE_TIMEOUT_S), so a hang fails its rank first.
+constexpr int kTimeoutSeconds = 20;
+constexpr double kSecondsAllowed = 6 * kTimeoutSeconds;
+
+class PsProcesses : public ::testing::Test {
+ protected:
+  // Runs `scenario` on `nranks` processes with `settings` in their environment.
+  static std::vector<RankProcessResult> run(const char* scenario, int nranks,
+                                            const Settings& settings, int expendable = -1) {
+    ncclUniqueId id;
+    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+    const std::string hex = terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
+    std::vector<CommandLine> ranks;
+    for (int rank = 0; rank < nranks; ++rank) {
+      CommandLine line = {"/usr/bin/env"};
+      for (const auto& [name, value] : settings) line.push_back(name + "=" + value);
+      line.insert(line.end(), {TERSE_PS_RANK_PROCESS_PATH, scenario, std::to_string(rank),
+                               std::to_string(nranks), hex});
+      ranks.push_back(line);
+    }
+    return terse::test::run_processes(ranks, kSecondsAllowed, expendable);
+  }
+
+  static void expect_all_ok(const std::vector<RankProcessResult>& results, int nranks) {
+    ASSERT_EQ(results.size(), size_t(nranks));
+    for (const RankProcessResult& result : results) {
+      EXPECT_TRUE(result.exited && result.exit_code == 0) << describe(result);
+    }
+  }
+
+  ScopedEnv ifname_{"TERSE_SOCKET_IFNAME", "lo"};
+  ScopedEnv family_{"TERSE_SOCKET_FAMILY", "AF_INET"};
+  ScopedEnv terse_comm_id_{"TERSE_COMM_ID", nullptr};
+  ScopedEnv nccl_comm_id_{"NCCL_COMM_ID", nullptr};
+  ScopedEnv codec_{"TERSE_CODEC", nullptr};
+  ScopedEnv policy_{"TERSE_POLICY", nullptr};
+  ScopedEnv timeout_{"TERSE_TIMEOUT_S", std::to_string(kTimeoutSeconds).c_str()};
+};
+
+class PsRanks : public PsProcesses, public ::testing::WithParamInterface<int> {};
+
+std::string ranks_name(const ::testing::TestParamInfo<int>& info) {
+  return std::to_string(info.param) + "ranks";
+}
+
+// Placement against its model, shards initialised from their owners, concurrent adds from
+// every rank equal to the exact sum (fp32 and fp64, split and whole), copy, zero, a client's
+// copy-then-add applied in its order, and a bf16 receive equal to the owner's values rounded.
+TEST_P(PsRanks, ConcurrentAddsCopyZeroAndOrderFollowTheModel) {
+  expect_all_ok(run("sum", GetParam(), {{"TERSE_PS_SPLIT_BYTES", "4K"}}), GetParam());
+}
+
+// Every rank copies uniform tensors (whole and split, rendezvous-sized) while receiving them:
+// every shard it reads holds one copy's values, never parts of two.
+TEST_P(PsRanks, AReceiveNeverSeesAHalfAppliedSend) {
+  expect_all_ok(run("torn", GetParam(), {}), GetParam());
+}
+
+// Bounded staleness: after each clock wait, every rank's completed steps (counted on the server)
+// lie within the bound, for staleness 0 (lockstep) and 2, with one rank straggling.
+TEST_P(PsRanks, StepClocksNeverExceedTheStalenessBound) {
+  expect_all_ok(run("clock", GetParam(), {{"PS_STALENESS", "0"}, {"TERSE_PS_SPLIT_BYTES", "8"}}),
+                GetParam());
+  expect_all_ok(run("clock", GetParam(), {{"PS_STALENESS", "2"}}), GetParam());
+}
+
+// Compressed adds with error feedback over 30 steps: the owners hold exactly what a replay of
+// every client's encodes says, and owners plus residuals hold the pushed sum. A sparsifier
+// named per tensor, and int8 chosen by the policy (TERSE_CODEC) by the tensor's name.
+TEST_P(PsRanks, CompressedAddsWithErrorFeedbackConserveThePushedSum) {
+  expect_all_ok(
+      run("compressed", GetParam(),
+          {{"PS_PUSH_CODEC", "topk:ratio=0.1,method=exact"}, {"TERSE_PS_SPLIT_BYTES", "1K"}}),
+      GetParam());
+  expect_all_ok(
+      run("compressed", GetParam(), {{"TERSE_CODEC", "int8"}, {"PS_MODEL_CODEC", "int8"}}),
+      GetParam());
+}
+
+// Bad arguments are refused with a sentence naming them; ranks that disagree fail alike.
+TEST_P(PsRanks, BadInputIsRefusedNamingTheArgument) {
+  expect_all_ok(run("bad_input", GetParam(), {}), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PsRanks, ::testing::Values(2, 3, 5), ranks_name);
+
+// The last rank kills itself after init: every other rank's clock wait, receive and add fail
+// with ncclRemoteError within TERSE_TIMEOUT_S, none hangs.
+TEST_F(PsProcesses, ADeadOwnerFailsEveryClientWithinTheTimeout) {
+  for (int nranks : {2, 4}) {
+    const std::vector<RankProcessResult> results =
+        run("owner_killed", nranks, {{"TERSE_PS_SPLIT_BYTES", "1K"}});
+    ASSERT_EQ(results.size(), size_t(nranks));
+    for (const RankProcessResult& result : results) {
+      if (result.rank == nranks - 1) {
+        EXPECT_TRUE(!result.exited && result.signal == 9 && !result.killed_by_parent)
+            << describe(result);
+      } else {
+        EXPECT_TRUE(result.exited && result.exit_code == 0) << describe(result);
+      }
+    }
+  }
+}
+
+// After a warm-up cycle, three init/use/free cycles of a 32 MiB tensor with int8 pushes: RSS
+// returns to where it was after each free, and the server thread ends with the last tensor.
+TEST_F(PsProcesses, FreeReleasesTheMemory) {
+  expect_all_ok(run("rss", 2, {}), 2);
+}
+
+}  // namespace
