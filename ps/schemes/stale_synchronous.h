@@ -11,7 +11,10 @@
 // values. Its pushes precede its clock at every owner (a client's requests to one owner are
 // applied in order), so the values it receives at the end of step t hold every worker's updates
 // of steps 0 .. t - staleness, its own of every step, and whatever of the others' later steps
-// has arrived. With staleness 0 every worker receives the same centre.
+// has arrived (SSP's reads may be fresher than the bound): at most up to step t + 1 + staleness,
+// since a worker pushes step t' only after its clock t' completed. With staleness 0 no worker
+// starts step t + 1 before every worker pushed step t; a worker that already went on may have
+// pushed step t + 1 before a slower one reads, so the workers' models can differ by that.
 //
 // Cadence (t counts steps from 0; step t ends in step()): push, clock t + 1, wait, receive, wait;
 // every tensor's request of one kind is issued before any is waited for.
