@@ -61,8 +61,8 @@ bool parse_parameters(const std::string& spec, const std::string& parameters, Sy
     }
     if (!ok) {
       *error = "--sync: '" + spec + "': '" + part +
-               "' is not a parameter of it (downpour:send=N,fetch=M with N, M >= 1; "
-               "easgd:tau=T,beta=B with T >= 1, 0 < B <= 1)";
+               "' is not a valid parameter (downpour takes send=N,fetch=M with N, M >= 1; "
+               "easgd takes tau=T,beta=B with T >= 1, 0 < B <= 1)";
       return false;
     }
     if (comma == std::string::npos) break;
