@@ -246,6 +246,7 @@ Decision Policy::decide(const TensorInfo& info) const {
     const PolicyRule& rule = rules_[index];
     if (!rule.match.matches(info)) continue;
     decision.rule = static_cast<int>(index);
+    decision.ps_receive = rule.ps_receive;
     if (!rule.schedule.active(info.step)) return decision;  // first match wins, even when off
     decision.scheduled = true;
     decision.spec = rule.codec.spec;

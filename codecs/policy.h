@@ -141,6 +141,10 @@ struct PolicyRule {
   // allreduce, exactly) unless the rule names a fallback codec (CodecChoice::make_fallback).
   CodecChoice fallback;
   Schedule schedule;
+  // What parameter-server receives of the tensors it matches travel through (terse.h,
+  // tersePsTensorDesc::receive_codec; key `ps_receive`): a canonical codec spec, "none" (exact)
+  // unless the rule names one. Receives have no schedule and no feedback.
+  std::string ps_receive = "none";
   std::string origin;  // where it was written, for logs: "policy.yaml:12", "TERSE_CODEC"
 };
 
@@ -157,6 +161,8 @@ struct Decision {
   int rule = -1;                 // index of the matching rule, -1 when none matched
   bool scheduled = false;        // the matching rule's schedule is active at this step; when a rule
                                  // matched but its schedule is not, the decision is "none"
+  // The matching rule's PolicyRule::ps_receive, whatever its schedule.
+  std::string ps_receive = "none";
 
   // False for "none" (plain NCCL reduction). True for "auto" too: the cost model may still
   // choose none.

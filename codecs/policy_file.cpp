@@ -23,6 +23,8 @@
 //       fallback: "qsgd:levels=15"  # what a tensor that residual memory did not admit runs
 //                                   #   (memory none): an unbiased, stateless codec, or none
 //                                   #   (the default: uncompressed); CodecChoice::make_fallback
+//       ps_receive: bf16            # parameter-server receives of the tensors it matches
+//                                   #   (terse.h, tersePs*): any codec; default none (exact)
 //     - match: {max_bytes: 64K}
 //       codec: none                 # an explicit "do not compress"
 //
@@ -38,6 +40,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -241,9 +244,11 @@ class PolicyFileParser {
   ncclResult_t parse_rule(const YAML::Node& node, PolicyRule* rule) {
     if (!node.IsMap()) return refuse(node, "expected a map with 'codec', found %s", kind_of(node));
     rule->origin = source_ + ":" + std::to_string(line_of(node));
-    std::optional<YAML::Node> match, codec, params, memory, schedule, fallback, max_rel_err;
+    std::optional<YAML::Node> match, codec, params, memory, schedule, fallback, max_rel_err,
+        ps_receive;
     TERSE_CHECK(for_each_key(
-        node, "rule", {"match", "codec", "params", "memory", "schedule", "fallback", "max_rel_err"},
+        node, "rule",
+        {"match", "codec", "params", "memory", "schedule", "fallback", "max_rel_err", "ps_receive"},
         [&](const std::string& key, const YAML::Node& value) {
           if (key == "match") match.emplace(value);
           if (key == "codec") codec.emplace(value);
@@ -252,6 +257,7 @@ class PolicyFileParser {
           if (key == "schedule") schedule.emplace(value);
           if (key == "fallback") fallback.emplace(value);
           if (key == "max_rel_err") max_rel_err.emplace(value);
+          if (key == "ps_receive") ps_receive.emplace(value);
           return ncclSuccess;
         }));
     if (!codec) return refuse(node, "no 'codec' (a codec name, or none to leave tensors alone)");
@@ -259,6 +265,17 @@ class PolicyFileParser {
     TERSE_CHECK(parse_codec(*codec, params, memory, max_rel_err, &rule->codec));
     if (schedule) TERSE_CHECK(parse_schedule(*schedule, &rule->schedule));
     if (fallback) TERSE_CHECK(parse_fallback(*fallback, &rule->fallback));
+    if (ps_receive) TERSE_CHECK(parse_ps_receive(*ps_receive, &rule->ps_receive));
+    return ncclSuccess;
+  }
+
+  // A codec spec in one value ("bf16"), any codec the registry makes, stored canonical.
+  ncclResult_t parse_ps_receive(const YAML::Node& node, std::string* spec) {
+    std::string text;
+    TERSE_CHECK(scalar(node, "ps_receive", &text));
+    std::unique_ptr<Codec> codec;
+    if (create_codec(text, &codec) != ncclSuccess) return refuse_with_last_error(node);
+    *spec = codec->spec();
     return ncclSuccess;
   }
 

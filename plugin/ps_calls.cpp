@@ -61,6 +61,7 @@ ncclResult_t check_spec(const char* function, int index, const tersePsTensorDesc
   spec->row_elements = row;
   spec->push_codec_given = desc.push_codec != nullptr;
   spec->push_codec = desc.push_codec != nullptr ? desc.push_codec : "none";
+  spec->receive_codec_given = desc.receive_codec != nullptr;
   spec->receive_codec = desc.receive_codec != nullptr ? desc.receive_codec : "none";
   return ncclSuccess;
 }

@@ -156,7 +156,11 @@ ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>
     TERSE_CHECK(push_codec_of(communicator, spec, &push_codec));
     TERSE_CHECK(make_codec(spec, push_codec, "push", &tensor->push_encoder));
     TERSE_CHECK(make_codec(spec, push_codec, "push", &tensor->push_decoder));
-    TERSE_CHECK(make_codec(spec, spec.receive_codec, "receive", &tensor->receive_codec));
+    const std::string receive_codec =
+        spec.receive_codec_given
+            ? spec.receive_codec
+            : communicator->compression()->ps_receive_codec(spec.name, spec.count, spec.type);
+    TERSE_CHECK(make_codec(spec, receive_codec, "receive", &tensor->receive_codec));
     if (tensor->push_encoder != nullptr || tensor->receive_codec != nullptr) {
       dtype_from_nccl(spec.type, &tensor->codec_dtype);
     }

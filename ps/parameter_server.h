@@ -26,9 +26,10 @@ struct PsTensorSpec {
   size_t count = 0;
   ncclDataType_t type = ncclFloat32;
   size_t row_elements = 1;
-  bool push_codec_given = false;  // false: the communicator's policy decides
-  std::string push_codec;         // "none" for exact pushes
-  std::string receive_codec;      // "none" for exact receives
+  bool push_codec_given = false;     // false: the communicator's policy decides
+  std::string push_codec;            // "none" for exact pushes
+  bool receive_codec_given = false;  // false: the policy's `ps_receive` decides
+  std::string receive_codec;         // "none" for exact receives
 };
 
 // A tensor as its handle holds it.

@@ -573,6 +573,20 @@ ncclResult_t CompressionEngine::predict(const CollectiveArgs& args, Plan* out) {
   return ncclSuccess;
 }
 
+std::string CompressionEngine::ps_receive_codec(const std::string& name, size_t count,
+                                                ncclDataType_t type) const {
+  TensorInfo info;
+  info.name = name;
+  info.bytes = count * nccl_type_size(type);
+  DType dtype = DType::kFloat32;
+  if (dtype_from_nccl(type, &dtype)) info.dtype = dtype;
+  info.op = ncclSum;
+  info.comm_size = transport_->nranks();
+  info.link = link_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return policy_.decide(info).ps_receive;
+}
+
 ResidualStats CompressionEngine::residual_stats() const {
   return residuals_->stats();
 }

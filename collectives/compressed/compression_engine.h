@@ -165,6 +165,9 @@ class CompressionEngine {
   ncclResult_t decide(const CollectiveArgs& args, std::string* codec, std::string* algorithm);
   // This communicator's residual memory.
   ResidualStats residual_stats() const;
+  // The codec the policy gives parameter-server receives of a tensor (its matching rule's
+  // `ps_receive`, codecs/policy.h), "none" when no rule says one.
+  std::string ps_receive_codec(const std::string& name, size_t count, ncclDataType_t type) const;
   // Tensors whose step this engine keeps now (for tests: bounded by the tensors used in the
   // last kForgetIdleSteps steps).
   size_t tracked_tensors() const;

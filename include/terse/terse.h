@@ -193,8 +193,9 @@ ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* st
  * policy decides for the tensor's name (as an fp32/fp16/bf16 sum allreduce of its size), with
  * error feedback on each client: what the codec drops from one push is added to the next, so
  * the owner's shard plus every client's residual always holds the exact sum of the pushes.
- * Receives may be compressed with tersePsTensorDesc::receive_codec (e.g. "bf16"), without
- * feedback (a receive reads). Copies and zeroes always travel exactly.
+ * Receives may be compressed too (e.g. "bf16"), without feedback (a receive reads): by
+ * tersePsTensorDesc::receive_codec, or else the matching policy rule's `ps_receive` key. Copies
+ * and zeroes always travel exactly.
  *
  * Failure. Every request ends within TERSE_TIMEOUT_S: a dead or silent owner turns it into
  * ncclRemoteError (sooner where the transport notices the death), never a hang. */
@@ -227,7 +228,8 @@ typedef struct {
    * policy (by name, size and type). Codecs that keep per-tensor state (dgc, powersgd) are
    * refused. */
   const char* push_codec;
-  /* Codec spec for receives ("bf16"); NULL or "none" for exact receives. */
+  /* Codec spec for receives ("bf16"), "none" for exact receives; NULL asks the policy: the
+   * `ps_receive` codec of the rule that matches the tensor (as for push_codec), else none. */
   const char* receive_codec;
 } tersePsTensorDesc;
 

@@ -501,6 +501,28 @@ TEST(PolicyCodec, DecisionCarriesTheRulesFallback) {
   EXPECT_EQ(without.fallback.spec, "none");
 }
 
+// A rule's ps_receive (the parameter server's receives, terse.h) reaches the decision canonical,
+// whatever the rule's codec and schedule; tensors of rules without one receive exactly.
+TEST(PolicyCodec, DecisionCarriesTheRulesParameterServerReceiveCodec) {
+  Policy policy;
+  ASSERT_EQ(Policy::from_yaml("rules:\n"
+                              "  - match: {name: \"a.*\"}\n"
+                              "    codec: none\n"
+                              "    ps_receive: \"int8:block=64\"\n"
+                              "  - codec: sign\n"
+                              "    schedule: {start: 5}\n"
+                              "    ps_receive: bf16\n"
+                              "  - codec: fp16\n",
+                              "test", &policy),
+            ncclSuccess)
+      << error_text();
+  EXPECT_EQ(policy.decide(tensor("a.w")).ps_receive, "int8:block=64,mode=minmax,rounding=nearest");
+  EXPECT_EQ(policy.decide(tensor("b.w")).ps_receive, "bf16");  // step 0: before the schedule
+  Policy plain;
+  ASSERT_EQ(Policy::from_codec_spec("int8", &plain), ncclSuccess) << error_text();
+  EXPECT_EQ(plain.decide(tensor("a.w")).ps_receive, "none");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The environment
 
@@ -788,9 +810,10 @@ const BadFile kBadFiles[] = {
     {"no_rules", "{}\n", "1: no 'rules' list"},
     {"rules_not_list", "rules: fp16\n", "1: 'rules' must be a list"},
     {"rule_not_map", "rules:\n  - fp16\n", "2: rule 1: expected a map with 'codec'"},
+    {"bad_ps_receive", "rules:\n  - codec: fp16\n    ps_receive: bogus\n", "3: rule 1: "},
     {"unknown_rule_key", "rules:\n  - codec: fp16\n    memroy: none\n",
      "3: rule 1: unknown key 'memroy' in rule (known: match, codec, params, memory, schedule, "
-     "fallback, max_rel_err)"},
+     "fallback, max_rel_err, ps_receive)"},
     {"missing_codec", "rules:\n  - match: {max_bytes: 1K}\n", "2: rule 1: no 'codec'"},
     {"unknown_codec", "rules:\n  - codec: fp16\n  - match: {link: inter}\n    codec: int9\n",
      "4: rule 2: unknown codec 'int9' (known: none, fp16, bf16"},

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +71,19 @@ std::string ranks_name(const ::testing::TestParamInfo<int>& info) {
 // copy-then-add applied in its order, and a bf16 receive equal to the owner's values rounded.
 TEST_P(PsRanks, ConcurrentAddsCopyZeroAndOrderFollowTheModel) {
   expect_all_ok(run("sum", GetParam(), {{"TERSE_PS_SPLIT_BYTES", "4K"}}), GetParam());
+}
+
+// The same with the bf16 receives stated in the policy (a rule's ps_receive) instead of the call.
+TEST_F(PsProcesses, APolicyRuleCompressesReceives) {
+  const std::string path = testing::TempDir() + "ps_receive_policy.yaml";
+  FILE* file = fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  fputs("rules:\n  - match: {name: bf16_received}\n    codec: none\n    ps_receive: bf16\n", file);
+  fclose(file);
+  expect_all_ok(
+      run("sum", 3,
+          {{"TERSE_PS_SPLIT_BYTES", "4K"}, {"TERSE_POLICY", path}, {"PS_RECEIVE_BY_POLICY", "1"}}),
+      3);
 }
 
 // Every rank copies uniform tensors (whole and split, rendezvous-sized) while receiving them:

@@ -182,7 +182,8 @@ int run_sum() {
     descs[t].datatype = t == 2 ? ncclFloat64 : ncclFloat32;
     descs[t].data = t == 2 ? static_cast<const void*>(f64.data()) : f32[size_t(t)].data();
   }
-  descs[4].receive_codec = "bf16";
+  // bf16 receives, named here or (PS_RECEIVE_BY_POLICY) by the policy file's ps_receive.
+  descs[4].receive_codec = getenv("PS_RECEIVE_BY_POLICY") != nullptr ? nullptr : "bf16";
   tersePsHandle_t handles[5];
   EXPECT_OK(tersePsInitList(g_comm, descs, 5, handles));
 
