@@ -140,7 +140,8 @@ Communicator::~Communicator() {
   std::lock_guard<std::mutex> lock(call_mutex_);
   if (transport_ == nullptr || aborted_ || finalized_) return;
   // A broken communicator's peers may be dead: flushing to them would wait for the deadline.
-  if (async_error_.load() != ncclSuccess) {
+  // So may a revoked one's (revoking is how a job stops talking to a dead rank).
+  if (async_error_.load() != ncclSuccess || revoked_.load()) {
     transport_->abort();
   } else {
     transport_->close();
@@ -155,6 +156,9 @@ std::string Communicator::async_error_message() const {
 void Communicator::break_with(ncclResult_t result) {
   std::lock_guard<std::mutex> lock(error_mutex_);
   if (async_error_.load() != ncclSuccess) return;  // the first error explains the rest
+  // A revoked communicator's calls fail by design (queued device calls among them): that is
+  // not a new error, and revoking promised ncclSuccess from then on.
+  if (revoked_.load()) return;
   async_error_message_ = last_error();
   async_error_.store(result);
 }
@@ -200,10 +204,31 @@ ncclResult_t Communicator::check_usable() const {
   if (finalized_) {
     return fail(ncclInvalidUsage, "rank %d: the communicator was finalized", rank_);
   }
+  if (revoked_.load()) {
+    return fail(ncclInvalidUsage,
+                "rank %d: the communicator was revoked (ncclCommRevoke); only split, shrink, "
+                "abort and destroy remain",
+                rank_);
+  }
   const ncclResult_t broken = async_error_.load();
   if (broken != ncclSuccess) {
     return fail(broken, "rank %d: the communicator failed earlier and must be aborted: %s", rank_,
                 async_error_message().c_str());
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Communicator::check_manageable(const char* what, bool broken_ok) const {
+  if (aborted_ || interrupted_.load()) {
+    return fail(ncclInvalidUsage, "%s: rank %d: the communicator was aborted", what, rank_);
+  }
+  if (finalized_) {
+    return fail(ncclInvalidUsage, "%s: rank %d: the communicator was finalized", what, rank_);
+  }
+  const ncclResult_t broken = async_error_.load();
+  if (broken != ncclSuccess && !broken_ok && !revoked_.load()) {
+    return fail(broken, "%s: rank %d: the communicator failed earlier and must be aborted: %s",
+                what, rank_, async_error_message().c_str());
   }
   return ncclSuccess;
 }
@@ -343,7 +368,7 @@ ncclResult_t Communicator::split(int color, int key, std::unique_ptr<Communicato
                 color, NCCL_SPLIT_NOCOLOR);
   }
   std::lock_guard<std::mutex> lock(call_mutex_);
-  TERSE_CHECK(check_usable());
+  TERSE_CHECK(check_manageable("split", /*broken_ok=*/false));
 
   struct Choice {
     int32_t color;
@@ -406,10 +431,82 @@ ncclResult_t Communicator::split(int color, int key, std::unique_ptr<Communicato
                               out);
 }
 
+ncclResult_t Communicator::shrink(const std::vector<int>& excluded, bool abort_first,
+                                  std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "shrink: newcomm pointer is NULL");
+  out->reset();
+  std::vector<bool> leaves(static_cast<size_t>(nranks_), false);
+  for (int rank : excluded) {
+    if (rank < 0 || rank >= nranks_) {
+      return fail(ncclInvalidArgument,
+                  "shrink: excludeRanksList holds rank %d, outside a communicator of %d ranks",
+                  rank, nranks_);
+    }
+    if (leaves[static_cast<size_t>(rank)]) {
+      return fail(ncclInvalidArgument, "shrink: excludeRanksList holds rank %d twice", rank);
+    }
+    if (rank == rank_) {
+      return fail(ncclInvalidArgument,
+                  "shrink: excludeRanksList holds rank %d, the caller: excluded ranks do not "
+                  "call ncclCommShrink",
+                  rank);
+    }
+    leaves[static_cast<size_t>(rank)] = true;
+  }
+  if (abort_first) TERSE_CHECK(revoke());
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  TERSE_CHECK(check_manageable("shrink", /*broken_ok=*/true));
+  std::vector<int> members;
+  for (int rank = 0; rank < nranks_; ++rank) {
+    if (!leaves[static_cast<size_t>(rank)]) members.push_back(rank);
+  }
+  const int leader = members.front();
+  UniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank_ == leader && create_unique_id_with_own_root(&id) != ncclSuccess) {
+    // The others still wait for an id: an empty one tells them this rank could not.
+    TERSE_WARN("shrink: rank %d could not start the bootstrap root: %s", rank_, last_error());
+  }
+  TERSE_CHECK(transport_->broadcast_among(members, leader, &id, sizeof(id)));
+  const UniqueId zero_id{};
+  if (std::memcmp(&id, &zero_id, sizeof(UniqueId)) == 0) {
+    return fail(ncclSystemError,
+                "shrink: rank %d, which starts the new communicator's bootstrap, could not (see "
+                "its log)",
+                leader);
+  }
+  const int new_rank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  TERSE_INFO("shrink: rank %d becomes rank %d of %zu (%zu ranks excluded)", rank_, new_rank,
+             members.size(), excluded.size());
+  return Communicator::create(id, new_rank, static_cast<int>(members.size()), cuda_device_, out);
+}
+
+ncclResult_t Communicator::revoke() {
+  // As abort's first half: a wait in progress (holding call_mutex_) fails at once...
+  interrupt();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  // ...and once it has returned nothing is in flight, so waits may run again (split, shrink).
+  if (!aborted_) {
+    interrupted_.store(false);
+    if (transport_ != nullptr) transport_->clear_interrupt();
+  }
+  revoked_.store(true);
+  std::lock_guard<std::mutex> error_lock(error_mutex_);
+  async_error_.store(ncclSuccess);
+  async_error_message_.clear();
+  return ncclSuccess;
+}
+
 ncclResult_t Communicator::finalize() {
   std::lock_guard<std::mutex> lock(call_mutex_);
   if (aborted_ || interrupted_.load())
     return fail(ncclInvalidUsage, "rank %d: the communicator was aborted", rank_);
+  if (revoked_.load()) {
+    return fail(ncclInvalidUsage,
+                "rank %d: ncclCommFinalize after ncclCommRevoke is invalid; destroy or abort it",
+                rank_);
+  }
   if (finalized_) return ncclSuccess;
   finalized_ = true;
   if (async_error_.load() != ncclSuccess) {

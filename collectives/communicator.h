@@ -97,6 +97,23 @@ class Communicator {
   // communicator's transport.
   ncclResult_t split(int color, int key, std::unique_ptr<Communicator>* out);
 
+  // ncclCommShrink. Collective over this communicator's ranks less `excluded` (which take no
+  // part and may be dead): they form a new communicator, keeping their order. Every remaining
+  // rank must pass the same list. `abort_first` (NCCL_SHRINK_ABORT) revokes this communicator
+  // first, so that a call stuck on a dead peer in another thread ends; without it a call in
+  // flight is waited for. A communicator that failed earlier may be shrunk (that is what shrink
+  // is for); an aborted or finalized one may not. The lowest remaining rank starts the new
+  // bootstrap root and sends its id to the others over this communicator's transport.
+  ncclResult_t shrink(const std::vector<int>& excluded, bool abort_first,
+                      std::unique_ptr<Communicator>* out);
+
+  // ncclCommRevoke: a call in flight on another thread fails at once; once it has returned
+  // (waited for here), the communicator is quiescent and revoked: collectives, sends, receives
+  // and finalize fail with ncclInvalidUsage, while split, shrink, abort and destruction work,
+  // and async_error() is ncclSuccess again. Calling it again does nothing.
+  ncclResult_t revoke();
+  bool revoked() const { return revoked_.load(); }
+
   // ncclCommFinalize: closes the transport, flushing everything sent (bounded by
   // TERSE_TIMEOUT_S). Later calls fail with ncclInvalidUsage. Every call here completes before
   // it returns, so there is nothing else to finish.
@@ -131,6 +148,9 @@ class Communicator {
   AlgorithmContext point_to_point_context(const CollectiveArgs& args);
   // Fails unless calls may run now (mutex held).
   ncclResult_t check_usable() const;
+  // Fails unless split or shrink may run now (mutex held): not aborted nor finalized, and for
+  // split (`broken_ok` false) not broken unless revoked.
+  ncclResult_t check_manageable(const char* what, bool broken_ok) const;
   // `algorithm` null: the selection's choice.
   ncclResult_t run_locked(const CollectiveArgs& args, const AlgorithmInfo* algorithm);
 
@@ -151,6 +171,7 @@ class Communicator {
   bool finalized_ = false;
   bool aborted_ = false;
   std::atomic<bool> interrupted_{false};
+  std::atomic<bool> revoked_{false};
 
   std::atomic<ncclResult_t> async_error_{ncclSuccess};
   mutable std::mutex error_mutex_;

@@ -16,7 +16,7 @@
 #
 #   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-l "0 0.1ms 10ms"]
 #        [-c "none int8 ..."] [-s 64M | -s MIN:MAX:FACTOR] [-i ITERS] [-o OUTDIR] [-p PNG]
-#        [-B BUILDDIR] [-P] [-e "VAR=value ..."]
+#        [-B BUILDDIR] [-P] [-e "VAR=value ..."] [-S link:RATE | -S cpu:FRACTION] [-x "COMMAND"]
 #
 # Defaults: 4 nodes, rates 1gbit and 10gbit, RTT 0 (no added delay), codecs none int8 int4
 # topk:ratio=0.01 powersgd:rank=4 (-c "": only the link checks), 64M fp32, 5 timed iterations,
@@ -28,6 +28,18 @@
 # uninformed. -e adds environment to every rank (-e "TERSE_COMPRESSED_ALGO=sra TERSE_DEBUG=INFO":
 # an algorithm forced, the planner's log). Files: RATE_RTT_CODEC.json (and .rankI.log) per run,
 # link_RATE_RTT.json per link.
+#
+# A straggler (-S): the last node is slower than the others, by its link (-S link:100mbit: its
+# token buckets run at that rate instead, both ways) or by its CPU (-S cpu:0.25: its ranks get a
+# quarter of one core, through a cgroup's CFS quota). -x runs COMMAND (split at spaces; a
+# relative path is the tree's) on every node instead of all_reduce_perf, once per rate, RTT and
+# codec (TERSE_CODEC set to it; -c defaults to "none" then), with the ranks' torchrun-style
+# environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and its output in
+# RATE_RTT_CODEC.rankI.log; `{out}` in COMMAND becomes OUTDIR/RATE_RTT_CODEC (a prefix for the
+# command's own files), and no table or chart is made. For example, a training run with one node
+# on a slow link:
+#   sudo perf/emulated_cluster.sh -n 4 -r 1gbit -S link:100mbit \
+#     -x "build/perf/train_fmnist --epochs 2 --json {out}.json"
 #
 # Needs root (namespaces and tc), ping and, with an RTT, iptables (./cmake/install_deps.sh
 # installs both), and a built tree (./cmake/build.sh): perf/all_reduce_perf and, with an RTT,
@@ -50,12 +62,15 @@ build=build
 png=
 inform=1
 extra_env=()
-while getopts "n:r:l:c:s:i:o:p:B:e:Ph" flag; do
+straggler=
+command_line=
+codecs_given=0
+while getopts "n:r:l:c:s:i:o:p:B:e:S:x:Ph" flag; do
   case $flag in
     n) nodes=$OPTARG ;;
     r) rates=$OPTARG ;;
     l) rtts=$OPTARG ;;
-    c) codecs=$OPTARG ;;
+    c) codecs=$OPTARG; codecs_given=1 ;;
     s) size=$OPTARG ;;
     i) iters=$OPTARG ;;
     o) out=$OPTARG ;;
@@ -63,6 +78,8 @@ while getopts "n:r:l:c:s:i:o:p:B:e:Ph" flag; do
     B) build=$OPTARG ;;
     P) inform=0 ;;
     e) read -ra extra_env <<<"$OPTARG" ;;
+    S) straggler=$OPTARG ;;
+    x) command_line=$OPTARG ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
   esac
@@ -86,6 +103,25 @@ rtt_us() {
 for rate in $rates; do
   rate_bps "$rate" >/dev/null || fail "rate '$rate': a number and bit, kbit, mbit, gbit or tbit (100mbit, 1gbit)"
 done
+straggler_rate=
+straggler_cpu=
+case $straggler in
+  '') ;;
+  link:*)
+    straggler_rate=${straggler#link:}
+    rate_bps "$straggler_rate" >/dev/null ||
+      fail "-S $straggler: link:RATE with a rate as tc takes it (link:100mbit)" ;;
+  cpu:*)
+    straggler_cpu=${straggler#cpu:}
+    awk -v f="$straggler_cpu" 'BEGIN { exit !(f ~ /^[0-9]*\.?[0-9]+$/ && f > 0 && f <= 64) }' ||
+      fail "-S $straggler: cpu:FRACTION with a fraction of one core above 0 (cpu:0.25)" ;;
+  *) fail "-S $straggler: link:RATE (the last node's link) or cpu:FRACTION (its share of a core)" ;;
+esac
+((nodes >= 2)) || fail "-n $nodes: an emulated cluster needs at least 2 nodes"
+if [[ -n $command_line ]]; then
+  read -ra command_words <<<"$command_line"
+  ((codecs_given)) || codecs=none
+fi
 delays=0
 for rtt in $rtts; do
   us=$(rtt_us "$rtt") || fail "RTT '$rtt': 0 or a number and us, ms or s (0.1ms, 10ms)"
@@ -103,7 +139,12 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 binary=$(realpath -m "$build/perf/all_reduce_perf")
 delay_line=$(realpath -m "$build/perf/delay_line")
-[[ -x $binary ]] || fail "$binary is missing; run ./cmake/build.sh"
+if [[ -n $command_line ]]; then
+  command_words[0]=$(realpath -m "${command_words[0]}")
+  [[ -x ${command_words[0]} ]] || fail "-x: ${command_words[0]} is not an executable"
+else
+  [[ -x $binary ]] || fail "$binary is missing; run ./cmake/build.sh"
+fi
 if ((delays)) && [[ ! -x $delay_line ]]; then
   fail "$delay_line (for the RTT) is missing; run ./cmake/build.sh"
 fi
@@ -118,6 +159,8 @@ png=${png:-$out/emulated_cluster.png}
 
 prefix=tc$$
 switch=$prefix-sw
+# With -S cpu: the straggler's ranks run in this cgroup (v2 cpu.max, or v1's CFS quota).
+cgroup=
 pids=()
 delay_pid=
 holder=
@@ -132,6 +175,7 @@ cleanup() {
   for pid in "${pids[@]}" $delay_pid $holder; do end_process "$pid"; done
   for ((i = 0; i < nodes; ++i)); do ip netns del "$prefix-n$i" 2>/dev/null || true; done
   ip netns del "$switch" 2>/dev/null || true
+  [[ -n $cgroup ]] && rmdir "$cgroup" 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'echo "emulated_cluster.sh: interrupted, cleaning up" >&2; exit 130' INT TERM
@@ -159,6 +203,26 @@ for ((i = 0; i < nodes; ++i)); do
     net.ipv4.tcp_rmem="4096 131072 33554432"
 done
 
+# The straggler's CPU share (-S cpu:FRACTION): a cgroup whose CFS quota is FRACTION of a
+# 100 ms period, through cgroup v2's cpu.max where the unified hierarchy has the cpu controller,
+# else v1's cpu controller.
+if [[ -n $straggler_cpu ]]; then
+  quota_us=$(awk -v f="$straggler_cpu" 'BEGIN { printf "%.0f", f * 100000 }')
+  if grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    cgroup=/sys/fs/cgroup/$prefix-straggler
+    mkdir "$cgroup" && echo "$quota_us 100000" >"$cgroup/cpu.max" ||
+      fail "-S cpu: cannot make the cgroup $cgroup"
+  elif [[ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]]; then
+    cgroup=/sys/fs/cgroup/cpu/$prefix-straggler
+    mkdir "$cgroup" && echo 100000 >"$cgroup/cpu.cfs_period_us" &&
+      echo "$quota_us" >"$cgroup/cpu.cfs_quota_us" || fail "-S cpu: cannot make the cgroup $cgroup"
+  else
+    fail "-S cpu: no cgroup cpu controller here (neither v2's cpu.max nor v1's cpu.cfs_quota_us)"
+  fi
+  echo "  straggler: node $((nodes - 1))'s ranks get $straggler_cpu of a core ($cgroup)" >&2
+fi
+[[ -n $straggler_rate ]] && echo "  straggler: node $((nodes - 1))'s link runs at $straggler_rate" >&2
+
 # Each node's link: RATE each way. A token bucket of about 4 ms at the rate (64 KiB to 512 KiB:
 # at least one TCP segmentation burst, at most what the 1 and 10 Gbit/s figures of perf/RESULTS.md
 # were measured with) keeps TCP's bursts from exceeding the rate by much.
@@ -169,8 +233,14 @@ limit_links() {
   for ((i = 0; i < nodes; ++i)); do
     for side in "$prefix-n$i eth0" "$switch p$i"; do
       read -r ns dev <<<"$side"
-      ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" \
-        latency 100ms
+      local node_rate=$rate node_burst=$burst
+      if [[ -n $straggler_rate ]] && ((i == nodes - 1)); then
+        node_rate=$straggler_rate
+        node_burst=$(awk -v bps="$(rate_bps "$node_rate")" \
+          'BEGIN { b = bps / 8 * 0.004; if (b < 65536) b = 65536; if (b > 524288) b = 524288; printf "%.0f", b }')
+      fi
+      ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "$node_rate" \
+        burst "$node_burst" latency 100ms
     done
   done
 }
@@ -260,14 +330,26 @@ run_codec() {
   if [[ $codec == "${codecs%% *}" ]]; then
     echo "  ranks told: ${link[*]:-nothing (-P)}${extra_env[*]:+; ${extra_env[*]}}; rendezvous $(address 0):$port" >&2
   fi
+  # What each node runs: all_reduce_perf, or -x's command with {out} filled in and the codec
+  # in TERSE_CODEC.
+  local program=("$binary" "${sweep[@]}" -n "$iters" -w 1 -Z "$codec" -J "$json") codec_env=()
+  if [[ -n $command_line ]]; then
+    program=("${command_words[@]//\{out\}/${json%.json}}")
+    codec_env=(TERSE_CODEC="$codec")
+  fi
   pids=()
   for ((i = 0; i < nodes; ++i)); do
-    ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE="$nodes" LOCAL_WORLD_SIZE=1 \
-      MASTER_ADDR="$(address 0)" MASTER_PORT="$port" TERSE_HOSTID="node$i" \
+    # The straggler's ranks join its cgroup before they start: a shell moves itself, then
+    # becomes `ip netns exec` (inside the namespace, /sys is remounted without the cgroups).
+    local confine=()
+    if [[ -n $cgroup ]] && ((i == nodes - 1)); then
+      confine=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgroup")
+    fi
+    "${confine[@]}" ip netns exec "$prefix-n$i" env RANK=$i LOCAL_RANK=0 WORLD_SIZE="$nodes" \
+      LOCAL_WORLD_SIZE=1 MASTER_ADDR="$(address 0)" MASTER_PORT="$port" TERSE_HOSTID="node$i" \
       TERSE_SOCKET_IFNAME=eth0 UCX_TLS=tcp UCX_NET_DEVICES=eth0 TERSE_TIMEOUT_S=300 \
-      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" "${link[@]}" "${extra_env[@]}" \
-      "$binary" "${sweep[@]}" -n "$iters" -w 1 -Z "$codec" -J "$json" \
-      >"${json%.json}.rank$i.log" 2>&1 &
+      OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" "${link[@]}" "${codec_env[@]}" \
+      "${extra_env[@]}" "${program[@]}" >"${json%.json}.rank$i.log" 2>&1 &
     pids+=($!)
   done
   local status=0
@@ -280,7 +362,11 @@ run_codec() {
     echo "emulated_cluster.sh: $codec at $rate, RTT $rtt failed ($status); see ${json%.json}.rank*.log" >&2
     return $status
   fi
-  grep -E '^ +[0-9]+ ' "${json%.json}.rank0.log" | sed "s/^/  $rate $rtt $codec: /"
+  if [[ -n $command_line ]]; then
+    tail -n 20 "${json%.json}.rank0.log" | sed "s/^/  $rate $rtt $codec: /"
+  else
+    grep -E '^ +[0-9]+ ' "${json%.json}.rank0.log" | sed "s/^/  $rate $rtt $codec: /"
+  fi
 }
 
 files=()
@@ -300,6 +386,7 @@ for rate in $rates; do
   done
 done
 stop_delay
+[[ -n $command_line ]] && exit 0  # -x: the command's own output is the result
 
 python3 perf/emulated_cluster_table.py "${files[@]}" | tee "$out/table.md"
 [[ -z ${codecs// /} ]] && exit 0  # -c "": the links only

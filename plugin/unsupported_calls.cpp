@@ -2,9 +2,9 @@
 // ncclCommInitRankScalable works (every rank receives the same id array, so the first id names
 // one rendezvous for all); the calls terse does not implement yet fail with ncclInvalidUsage
 // and say so. In wrap mode (comm_mode.h) the symmetric-memory windows are the real NCCL's (they
-// serve its kernels only). Shrink, Revoke and ncclGroupSimulateEnd stay refused there too: a
-// shrunk communicator would need a terse side of its own, a revoked one would leave terse's side
-// running, and a simulated end would have to close terse's part of the group without running it.
+// serve its kernels only). ncclGroupSimulateEnd stays refused there too: a simulated end would
+// have to close terse's part of the group without running it. (Shrink and revoke:
+// comm_lifecycle.cpp.)
 #include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
@@ -25,25 +25,6 @@ TERSE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks,
   return terse::result_of_current_exception("ncclCommInitRankScalable");
 }
 TERSE_PROFILER_ALIAS(ncclCommInitRankScalable)
-
-TERSE_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                                      ncclComm_t* newcomm, ncclConfig_t* config,
-                                      int shrinkFlags) try {
-  TERSE_FORWARD_NESTED(ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config,
-                       shrinkFlags);
-  return fail(ncclInvalidUsage, "ncclCommShrink is not supported by terse yet");
-} catch (...) {
-  return terse::result_of_current_exception("ncclCommShrink");
-}
-TERSE_PROFILER_ALIAS(ncclCommShrink)
-
-TERSE_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) try {
-  TERSE_FORWARD_NESTED(ncclCommRevoke, comm, revokeFlags);
-  return fail(ncclInvalidUsage, "ncclCommRevoke is not supported by terse yet");
-} catch (...) {
-  return terse::result_of_current_exception("ncclCommRevoke");
-}
-TERSE_PROFILER_ALIAS(ncclCommRevoke)
 
 TERSE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
                                               ncclWindow_t* win, int winFlags) try {

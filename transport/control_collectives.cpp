@@ -1,6 +1,9 @@
 // Transport::barrier and Transport::allgather: the control collectives, tagged with the control
 // bit and their own sequence so they never match a data operation's messages.
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "transport/tag_layout.h"
@@ -57,6 +60,52 @@ ncclResult_t Transport::allgather(const void* mine, size_t bytes, void* all) {
                   "bytes; every rank must pass the same size",
                   rank_, recv_block, bytes);
     }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Transport::broadcast_among(const std::vector<int>& members, int root, void* data,
+                                        size_t bytes) {
+  if (bytes > 0 && data == nullptr) {
+    return fail(ncclInvalidArgument, "broadcast of %zu bytes got a NULL buffer", bytes);
+  }
+  if (std::find(members.begin(), members.end(), rank_) == members.end() ||
+      std::find(members.begin(), members.end(), root) == members.end()) {
+    return fail(ncclInternalError, "rank %d: broadcast among ranks that leave out rank %d or %d",
+                rank_, rank_, root);
+  }
+  const uint32_t operation = make_control_operation(control_sequence_++, 0);
+  Deadline deadline = default_deadline();
+  // Empty messages still need a valid address on some UCX paths.
+  char empty = 0;
+  char* buffer = bytes > 0 ? static_cast<char*>(data) : &empty;
+  std::vector<TransferRequest> requests(rank_ == root ? members.size() - 1 : 1);
+  if (rank_ != root) {
+    TERSE_CHECK(post_recv(root, operation, buffer, bytes, &requests[0]));
+  } else {
+    // A send refused (a member known dead) still lets the ones posted finish before the error
+    // returns: their requests point into this frame.
+    size_t posted = 0;
+    ncclResult_t refused = ncclSuccess;
+    for (int member : members) {
+      if (member == root || refused != ncclSuccess) continue;
+      refused = post_send(member, operation, buffer, bytes, &requests[posted]);
+      if (refused == ncclSuccess) ++posted;
+    }
+    if (refused != ncclSuccess) {
+      const std::string why = last_error();
+      wait(requests.data(), posted, deadline);
+      return fail(refused, "%s", why.c_str());
+    }
+  }
+  if (requests.empty()) return ncclSuccess;
+  const ncclResult_t result = wait(requests.data(), requests.size(), deadline);
+  if (result != ncclSuccess && result != ncclInvalidUsage) return result;
+  if (result == ncclInvalidUsage || (rank_ != root && requests[0].received_bytes() != bytes)) {
+    return fail(ncclInvalidUsage,
+                "rank %d: broadcast from rank %d: its message differs in size from this rank's "
+                "%zu bytes",
+                rank_, root, bytes);
   }
   return ncclSuccess;
 }

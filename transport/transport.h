@@ -129,6 +129,11 @@ class Transport {
   // order. A ring, nranks - 1 steps: meant for small setup data, not for tensors. A rank that
   // passes a different size fails with ncclInvalidUsage.
   ncclResult_t allgather(const void* mine, size_t bytes, void* all);
+  // broadcast_among: `root` sends `bytes` bytes of `data` to every other rank of `members` (this
+  // rank among them); ranks outside `members` take no part and may be dead (ncclCommShrink). The
+  // members must call it alike, in the same order as their other control collectives; a
+  // transport where some ranks did is then out of step with the others for barrier/allgather.
+  ncclResult_t broadcast_among(const std::vector<int>& members, int root, void* data, size_t bytes);
 
   // From now on a thread progresses the workers whenever `owner_lock` is free (idle_progress.h:
   // a peer's rendezvous send to this rank must finish even when this rank makes no more calls
@@ -139,6 +144,9 @@ class Transport {
   // Thread-safe: makes the current and every later wait() fail at once with ncclRemoteError
   // (how an abort from another thread unblocks the rank's thread).
   void interrupt() { interrupted_.store(true); }
+  // Lets waits run again after interrupt(), once the interrupted call has returned (the
+  // caller's lock says so): ncclCommRevoke leaves a communicator usable for split and shrink.
+  void clear_interrupt() { interrupted_.store(false); }
 
   // Closes every endpoint, flushing what was sent; bounded by TERSE_TIMEOUT_S, after which the
   // remaining endpoints are released unflushed. Outstanding requests should have been waited.

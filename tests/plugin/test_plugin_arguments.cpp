@@ -98,6 +98,69 @@ TEST_F(PluginArguments, BadArgumentFailsTheGroup) {
   expect_error(ncclGroupEnd(), ncclInvalidArgument, "root");
 }
 
+TEST_F(PluginArguments, ShrinkRefusesBadListsAndFlags) {
+  ncclComm_t shrunk = nullptr;
+  int self[] = {0};
+  int outside[] = {1};
+  expect_error(ncclCommShrink(comm_, nullptr, 0, nullptr, nullptr, NCCL_SHRINK_DEFAULT),
+               ncclInvalidArgument, "newcomm");
+  expect_error(ncclCommShrink(comm_, self, -1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT),
+               ncclInvalidArgument, "excludeRanksCount -1");
+  expect_error(ncclCommShrink(comm_, nullptr, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT),
+               ncclInvalidArgument, "excludeRanksList is null");
+  expect_error(ncclCommShrink(comm_, outside, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT),
+               ncclInvalidArgument, "rank 1, outside");
+  expect_error(ncclCommShrink(comm_, self, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT),
+               ncclInvalidArgument, "the caller");
+  expect_error(ncclCommShrink(comm_, nullptr, 0, &shrunk, nullptr, 7), ncclInvalidArgument,
+               "shrinkFlags 7");
+  EXPECT_EQ(shrunk, nullptr);
+  // Nothing refused broke the parent.
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 8, ncclFloat32, ncclSum, comm_, nullptr), ncclSuccess);
+}
+
+// Excluding nobody is a copy: the new communicator works, the parent too.
+TEST_F(PluginArguments, ShrinkExcludingNobodyGivesAWorkingCommunicator) {
+  ncclComm_t shrunk = nullptr;
+  ASSERT_EQ(ncclCommShrink(comm_, nullptr, 0, &shrunk, nullptr, NCCL_SHRINK_DEFAULT), ncclSuccess)
+      << ncclGetLastError(nullptr);
+  int count = 0;
+  EXPECT_EQ(ncclCommCount(shrunk, &count), ncclSuccess);
+  EXPECT_EQ(count, 1);
+  float in[3] = {1.5f, -2.0f, 7.0f}, out[3] = {};
+  EXPECT_EQ(ncclAllReduce(in, out, 3, ncclFloat32, ncclSum, shrunk, nullptr), ncclSuccess);
+  EXPECT_EQ(out[2], 7.0f);
+  EXPECT_EQ(ncclAllReduce(in, out, 3, ncclFloat32, ncclSum, comm_, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(shrunk), ncclSuccess);
+}
+
+// A revoked communicator: calls and finalize refused (naming the revoke), its async state
+// ncclSuccess, split and shrink still work; revoking twice is fine; bad flags refused.
+TEST_F(PluginArguments, RevokedCommunicatorAllowsOnlySplitShrinkAndDestroy) {
+  expect_error(ncclCommRevoke(comm_, 3), ncclInvalidArgument, "revokeFlags 3");
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 8, ncclFloat32, ncclSum, comm_, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclResult_t async = ncclInternalError;
+  EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSuccess);
+  expect_error(ncclAllReduce(buffer_, buffer_, 8, ncclFloat32, ncclSum, comm_, nullptr),
+               ncclInvalidUsage, "revoked");
+  expect_error(ncclCommFinalize(comm_), ncclInvalidUsage, "after ncclCommRevoke");
+  EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSuccess) << "a refused call broke a revoked communicator";
+  ncclComm_t split = nullptr, shrunk = nullptr;
+  ASSERT_EQ(ncclCommSplit(comm_, 0, 0, &split, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclCommShrink(comm_, nullptr, 0, &shrunk, nullptr, NCCL_SHRINK_DEFAULT), ncclSuccess)
+      << ncclGetLastError(nullptr);
+  float value = 4.0f;
+  EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, split, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, shrunk, nullptr), ncclSuccess);
+  EXPECT_EQ(value, 4.0f);
+  EXPECT_EQ(ncclCommDestroy(split), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(shrunk), ncclSuccess);
+}
+
 TEST(PluginInit, RefusesBadRanksAndConfigs) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);

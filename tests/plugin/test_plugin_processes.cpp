@@ -131,6 +131,37 @@ TEST_F(PluginProcesses, AbortEndsABlockedCollective) {
   EXPECT_TRUE(results[nranks - 1].killed_by_parent) << describe(results[nranks - 1]);
 }
 
+// ncclCommRevoke, then ncclCommShrink, or ncclCommShrink with NCCL_SHRINK_ABORT alone, end an
+// allreduce stuck on rank 1 (idle for ever, or killed) and give the other three a communicator
+// of their own whose allreduce is their exact sum (rank_process/shrink_scenario.cpp). The
+// timeout is far longer than the test lets the stuck call wait: only the revoke can end it.
+class PluginShrink : public PluginProcesses, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(PluginShrink, SurvivorsFormACommunicatorWithoutTheLostRank) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "50");
+  ScopedEnv how("PLUGIN_TEST_SHRINK", GetParam());
+  const bool killed = std::string(GetParam()) == "abort";
+  const int nranks = 4;
+  const std::vector<RankProcessResult> results =
+      run(plugin_test::kScenarioShrink, nranks, new_id(), 0, -1, /*expendable_rank=*/1);
+  ASSERT_EQ(results.size(), static_cast<size_t>(nranks));
+  for (int rank = 0; rank < nranks; ++rank) {
+    if (rank == 1) continue;
+    EXPECT_TRUE(results[rank].exited && results[rank].exit_code == plugin_test::kPluginRankOk)
+        << describe(results[rank]);
+  }
+  if (killed) {
+    EXPECT_EQ(results[1].signal, SIGKILL) << describe(results[1]);
+  } else {
+    EXPECT_TRUE(results[1].killed_by_parent) << describe(results[1]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ways, PluginShrink, ::testing::Values("revoke", "abort"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
 // A rank presenting a wrong secret is refused (ncclCommInitRank fails within TERSE_TIMEOUT_S
 // and says why) and does not disturb the job it tried to join: the rightful ranks then form it
 // at the same root. terse's id holds its secret at bytes 32-39 (transport/unique_id.h).

@@ -75,6 +75,11 @@ for n in 2 4; do
   fi
 done
 
+# ncclCommShrink and ncclCommRevoke: the real NCCL shrinks, terse's side of the new
+# communicator is made from it, and its calls route as any communicator's; revoking reaches both.
+run shrink-processes-3 LD_PRELOAD="$libterse" TERSE_MODE=wrap -- "$app" shrink 3 processes
+run shrink-threads-4 LD_PRELOAD="$libterse" TERSE_MODE=wrap -- "$app" shrink 4 threads
+
 # A policy of `auto`: the calls it leaves uncompressed go to the real NCCL as well, decided on
 # codec speeds the ranks agreed at creation. With codecs this slow, auto compresses nothing
 # (every allreduce reaches the stand-in); with codecs this fast, and shared memory said to be as

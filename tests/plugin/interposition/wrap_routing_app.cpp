@@ -17,6 +17,12 @@
 //              async_error:  a forwarded allreduce after which the stand-in fails the
 //                            communicator (RECORDING_NCCL_ASYNC_ERROR_COUNT=777);
 //                            ncclCommGetAsyncError must say ncclRemoteError.
+//              shrink:       every rank but the last shrinks the communicator without it
+//                            (the real NCCL's ncclCommShrink, then terse's side made from the
+//                            new real one): on the new one an int32 allreduce (count 121)
+//                            reaches the stand-in and a compressed one (4096) stays in terse,
+//                            both checked; then every rank revokes the parent on both sides
+//                            (its next allreduce refused) and destroys it.
 //              mode_error:   ncclGetUniqueId must fail with WRAP_EXPECT_ERROR (a result code
 //                            number) and a message naming every word of WRAP_EXPECT_WORDS.
 //     LAUNCH processes | threads | group-init (one thread creates every rank inside a group
@@ -309,6 +315,64 @@ void async_error(int rank, ncclComm_t comm) {
   }
 }
 
+bool one_rank_per_process = false;
+std::vector<std::string> my_log_lines();
+bool logged(const std::vector<std::string>& lines, const std::string& function, long count);
+
+void shrink(int rank, ncclComm_t comm) {
+  int n = 0;
+  CHECK_NCCL(rank, ncclCommCount(comm, &n));
+  const int left_out = n - 1;
+  if (rank != left_out) {
+    int excluded[] = {left_out};
+    ncclComm_t shrunk = nullptr;
+    CHECK_NCCL(rank, ncclCommShrink(comm, excluded, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT));
+    int size = 0, me = -1;
+    CHECK_NCCL(rank, ncclCommCount(shrunk, &size));
+    CHECK_NCCL(rank, ncclCommUserRank(shrunk, &me));
+    if (size != n - 1 || me != rank) {
+      report(rank, "the shrunk communicator is rank " + std::to_string(me) + " of " +
+                       std::to_string(size));
+    }
+    std::vector<int32_t> data(121), want(121, 0);
+    for (int i = 0; i < 121; ++i) {
+      data[i] = rank * 1000 + i;
+      for (int r = 0; r < n - 1; ++r) want[i] += r * 1000 + i;
+    }
+    CHECK_NCCL(rank, ncclAllReduce(data.data(), data.data(), 121, ncclInt32, ncclSum, shrunk, 0));
+    expect_equal(rank, "allreduce on the shrunk communicator", data, want);
+    std::vector<float> values(4096), out(4096);
+    std::vector<double> exact(4096, 0.0);
+    for (size_t i = 0; i < 4096; ++i) {
+      values[i] = compressed_input(rank, i);
+      for (int r = 0; r < n - 1; ++r) exact[i] += compressed_input(r, i);
+    }
+    CHECK_NCCL(rank, ncclAllReduce(values.data(), out.data(), 4096, ncclFloat, ncclSum, shrunk, 0));
+    expect_close(rank, "compressed allreduce on the shrunk communicator", out, exact);
+    CHECK_NCCL(rank, ncclCommDestroy(shrunk));
+  }
+  CHECK_NCCL(rank, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+  std::vector<float> values(4096, 1.0f);
+  if (ncclAllReduce(values.data(), values.data(), 4096, ncclFloat, ncclSum, comm, 0) !=
+      ncclInvalidUsage) {
+    report(rank, "a compressed allreduce on the revoked communicator was not refused");
+  }
+  // The log tells processes apart, not threads: one rank per process only.
+  if (one_rank_per_process) {
+    const std::vector<std::string> lines = my_log_lines();
+    if (rank != left_out && !logged(lines, "ncclCommShrink", -1)) {
+      report(rank, "the stand-in never saw ncclCommShrink");
+    }
+    if (rank != left_out && !logged(lines, "ncclAllReduce", 121)) {
+      report(rank, "the shrunk communicator's allreduce of 121 never reached the stand-in");
+    }
+    if (logged(lines, "ncclAllReduce", 4096)) {
+      report(rank, "a compressed allreduce of 4096 reached the stand-in");
+    }
+    if (!logged(lines, "ncclCommRevoke", -1)) report(rank, "the stand-in never saw the revoke");
+  }
+}
+
 // Which lines this process's calls left in the stand-in's log.
 std::vector<std::string> my_log_lines() {
   std::vector<std::string> lines;
@@ -485,7 +549,7 @@ int spawn_ranks(const char* self, const char* scenario, int n) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s routing|async_error|mode_error NRANKS LAUNCH\n", argv[0]);
+    fprintf(stderr, "usage: %s routing|shrink|async_error|mode_error NRANKS LAUNCH\n", argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -495,10 +559,13 @@ int main(int argc, char** argv) {
     mode_error();
     return failures == 0 ? 0 : 1;
   }
-  const Body body = scenario == "routing" ? Body(routing) : Body(async_error);
+  const Body body = scenario == "routing"  ? Body(routing)
+                    : scenario == "shrink" ? Body(shrink)
+                                           : Body(async_error);
   if (launch == "processes") return spawn_ranks(argv[0], argv[1], n);
   std::vector<ncclComm_t> comms(n, nullptr);
   if (launch == "rank") {  // one rank of "processes"
+    one_rank_per_process = true;
     const int rank = atoi(argv[4]);
     if (ncclCommInitRank(&comms[0], n, from_hex(argv[5]), rank) != ncclSuccess) {
       report(rank, std::string("ncclCommInitRank: ") + ncclGetLastError(nullptr));

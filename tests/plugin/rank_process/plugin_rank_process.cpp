@@ -357,6 +357,8 @@ int run(int argc, char** argv) {
     return run_killed(comm, rank, nranks);  // the communicator is aborted there
   } else if (scenario == kScenarioAbort) {
     return run_abort(comm, rank, nranks);
+  } else if (scenario == kScenarioShrink) {
+    return run_shrink(comm, rank, nranks);  // both communicators are destroyed there
   } else {
     report(code, "unknown scenario " + scenario);
   }

@@ -56,6 +56,15 @@ constexpr const char* kScenarioResidualAdmission = "residual-admission";
 // ncclCommInitRankConfig, or with ncclCommInitRank inside a group, instead of ncclCommInitRank.
 constexpr const char* kScenarioInitResult = "init-result";
 int run_init_result(const ncclUniqueId& id, int rank, int nranks);
+// Rank 1 leaves after a first allreduce (PLUGIN_TEST_SHRINK=revoke: it idles until the test
+// kills it; =abort: it SIGKILLs itself) while the others enter an allreduce on a thread of their
+// own. revoke: ncclCommRevoke ends that call, ncclCommGetAsyncError says ncclSuccess, a
+// collective and ncclCommFinalize are refused, then ncclCommShrink(NCCL_SHRINK_DEFAULT); abort:
+// ncclCommShrink(NCCL_SHRINK_ABORT) alone ends it. Either way the survivors get a communicator
+// of nranks - 1 in their old order whose allreduce is their exact sum, and destroy both promptly
+// (shrink_scenario.cpp). The communicator is destroyed there.
+constexpr const char* kScenarioShrink = "shrink";
+int run_shrink(ncclComm_t comm, int rank, int nranks);
 // The id argument that makes every rank call ncclGetUniqueId.
 constexpr const char* kIdFromEnvironment = "env";
 

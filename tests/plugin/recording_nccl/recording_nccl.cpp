@@ -44,6 +44,7 @@ struct ncclComm {
   int rank = 0;
   int nranks = 0;
   uint64_t exchanges = 0;                // collective exchanges so far (file names)
+  uint64_t shrinks = 0;                  // ncclCommShrink calls so far (directory names)
   std::vector<uint64_t> sent, received;  // point-to-point messages per peer
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   bool finalized = false;
@@ -512,6 +513,48 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   }
   *newcomm = made;
   return ncclSuccess;
+}
+
+// Only the remaining ranks call it; they meet in a directory of their own, named by how many
+// shrinks the parent has seen.
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* /*config*/, int shrinkFlags) {
+  log_call("ncclCommShrink", comm, excludeRanksCount, -1, shrinkFlags);
+  if (comm == nullptr || newcomm == nullptr || excludeRanksCount < 0 ||
+      (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+    return fail(ncclInvalidArgument, "bad ncclCommShrink");
+  }
+  std::vector<bool> leaves(static_cast<size_t>(comm->nranks), false);
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    const int rank = excludeRanksList[i];
+    if (rank < 0 || rank >= comm->nranks || rank == comm->rank) {
+      return fail(ncclInvalidArgument, "bad rank in excludeRanksList");
+    }
+    leaves[static_cast<size_t>(rank)] = true;
+  }
+  int new_rank = 0, members = 0;
+  for (int rank = 0; rank < comm->nranks; ++rank) {
+    if (leaves[static_cast<size_t>(rank)]) continue;
+    if (rank < comm->rank) ++new_rank;
+    ++members;
+  }
+  const std::string dir = comm->dir + ".k" + std::to_string(comm->shrinks++);
+  mkdir(dir.c_str(), 0700);  // whoever comes first makes it
+  ncclComm* made = new_comm(dir, new_rank, members);
+  if (ncclResult_t result = join(made)) {
+    delete made;
+    return result;
+  }
+  *newcomm = made;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  log_call("ncclCommRevoke", comm, revokeFlags);
+  if (comm == nullptr || revokeFlags != NCCL_REVOKE_DEFAULT) {
+    return fail(ncclInvalidArgument, "bad ncclCommRevoke");
+  }
+  return ncclSuccess;  // every call here completed before it returned: nothing to stop
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
