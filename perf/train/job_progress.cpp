@@ -7,10 +7,8 @@ JobProgress::JobProgress(ncclComm_t comm, int rank, int nranks)
     : comm_(comm),
       rank_(rank),
       nranks_(nranks),
-      one_step_(static_cast<size_t>(nranks), 0.0f),
-      received_(static_cast<size_t>(nranks), 0.0f) {
-  one_step_[static_cast<size_t>(rank)] = 1.0f;
-}
+      outgoing_(static_cast<size_t>(nranks), 0.0f),
+      received_(static_cast<size_t>(nranks), 0.0f) {}
 
 JobProgress::~JobProgress() {
   if (handle_ != nullptr) free();
@@ -34,24 +32,33 @@ void JobProgress::take_received() {
   total_seen_ = static_cast<uint64_t>(total);
 }
 
+ncclResult_t JobProgress::poll(tersePsSync_t* request, bool* done) {
+  int finished = 1;
+  const ncclResult_t result = *request != nullptr ? tersePsTest(*request, &finished) : ncclSuccess;
+  // A failed test has released the request, as a finished one is.
+  if (result != ncclSuccess || finished) *request = nullptr;
+  *done = finished != 0;
+  return result;
+}
+
+ncclResult_t JobProgress::push_uncounted() {
+  outgoing_[static_cast<size_t>(rank_)] = static_cast<float>(uncounted_);
+  uncounted_ = 0;
+  return tersePsSend(handle_, outgoing_.data(), tersePsAdd, &push_);
+}
+
 ncclResult_t JobProgress::count_step() {
-  if (push_ != nullptr) {
-    const ncclResult_t result = tersePsSync(push_);
-    push_ = nullptr;
-    if (result != ncclSuccess) return result;
-  }
-  ncclResult_t result = tersePsSend(handle_, one_step_.data(), tersePsAdd, &push_);
-  if (result != ncclSuccess) return result;
-  if (receive_ != nullptr) {
-    int done = 0;
-    result = tersePsTest(receive_, &done);
-    if (result != ncclSuccess || !done) {
-      if (result != ncclSuccess) receive_ = nullptr;
-      return result;
-    }
-    receive_ = nullptr;
-    take_received();
-  }
+  ++uncounted_;
+  // Nothing here waits: a push still on its way (its owner may be a straggler) leaves this step
+  // to the next push, and a receive still on its way leaves the total as last seen.
+  bool pushed = false;
+  ncclResult_t result = poll(&push_, &pushed);
+  if (result == ncclSuccess && pushed) result = push_uncounted();
+  bool received = false;
+  if (result == ncclSuccess) result = poll(&receive_, &received);
+  if (result != ncclSuccess || !received) return result;
+  // received_ holds the last receive that completed (or refresh()'s, or zeros at first).
+  take_received();
   return tersePsReceive(handle_, received_.data(), &receive_);
 }
 
@@ -59,6 +66,11 @@ ncclResult_t JobProgress::flush() {
   ncclResult_t result = ncclSuccess;
   if (push_ != nullptr) result = tersePsSync(push_);
   push_ = nullptr;
+  if (result == ncclSuccess && uncounted_ > 0) {
+    result = push_uncounted();
+    if (result == ncclSuccess) result = tersePsSync(push_);
+    push_ = nullptr;
+  }
   if (receive_ != nullptr) {
     const ncclResult_t received = tersePsSync(receive_);
     if (result == ncclSuccess) result = received;

@@ -1,11 +1,12 @@
 // How far the whole job is through an epoch when the ranks do not wait for one another (--sync
 // downpour or easgd): a rank that is faster should take more of the epoch's batches rather than
 // idle at its end, or asynchrony gains nothing over a straggler. Each rank counts its steps into
-// a parameter-server tensor of one element per rank (tersePsAdd of 1 at its own index, exact)
-// and reads the job's total back with a receive that it polls, never waits for, during the
-// epoch: an epoch ends for a rank once the total it has seen reaches the epoch's nranks x steps
-// batches. The total it sees lags by the requests in flight, so the job overshoots by a few
-// steps, which count towards the next epoch (the target is cumulative).
+// a parameter-server tensor of one element per rank (tersePsAdd at its own index, exact; a step
+// made while its last push is on its way goes with the next) and reads the job's total back
+// with a receive that it polls, never waits for, during the epoch: an epoch ends for a rank once
+// the total it has seen reaches the epoch's nranks x steps batches. The total it sees lags by the
+// requests in flight, so the job overshoots by a few steps, which count towards the next epoch (the
+// target is cumulative).
 #pragma once
 
 #include <nccl.h>
@@ -39,13 +40,17 @@ class JobProgress {
   int rank_;
   int nranks_;
   tersePsHandle_t handle_ = nullptr;
-  std::vector<float> one_step_;  // 1 at this rank's index
+  std::vector<float> outgoing_;  // this rank's uncounted steps at its index, 0 elsewhere
   std::vector<float> received_;
   tersePsSync_t push_ = nullptr;
   tersePsSync_t receive_ = nullptr;
+  uint64_t uncounted_ = 0;  // steps not pushed yet
   uint64_t total_seen_ = 0;
 
   void take_received();
+  // Whether *request finished (true too when none is outstanding), releasing it if so.
+  ncclResult_t poll(tersePsSync_t* request, bool* done);
+  ncclResult_t push_uncounted();
 };
 
 }  // namespace train

@@ -21,8 +21,18 @@ Downpour::Downpour(const std::vector<SchemeTensor>& tensors, const DownpourSetti
   }
 }
 
+Downpour::~Downpour() {
+  // A receive still writes into `received`: wait for it before the buffer goes.
+  for (Tensor& tensor : tensors_) {
+    if (tensor.receive != nullptr) tersePsSync(tensor.receive);
+  }
+}
+
 ncclResult_t Downpour::start() {
-  return settings_.fetch_every == 1 ? issue_receive() : ncclSuccess;
+  ncclResult_t result = ncclSuccess;
+  if (settings_.fetch_every != 1) return result;
+  for (Tensor& tensor : tensors_) result = first_failure(result, issue_receive(&tensor));
+  return result;
 }
 
 ncclResult_t Downpour::step() {
@@ -39,13 +49,13 @@ ncclResult_t Downpour::step() {
   steps_unpushed_ = true;
   ncclResult_t result = ncclSuccess;
   if ((t + 1) % static_cast<uint64_t>(settings_.send_every) == 0) result = push();
-  if (result == ncclSuccess && receiving_ &&
-      (t + 1) % static_cast<uint64_t>(settings_.fetch_every) == 0) {
-    result = apply_receive();
-  }
-  if (result == ncclSuccess && !receiving_ &&
-      (t + 2) % static_cast<uint64_t>(settings_.fetch_every) == 0) {
-    result = issue_receive();
+  const bool fetch_step = (t + 1) % static_cast<uint64_t>(settings_.fetch_every) == 0;
+  const bool issue_step = (t + 2) % static_cast<uint64_t>(settings_.fetch_every) == 0;
+  for (Tensor& tensor : tensors_) {
+    if (result != ncclSuccess) break;
+    if (fetch_step || tensor.overdue) result = fetch(&tensor);
+    const bool outstanding = tensor.receive != nullptr || tensor.arrived;
+    if (result == ncclSuccess && issue_step && !outstanding) result = issue_receive(&tensor);
   }
   for (Tensor& tensor : tensors_) {
     std::copy_n(tensor.tensor.values, tensor.tensor.count, tensor.previous.begin());
@@ -58,12 +68,18 @@ ncclResult_t Downpour::flush() {
   ncclResult_t result = steps_unpushed_ ? push() : ncclSuccess;
   result = first_failure(result, pushes_.wait_all());
   // The receive's data stays in `received` until its fetch step applies it.
-  return first_failure(result, receives_.wait_all());
+  for (Tensor& tensor : tensors_) {
+    if (tensor.receive == nullptr) continue;
+    result = first_failure(result, tersePsSync(tensor.receive));
+    tensor.receive = nullptr;
+    tensor.arrived = true;
+  }
+  return result;
 }
 
 ncclResult_t Downpour::push() {
-  // One push per tensor in flight: the last one must be applied before this one is made.
-  ncclResult_t result = pushes_.wait_all();
+  // Released as they finish; a push waits only for those beyond the bound.
+  ncclResult_t result = pushes_.release_finished((kPushesInFlight - 1) * tensors_.size());
   for (Tensor& tensor : tensors_) {
     if (result != ncclSuccess) break;
     for (size_t i = 0; i < tensor.tensor.count; ++i) {
@@ -80,31 +96,41 @@ ncclResult_t Downpour::push() {
   return result;
 }
 
-ncclResult_t Downpour::issue_receive() {
-  ncclResult_t result = ncclSuccess;
-  for (Tensor& tensor : tensors_) {
-    tersePsSync_t sync = nullptr;
-    // Issued after this worker's pushes, which its owners apply first: the receive contains them,
-    // and of this worker's updates misses only those not pushed yet.
-    result = tersePsReceive(tensor.tensor.handle, tensor.received.data(), &sync);
-    if (result != ncclSuccess) break;
-    receives_.add(sync);
-    tensor.unseen = tensor.unpushed;
+ncclResult_t Downpour::issue_receive(Tensor* tensor) {
+  // Issued after this worker's pushes, which its owners apply first: the receive contains them,
+  // and of this worker's updates misses only those not pushed yet.
+  const ncclResult_t result =
+      tersePsReceive(tensor->tensor.handle, tensor->received.data(), &tensor->receive);
+  if (result != ncclSuccess) {
+    tensor->receive = nullptr;
+    return result;
   }
-  receiving_ = true;
-  return result;
+  tensor->unseen = tensor->unpushed;
+  return ncclSuccess;
 }
 
-ncclResult_t Downpour::apply_receive() {
-  const ncclResult_t result = receives_.wait_all();
-  receiving_ = false;
-  if (result != ncclSuccess) return result;
-  for (Tensor& tensor : tensors_) {
-    for (size_t i = 0; i < tensor.tensor.count; ++i) {
-      tensor.tensor.values[i] = tensor.received[i] + tensor.unseen[i];
+ncclResult_t Downpour::fetch(Tensor* tensor) {
+  if (tensor->receive != nullptr) {
+    int done = 0;
+    const ncclResult_t result = tersePsTest(tensor->receive, &done);
+    if (result != ncclSuccess) {
+      tensor->receive = nullptr;
+      return result;
     }
-    std::fill(tensor.unseen.begin(), tensor.unseen.end(), 0.0f);
+    if (!done) {
+      tensor->overdue = true;
+      return ncclSuccess;
+    }
+    tensor->receive = nullptr;
+    tensor->arrived = true;
   }
+  if (!tensor->arrived) return ncclSuccess;
+  for (size_t i = 0; i < tensor->tensor.count; ++i) {
+    tensor->tensor.values[i] = tensor->received[i] + tensor->unseen[i];
+  }
+  std::fill(tensor->unseen.begin(), tensor->unseen.end(), 0.0f);
+  tensor->arrived = false;
+  tensor->overdue = false;
   return ncclSuccess;
 }
 

@@ -15,12 +15,20 @@
 // receive could not contain (those not pushed when it was issued, and those made since), at full
 // scale: a fetch never undoes the worker's own recent progress.
 //
+// Nothing waits for a slow owner (a straggler's server thread, a congested link): a tensor whose
+// receive has not arrived by its fetch step keeps its values and takes the receive at the first
+// step end after it arrived (its next receive is issued then, or at the next issue step); pushes
+// are released as they finish, and a worker waits only when more than kPushesInFlight pushes
+// per tensor are still on their way.
+//
 // Cadence (t counts steps from 0; step t ends in step()):
 //   push    at the end of step t when (t + 1) % send_every == 0, and in flush()
-//   fetch   at the end of step t when (t + 1) % fetch_every == 0 (after that step's push)
+//   fetch   at the end of step t when (t + 1) % fetch_every == 0 (after that step's push), for
+//           every tensor whose receive has arrived; later ones at the first step end after
 //   issue   the receive at the end of step t when (t + 2) % fetch_every == 0 (after any fetch),
-//           and in start() when fetch_every is 1 (step 0's fetch)
-// A tensor has at most one push and one receive in flight; a new push first syncs the last.
+//           and in start() when fetch_every is 1 (step 0's fetch), for every tensor that has no
+//           receive outstanding; with fetch_every 1 a late tensor's next receive goes out when its
+//           last one is applied
 #pragma once
 
 #include <vector>
@@ -39,32 +47,38 @@ struct DownpourSettings {
 
 class Downpour : public UpdateScheme {
  public:
+  // Pushes per tensor that may be in flight before a push waits for the oldest.
+  static constexpr size_t kPushesInFlight = 4;
+
   Downpour(const std::vector<SchemeTensor>& tensors, const DownpourSettings& settings);
+  ~Downpour() override;
   ncclResult_t start() override;
   ncclResult_t step() override;
   // Pushes the updates not yet pushed (if a step made any since the last push) and waits for
-  // every push; a prefetch in flight is waited for too but kept, to be applied at its fetch step.
+  // every push; a receive in flight is waited for too but kept, to be applied at its fetch step.
   ncclResult_t flush() override;
 
  private:
   struct Tensor {
     SchemeTensor tensor;
-    std::vector<float> previous;  // the values when the last step() returned
-    std::vector<float> unpushed;  // updates made since the last push
-    std::vector<float> unseen;    // updates the receive in flight cannot contain
-    std::vector<float> outgoing;  // push_scale * unpushed, as sent
-    std::vector<float> received;  // the receive's destination
+    std::vector<float> previous;      // the values when the last step() returned
+    std::vector<float> unpushed;      // updates made since the last push
+    std::vector<float> unseen;        // updates the outstanding receive cannot contain
+    std::vector<float> outgoing;      // push_scale * unpushed, as sent
+    std::vector<float> received;      // the receive's destination
+    tersePsSync_t receive = nullptr;  // in flight
+    bool arrived = false;             // received holds a receive not yet applied
+    bool overdue = false;             // its fetch step passed before it arrived
   };
   DownpourSettings settings_;
   std::vector<Tensor> tensors_;
   PendingRequests pushes_;
-  PendingRequests receives_;
-  bool receiving_ = false;       // a receive was issued and not yet applied
   bool steps_unpushed_ = false;  // a step ended since the last push
 
   ncclResult_t push();
-  ncclResult_t issue_receive();
-  ncclResult_t apply_receive();
+  ncclResult_t issue_receive(Tensor* tensor);
+  // Applies the tensor's receive if it has arrived (never waits); marks it overdue if not.
+  ncclResult_t fetch(Tensor* tensor);
 };
 
 }  // namespace ps

@@ -21,8 +21,10 @@ ncclResult_t Easgd::step() {
 }
 
 ncclResult_t Easgd::exchange() {
-  // The last exchange's pushes first: this worker's receive must see its own last pull.
-  ncclResult_t result = pushes_.wait_all();
+  // The last exchanges' pushes are released as they finish, never waited for below the bound:
+  // this worker's receive sees its own last pull anyway (an owner applies a client's requests in
+  // order).
+  ncclResult_t result = pushes_.release_finished((kPushesInFlight - 1) * tensors_.size());
   PendingRequests receives;
   for (Tensor& tensor : tensors_) {
     if (result != ncclSuccess) break;

@@ -12,7 +12,8 @@
 // Cadence (t counts steps from 0; step t ends in step()): at the end of step t when
 // (t + 1) % tau == 0, receive c (every tensor's receive issued, then all waited for: the pull
 // must use the centre as it is, so this one is not prefetched), apply the pull to x and push d.
-// A tensor has at most one push in flight; the next exchange first syncs it.
+// Pushes are released as they finish; an exchange waits for the oldest only when more than
+// kPushesInFlight per tensor are still on their way.
 #pragma once
 
 #include <vector>
@@ -30,6 +31,9 @@ struct EasgdSettings {
 
 class Easgd : public UpdateScheme {
  public:
+  // Pushes per tensor that may be in flight before an exchange waits for the oldest.
+  static constexpr size_t kPushesInFlight = 4;
+
   Easgd(const std::vector<SchemeTensor>& tensors, const EasgdSettings& settings);
   ncclResult_t start() override { return ncclSuccess; }
   ncclResult_t step() override;

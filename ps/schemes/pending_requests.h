@@ -20,6 +20,12 @@ class PendingRequests {
 
   void add(tersePsSync_t sync) { syncs_.push_back(sync); }
   bool empty() const { return syncs_.empty(); }
+  size_t size() const { return syncs_.size(); }
+  // Releases the requests that have finished (tersePsTest), never waiting, then waits for the
+  // oldest until at most `most` remain: a bound on what is in flight without a wait per request
+  // (a slow owner, e.g. a straggler's server thread, then delays a worker only when it falls
+  // `most` requests behind). The first failure's result.
+  ncclResult_t release_finished(size_t most);
   // Syncs every request (all of them, even after a failure, so none stays unreleased); the first
   // failure's result.
   ncclResult_t wait_all();

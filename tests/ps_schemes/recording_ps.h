@@ -18,6 +18,9 @@ namespace test {
 tersePsHandle_t recording_ps_tensor(const std::string& name, const std::vector<float>& initial);
 void recording_ps_free(tersePsHandle_t handle);
 std::vector<float> recording_ps_centre(tersePsHandle_t handle);
+// While held, a receive's tersePsTest says it is still running (and logs "test receive NAME:
+// running"); tersePsSync still completes it.
+void recording_ps_hold_receives(bool hold);
 // Another worker's push: added to the centre now, not logged.
 void recording_ps_add(tersePsHandle_t handle, const std::vector<float>& values);
 

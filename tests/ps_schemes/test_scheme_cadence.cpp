@@ -98,6 +98,33 @@ TEST(DownpourCadence, FetchingEveryStepPrefetchesFromStartAndKeepsTheWorkersOwnU
   EXPECT_EQ(w.value, 2.0f) << "the prefetch as issued (1) + step 2's update";
 }
 
+TEST(DownpourCadence, AReceiveLateForItsFetchIsAppliedWhenItArrivesNeverWaitedFor) {
+  OneTensor w(0.0f);
+  ps::Downpour downpour(w.tensors(), {1, 1, 1.0f});
+  ASSERT_EQ(downpour.start(), ncclSuccess);
+  EXPECT_EQ(w.calls(), Log{"receive w"});
+  recording_ps_hold_receives(true);
+  for (int t = 0; t < 2; ++t) {
+    w.value += 1.0f;
+    ASSERT_EQ(downpour.step(), ncclSuccess);
+    // Pushed; the receive still running: no wait, no second receive, the worker's own values.
+    Log expected = t == 0 ? Log{"send add w 1"} : Log{"sync send w", "send add w 1"};
+    expected.push_back("test receive w: running");
+    EXPECT_EQ(w.calls(), expected) << "step " << t;
+    EXPECT_EQ(w.value, t + 1.0f);
+  }
+  recording_ps_hold_receives(false);
+  recording_ps_add(w.handle, {16.0f});  // after the receive was issued: not in it
+  w.value += 1.0f;
+  ASSERT_EQ(downpour.step(), ncclSuccess);
+  EXPECT_EQ(w.calls(), (Log{"sync send w", "send add w 1", "sync receive w", "receive w"}));
+  // The centre as issued (0) + the three updates made since.
+  EXPECT_EQ(w.value, 3.0f);
+  w.value += 1.0f;
+  ASSERT_EQ(downpour.step(), ncclSuccess);
+  EXPECT_EQ(w.value, 20.0f) << "16 + the 3 pushed + step 3's update";
+}
+
 TEST(DownpourCadence, FlushPushesWhatIsUnpushed) {
   OneTensor w(0.0f);
   ps::Downpour downpour(w.tensors(), {4, 4, 1.0f});
