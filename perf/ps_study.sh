@@ -2,12 +2,14 @@
 # Parameter-server mode against allreduce (issue 15): train_fmnist with --sync allreduce,
 # downpour, easgd and ssp:2, the same model, ranks, epochs and seed, twice: on this machine's
 # loopback (accuracy after the same epochs) and on the emulated cluster with one straggler node
-# (time to accuracy). Writes one JSON per run and a table (perf/ps_study_table.py).
+# (time to accuracy). Writes one JSON per run, a table (perf/ps_study_table.py) and two charts
+# (perf/plot --ps-study: accuracy_vs_epoch.png, accuracy_vs_time.png).
 #
 #   perf/ps_study.sh [-e EPOCHS] [-r RANKS] [-s SEED] [-S STRAGGLER] [-R RATE] [-B BUILDDIR]
 #                    [-o OUTDIR] [-k "SCHEME ..."] [-p SPLIT_BYTES] [-L] [-C]
 #
-# Defaults: 3 epochs, 4 ranks, seed 1, straggler cpu:0.25 (emulated_cluster.sh -S), links 1gbit,
+# Defaults: 3 epochs, 4 ranks, seed 1, straggler cpu:0.25 (emulated_cluster.sh -S; -S none for
+# a cluster without one), links 1gbit,
 # build/, output in perf/results/ps_study/; -k runs only the named schemes (allreduce downpour
 # easgd ssp:2); -L skips the loopback runs, -C the cluster runs (which need root and network
 # namespaces: emulated_cluster.sh). Loopback runs are processes (perf/launch.sh; a parameter-
@@ -54,6 +56,8 @@ trainer=$build/perf/train_fmnist
 mkdir -p "$out"
 load() { echo "$(date -u +%FT%TZ) $1: $(uptime)" >>"$out/load.txt"; }
 
+straggler_flag=(-S "$straggler")
+[[ $straggler == none ]] && straggler_flag=()
 failed=()
 for scheme in $schemes; do
   name=${scheme//:/_}
@@ -74,7 +78,7 @@ for scheme in $schemes; do
     echo "== cluster $scheme (-n $ranks -r $rate -S $straggler)"
     load "cluster $scheme"
     if ! flock /tmp/terse-cluster.lock perf/emulated_cluster.sh -n "$ranks" -r "$rate" \
-      -S "$straggler" -B "$build" -o "$out/cluster/$name" -e "TERSE_PS_SPLIT_BYTES=$split" \
+      "${straggler_flag[@]}" -B "$build" -o "$out/cluster/$name" -e "TERSE_PS_SPLIT_BYTES=$split" \
       -x "$trainer --epochs $epochs --seed $seed --sync $scheme --json {out}.json" \
       >"$out/cluster/$name/cluster.log" 2>&1; then
       failed+=("cluster $scheme")
@@ -83,6 +87,7 @@ for scheme in $schemes; do
   fi
 done
 python3 perf/ps_study_table.py "$out" | tee "$out/table.md"
+perf/plot --ps-study "$out" || echo "ps_study.sh: no charts (perf/plot needs matplotlib)" >&2
 if ((${#failed[@]})); then
   echo "ps_study.sh: failed: ${failed[*]} (their logs are in $out)" >&2
   exit 1

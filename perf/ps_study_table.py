@@ -3,7 +3,8 @@
 after every epoch and the gap to allreduce after the last (loopback runs), and on the emulated
 cluster with a straggler the cumulative training time per epoch and the time to reach the
 accuracy every scheme reached (the lowest of their best accuracies), its speed-up over
-allreduce. Reads OUTDIR/loop/*.json and OUTDIR/cluster/*/*.json (train_fmnist --json)."""
+allreduce. Reads OUTDIR/loop/*.json and OUTDIR/cluster/*/*.json (train_fmnist --json).
+--seeds OUTDIR...: the loopback runs' final accuracy over several seeds (one OUTDIR each)."""
 import glob
 import json
 import os
@@ -17,6 +18,8 @@ def load(paths):
     for path in paths:
         with open(path) as f:
             run = json.load(f)
+        if run.get("program") != "train_fmnist":  # the cluster's link_*.json
+            continue
         runs[run.get("sync", "allreduce")] = run
     return dict(sorted(runs.items(), key=lambda kv: (ORDER.index(kv[0].split(":")[0])
                                                      if kv[0].split(":")[0] in ORDER else 9,
@@ -68,9 +71,39 @@ def time_table(runs):
     return "\n".join(lines) + "\n"
 
 
+def seeds_table(outs):
+    """Final accuracy of the loopback runs of several OUTDIRs (one seed each), and the mean gap."""
+    per_dir = [load(glob.glob(os.path.join(out, "loop", "*.json"))) for out in outs]
+    syncs = []
+    for runs in per_dir:
+        syncs += [s for s in runs if s not in syncs]
+    lines = ["| sync | " + " | ".join(f"seed {r['seed']}" for r in
+                                      (next(iter(runs.values())) for runs in per_dir if runs)) +
+             " | mean | mean vs allreduce (points) | per seed vs allreduce |",
+             "| --- " * (len(per_dir) + 4) + "|"]
+    for sync in syncs:
+        finals, gaps = [], []
+        for runs in per_dir:
+            run, base = runs.get(sync), runs.get("allreduce")
+            final = run["epochs"][-1]["test_accuracy"] if run and run["epochs"] else None
+            finals.append(final)
+            if final is not None and base and base["epochs"]:
+                gaps.append(100 * (final - base["epochs"][-1]["test_accuracy"]))
+        known = [f for f in finals if f is not None]
+        mean = f"{100 * sum(known) / len(known):.2f}" if known else ""
+        mean_gap = f"{sum(gaps) / len(gaps):+.2f}" if gaps else ""
+        lines.append(f"| {sync} | " + " | ".join("" if f is None else f"{100 * f:.2f}"
+                                                 for f in finals) +
+                     f" | {mean} | {mean_gap} | " + ", ".join(f"{g:+.2f}" for g in gaps) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--seeds":
+        print(seeds_table(sys.argv[2:]))
+        return 0
     if len(sys.argv) != 2:
-        print("usage: ps_study_table.py OUTDIR", file=sys.stderr)
+        print("usage: ps_study_table.py OUTDIR | --seeds OUTDIR...", file=sys.stderr)
         return 2
     out = sys.argv[1]
     loop = load(glob.glob(os.path.join(out, "loop", "*.json")))
