@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "codecs/block_scaled_avx2.h"
+#include "codecs/block_scaled_avx512.h"
 #include "codecs/block_scaled_math.h"
 #include "codecs/dtype.h"
 #include "codecs/rounding_random.h"
@@ -131,8 +134,8 @@ TERSE_BLOCK_SCALED_INLINE float block_scaled_lanes_max(const typename In::Storag
 
 // Max |x| of a whole tensor, in 32 NaN-sticky lanes (a running scalar max does not vectorise).
 template <typename In>
-TERSE_BLOCK_SCALED_DISPATCH float block_scaled_tensor_max(const typename In::Storage* x,
-                                                          size_t count) {
+TERSE_BLOCK_SCALED_DISPATCH float block_scaled_tensor_max_generic(const typename In::Storage* x,
+                                                                  size_t count) {
   float lanes[32] = {};
   size_t i = 0;
   for (; i + 32 <= count; i += 32) {
@@ -173,10 +176,12 @@ TERSE_BLOCK_SCALED_INLINE bool block_scaled_encode_block(const typename In::Stor
   return block_scaled_is_finite(amax);
 }
 
-// mxfp8/mxfp4 encode; returns the first block whose input is not finite, or the block count.
+// mxfp8/mxfp4 encode of blocks [begin, end); returns the first block whose input is not
+// finite, or end.
 template <typename In, typename F, bool kStochastic>
-TERSE_BLOCK_SCALED_DISPATCH size_t mx_encode_cpu(const typename In::Storage* input, size_t count,
-                                                 uint64_t seed, uint8_t* payload, float* error) {
+TERSE_BLOCK_SCALED_DISPATCH size_t mx_encode_range(const typename In::Storage* input, size_t count,
+                                                   uint64_t seed, size_t begin, size_t end,
+                                                   uint8_t* payload, float* error) {
   const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
   const RoundingKey key = rounding_key(seed);
   const auto make = [](float amax, uint32_t* scale) TERSE_BLOCK_SCALED_LAMBDA {
@@ -184,24 +189,24 @@ TERSE_BLOCK_SCALED_DISPATCH size_t mx_encode_cpu(const typename In::Storage* inp
     *scale = block_scaled_is_finite(amax) ? e8m0_byte(e) : kE8M0Nan;
     return MxElement<F, kStochastic>{mx_inverse_scale(e), mx_decode_scale(e)};
   };
-  size_t first_bad = layout.blocks;
-  for (size_t b = 0; b < layout.blocks; ++b) {
+  size_t first_bad = end;
+  for (size_t b = begin; b < end; ++b) {
     const size_t first = b * kMxBlock;
     const size_t r = count - first < kMxBlock ? count - first : kMxBlock;
     const bool finite = block_scaled_encode_block<In, F::kBits, kStochastic, kMxBlock>(
         input + first, r, first, key, make, payload + b,
         payload + layout.codes + first * F::kBits / 8, error != nullptr ? error + first : nullptr);
-    if (!finite && first_bad == layout.blocks) first_bad = b;
+    if (!finite && first_bad == end) first_bad = b;
   }
   return first_bad;
 }
 
-// nvfp4 encode (the tensor scale already computed and finite, or NaN: then every block is
-// marked); returns the first block whose input is not finite, or the block count.
+// nvfp4 encode of blocks [begin, end) (the tensor scale already computed and finite, or NaN:
+// then every block is marked); returns the first block whose input is not finite, or end.
 template <typename In, bool kStochastic>
-TERSE_BLOCK_SCALED_DISPATCH size_t nv_encode_cpu(const typename In::Storage* input, size_t count,
-                                                 float tensor_scale, uint64_t seed,
-                                                 uint8_t* payload, float* error) {
+TERSE_BLOCK_SCALED_DISPATCH size_t nv_encode_range(const typename In::Storage* input, size_t count,
+                                                   float tensor_scale, uint64_t seed, size_t begin,
+                                                   size_t end, uint8_t* payload, float* error) {
   const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
   const RoundingKey key = rounding_key(seed);
   const bool tensor_finite = block_scaled_is_finite(tensor_scale);
@@ -211,14 +216,14 @@ TERSE_BLOCK_SCALED_DISPATCH size_t nv_encode_cpu(const typename In::Storage* inp
     const float decode_scale = nv_decode_scale(*scale, tensor_scale);
     return NvElement<kStochastic>{decode_scale, nv_block_divisor(decode_scale)};
   };
-  size_t first_bad = layout.blocks;
-  for (size_t b = 0; b < layout.blocks; ++b) {
+  size_t first_bad = end;
+  for (size_t b = begin; b < end; ++b) {
     const size_t first = b * kNvBlock;
     const size_t r = count - first < kNvBlock ? count - first : kNvBlock;
     const bool finite = block_scaled_encode_block<In, 4, kStochastic, kNvBlock>(
         input + first, r, first, key, make, payload + b, payload + layout.codes + first / 2,
         error != nullptr ? error + first : nullptr);
-    if (!finite && first_bad == layout.blocks) first_bad = b;
+    if (!finite && first_bad == end) first_bad = b;
   }
   return first_bad;
 }
@@ -246,11 +251,12 @@ TERSE_BLOCK_SCALED_INLINE void block_scaled_decode_block(const uint8_t* codes, s
   }
 }
 
+// Decodes blocks [begin, the last).
 template <typename Out, typename F, bool kAccumulate>
-TERSE_BLOCK_SCALED_DISPATCH void mx_decode_cpu(const uint8_t* payload, size_t count,
-                                               typename Out::Storage* output) {
+TERSE_BLOCK_SCALED_DISPATCH void mx_decode_range(const uint8_t* payload, size_t count, size_t begin,
+                                                 typename Out::Storage* output) {
   const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
-  for (size_t b = 0; b < layout.blocks; ++b) {
+  for (size_t b = begin; b < layout.blocks; ++b) {
     const size_t first = b * kMxBlock;
     const size_t r = count - first < kMxBlock ? count - first : kMxBlock;
     const MxElement<F, false> element{0.0f, mx_decode_scale(int(payload[b]) - 127)};
@@ -265,10 +271,11 @@ TERSE_BLOCK_SCALED_DISPATCH void mx_decode_cpu(const uint8_t* payload, size_t co
 }
 
 template <typename Out, bool kAccumulate>
-TERSE_BLOCK_SCALED_DISPATCH void nv_decode_cpu(const uint8_t* payload, size_t count,
-                                               float tensor_scale, typename Out::Storage* output) {
+TERSE_BLOCK_SCALED_DISPATCH void nv_decode_range(const uint8_t* payload, size_t count,
+                                                 float tensor_scale, size_t begin,
+                                                 typename Out::Storage* output) {
   const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
-  for (size_t b = 0; b < layout.blocks; ++b) {
+  for (size_t b = begin; b < layout.blocks; ++b) {
     const size_t first = b * kNvBlock;
     const size_t r = count - first < kNvBlock ? count - first : kNvBlock;
     const float decode_scale = nv_decode_scale(payload[b], tensor_scale);
@@ -310,6 +317,152 @@ TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_code(const uint8_t* codes, s
     if (!F::is_number(codes[k])) return k;
   }
   return n;
+}
+
+// ---- Entry points: fp32 tensors go through the SIMD kernels for whole groups of 8 blocks
+// where the CPU has AVX2 (block_scaled_avx2.h; the encoders of block_scaled_avx512.h where it
+// has AVX-512); the rest, and a group holding a NaN or infinity,
+// through the generic loops above. Both write the same bytes.
+
+// Whether the AVX2 kernels take In, and the number of blocks they may cover.
+template <typename In>
+inline size_t block_scaled_simd_blocks(size_t count, uint32_t block) {
+#if TERSE_BLOCK_SCALED_AVX2
+  if (std::is_same<In, F32>::value && block_scaled_avx2::available()) {
+    return count / block / block_scaled_avx2::kGroup * block_scaled_avx2::kGroup;
+  }
+#endif
+  (void)count;
+  (void)block;
+  return 0;
+}
+
+template <typename In>
+float block_scaled_tensor_max(const typename In::Storage* x, size_t count) {
+#if TERSE_BLOCK_SCALED_AVX2
+  if constexpr (std::is_same<In, F32>::value) {
+    if (block_scaled_avx2::available()) {
+      return bits_float(block_scaled_avx2::tensor_max_bits(x, count));
+    }
+  }
+#endif
+  return block_scaled_tensor_max_generic<In>(x, count);
+}
+
+// Runs `simd(begin, end)` (returns where it stopped: end, or a group it left) and the generic
+// `range(begin, end)` (returns its first non-finite block, or end) over [0, blocks): the SIMD
+// kernel over the first simd_blocks, the generic loop over each group it leaves and the rest.
+// Returns the first non-finite block, or blocks.
+template <typename Simd, typename Range>
+inline size_t block_scaled_encode_split(size_t blocks, size_t simd_blocks, const Simd& simd,
+                                        const Range& range) {
+  size_t first_bad = blocks;
+  size_t begin = 0;
+  while (begin < simd_blocks) {
+    begin = simd(begin, simd_blocks);
+    if (begin == simd_blocks) break;
+    const size_t bad = range(begin, begin + 8);
+    if (bad < begin + 8 && first_bad == blocks) first_bad = bad;
+    begin += 8;
+  }
+  const size_t bad = range(begin, blocks);
+  if (bad < blocks && first_bad == blocks) first_bad = bad;
+  return first_bad;
+}
+
+// mxfp8/mxfp4 encode; returns the first block whose input is not finite, or the block count.
+template <typename In, typename F, bool kStochastic>
+size_t mx_encode_cpu(const typename In::Storage* input, size_t count, uint64_t seed,
+                     uint8_t* payload, float* error) {
+  const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
+  const auto range = [&](size_t begin, size_t end) {
+    return mx_encode_range<In, F, kStochastic>(input, count, seed, begin, end, payload, error);
+  };
+  const auto simd = [&](size_t begin, size_t end) -> size_t {
+#if TERSE_BLOCK_SCALED_AVX2
+    if constexpr (std::is_same<In, F32>::value) {
+      const RoundingKey key = rounding_key(seed);
+      uint8_t* codes = payload + layout.codes;
+      if (block_scaled_avx512::available()) {
+        return error != nullptr ? block_scaled_avx512::mx_encode<F, kStochastic, true>(
+                                      input, begin, end, key, payload, codes, error)
+                                : block_scaled_avx512::mx_encode<F, kStochastic, false>(
+                                      input, begin, end, key, payload, codes, error);
+      }
+      return error != nullptr ? block_scaled_avx2::mx_encode<F, kStochastic, true>(
+                                    input, begin, end, key, payload, codes, error)
+                              : block_scaled_avx2::mx_encode<F, kStochastic, false>(
+                                    input, begin, end, key, payload, codes, error);
+    }
+#endif
+    (void)begin;
+    return end;
+  };
+  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks<In>(count, kMxBlock),
+                                   simd, range);
+}
+
+// nvfp4 encode (the tensor scale already computed and finite, or NaN: then every block is
+// marked); returns the first block whose input is not finite, or the block count.
+template <typename In, bool kStochastic>
+size_t nv_encode_cpu(const typename In::Storage* input, size_t count, float tensor_scale,
+                     uint64_t seed, uint8_t* payload, float* error) {
+  const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
+  const auto range = [&](size_t begin, size_t end) {
+    return nv_encode_range<In, kStochastic>(input, count, tensor_scale, seed, begin, end, payload,
+                                            error);
+  };
+  const auto simd = [&](size_t begin, size_t end) -> size_t {
+#if TERSE_BLOCK_SCALED_AVX2
+    if constexpr (std::is_same<In, F32>::value) {
+      const RoundingKey key = rounding_key(seed);
+      uint8_t* codes = payload + layout.codes;
+      if (block_scaled_avx512::available()) {
+        return error != nullptr ? block_scaled_avx512::nv_encode<kStochastic, true>(
+                                      input, begin, end, tensor_scale, key, payload, codes, error)
+                                : block_scaled_avx512::nv_encode<kStochastic, false>(
+                                      input, begin, end, tensor_scale, key, payload, codes, error);
+      }
+      return error != nullptr ? block_scaled_avx2::nv_encode<kStochastic, true>(
+                                    input, begin, end, tensor_scale, key, payload, codes, error)
+                              : block_scaled_avx2::nv_encode<kStochastic, false>(
+                                    input, begin, end, tensor_scale, key, payload, codes, error);
+    }
+#endif
+    (void)begin;
+    return end;
+  };
+  const size_t simd_blocks =
+      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks<In>(count, kNvBlock) : 0;
+  return block_scaled_encode_split(layout.blocks, simd_blocks, simd, range);
+}
+
+template <typename Out, typename F, bool kAccumulate>
+void mx_decode_cpu(const uint8_t* payload, size_t count, typename Out::Storage* output) {
+  size_t begin = 0;
+#if TERSE_BLOCK_SCALED_AVX2
+  if constexpr (std::is_same<Out, F32>::value) {
+    begin = block_scaled_simd_blocks<Out>(count, kMxBlock);
+    const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
+    block_scaled_avx2::mx_decode<F, kAccumulate>(payload, payload + layout.codes, 0, begin, output);
+  }
+#endif
+  mx_decode_range<Out, F, kAccumulate>(payload, count, begin, output);
+}
+
+template <typename Out, bool kAccumulate>
+void nv_decode_cpu(const uint8_t* payload, size_t count, float tensor_scale,
+                   typename Out::Storage* output) {
+  size_t begin = 0;
+#if TERSE_BLOCK_SCALED_AVX2
+  if constexpr (std::is_same<Out, F32>::value) {
+    begin = block_scaled_simd_blocks<Out>(count, kNvBlock);
+    const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
+    block_scaled_avx2::nv_decode<kAccumulate>(payload, payload + layout.codes, 0, begin,
+                                              tensor_scale, output);
+  }
+#endif
+  nv_decode_range<Out, kAccumulate>(payload, count, tensor_scale, begin, output);
 }
 
 }  // namespace terse

@@ -15,7 +15,9 @@
 #include "ps/shard_update.h"
 #include "terse/terse.h"
 
-// What the opaque handles of terse.h point to.
+// What the opaque handles of terse.h point to. Each holds a use of its communicator
+// (acquire_comm) from init to free, so a destroy or abort in between leaves the communicator's
+// memory in place until the free, which then releases the use.
 struct tersePsTensor {
   ncclComm_t comm = nullptr;
   std::unique_ptr<terse::PsHandle> handle;
@@ -72,16 +74,28 @@ ncclResult_t init(const char* function, ncclComm_t comm, const tersePsTensorDesc
   TERSE_CHECK(engine_of(comm, function, &engine));
   CommUse use(comm, function);
   TERSE_CHECK(use.result());
-  if (handles == nullptr) return fail(ncclInvalidArgument, "%s: handle is NULL", function);
-  if (ntensors <= 0) {
-    return fail(ncclInvalidArgument, "%s: ntensors %d is not positive", function, ntensors);
+  // The argument checks' failure is not returned at once: ps_init shares it with every rank
+  // first, so that the others fail too instead of waiting in its collectives.
+  ncclResult_t local = ncclSuccess;
+  std::vector<PsTensorSpec> specs;
+  if (handles == nullptr) {
+    local = fail(ncclInvalidArgument, "%s: handle is NULL", function);
+  } else if (ntensors <= 0) {
+    local = fail(ncclInvalidArgument, "%s: ntensors %d is not positive", function, ntensors);
+  } else if (tensors == nullptr) {
+    local = fail(ncclInvalidArgument, "%s: tensors is NULL", function);
+  } else {
+    specs.resize(static_cast<size_t>(ntensors));
+    for (int i = 0; i < ntensors && local == ncclSuccess; ++i) {
+      local = check_spec(function, i, tensors[i], &specs[size_t(i)]);
+    }
   }
-  if (tensors == nullptr) return fail(ncclInvalidArgument, "%s: tensors is NULL", function);
-  std::vector<PsTensorSpec> specs(static_cast<size_t>(ntensors));
-  for (int i = 0; i < ntensors; ++i) TERSE_CHECK(check_spec(function, i, tensors[i], &specs[i]));
+  if (local != ncclSuccess) specs.clear();
   std::vector<std::unique_ptr<PsHandle>> made;
-  TERSE_CHECK(ps_init(engine, specs, &made));
+  TERSE_CHECK(ps_init(engine, specs, local, &made));
   for (int i = 0; i < ntensors; ++i) {
+    // Cannot fail: this call's own use keeps the communicator open.
+    TERSE_CHECK(acquire_comm(comm, function));
     handles[i] = new tersePsTensor{comm, std::move(made[size_t(i)])};
   }
   return ncclSuccess;
@@ -208,9 +222,21 @@ TERSE_API ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* sh
 TERSE_API ncclResult_t tersePsFree(tersePsHandle_t handle) try {
   TERSE_CHECK(terse::check_handle("tersePsFree", handle));
   std::unique_ptr<tersePsTensor> owned(handle);
-  terse::CommUse use(owned->comm, "tersePsFree");
-  TERSE_CHECK(use.result());
-  return terse::ps_free(owned->handle.get());
+  ncclComm_t comm = owned->comm;
+  // The handle's use keeps `comm` allocated even after a destroy or abort; it goes last.
+  struct Release {
+    ncclComm_t comm;
+    ~Release() { terse::release_comm(comm); }
+  } release{comm};
+  const bool closing = comm->closing.load();
+  const ncclResult_t result = terse::ps_free(owned->handle.get(), closing);
+  owned->handle.reset();
+  if (result != ncclSuccess || !closing || comm->aborted.load()) return result;
+  // After an abort, releasing alone is the expected clean-up; after a destroy it is a misuse
+  // worth naming, though the handle is released all the same.
+  return terse::fail(ncclInvalidUsage,
+                     "tersePsFree: the communicator was destroyed before the handle was freed; "
+                     "released this rank's side without waiting for the others");
 } catch (...) {
   return terse::result_of_current_exception("tersePsFree");
 }

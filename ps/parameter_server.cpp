@@ -18,8 +18,20 @@ namespace terse {
 namespace {
 
 // One server per communicator and process, alive while a tensor of it is: the handles own it.
+// The mutex guards the map alone and is never held across a collective: ranks that are threads
+// of one process create their servers at once, each over allgathers that need the others. An
+// entry is made and erased only under its communicator's call lock (ps_init, ps_free), which
+// serialises them per communicator; each handle holds a use of its communicator, so no other
+// communicator can take the address while the entry lives.
 std::mutex g_servers_mutex;
 std::map<Communicator*, std::weak_ptr<PsServer>> g_servers;
+
+// Erases `communicator`'s entry once its server is gone (the caller holds the call lock).
+void forget_server_if_gone(Communicator* communicator) {
+  std::lock_guard<std::mutex> lock(g_servers_mutex);
+  auto found = g_servers.find(communicator);
+  if (found != g_servers.end() && found->second.expired()) g_servers.erase(found);
+}
 
 // What every rank must agree on about one tensor before anything is placed (its id follows
 // from the order of the inits, the rest from the arguments and the policy).
@@ -90,14 +102,43 @@ ncclResult_t push_codec_of(Communicator* communicator, const PsTensorSpec& spec,
   return communicator->compression()->decide(args, codec, &algorithm);
 }
 
+// The caller holds the communicator's call lock (see g_servers).
 ncclResult_t server_for(Communicator* communicator, std::shared_ptr<PsServer>* server) {
-  std::lock_guard<std::mutex> lock(g_servers_mutex);
-  *server = g_servers[communicator].lock();
+  {
+    std::lock_guard<std::mutex> lock(g_servers_mutex);
+    auto found = g_servers.find(communicator);
+    *server = found != g_servers.end() ? found->second.lock() : nullptr;
+  }
   if (*server != nullptr) return ncclSuccess;
   std::unique_ptr<PsServer> made;
   TERSE_CHECK(PsServer::create(communicator->transport(), &made));
   *server = std::move(made);
+  std::lock_guard<std::mutex> lock(g_servers_mutex);
   g_servers[communicator] = *server;
+  return ncclSuccess;
+}
+
+// The local checks' outcome of every rank, before anything else collective: a rank that refused
+// its own arguments still takes part, so that every rank fails alike (the lowest failing rank's
+// result) and the control channel stays in step for the next call.
+ncclResult_t agree_on_local_checks(Transport* control, ncclResult_t mine) {
+  const std::string my_error = mine != ncclSuccess ? last_error() : "";
+  const int32_t local = int32_t(mine);
+  std::vector<int32_t> all(size_t(control->nranks()), 0);
+  TERSE_CHECK(control->allgather(&local, sizeof(local), all.data()));
+  for (int rank = 0; rank < control->nranks(); ++rank) {
+    const ncclResult_t theirs = ncclResult_t(all[size_t(rank)]);
+    if (theirs == ncclSuccess) continue;
+    if (rank == control->rank()) return fail(theirs, "%s", my_error.c_str());
+    if (mine != ncclSuccess) {
+      return fail(theirs, "%s (and rank %d refused its own arguments first)", my_error.c_str(),
+                  rank);
+    }
+    return fail(theirs,
+                "tersePsInit: rank %d refused its arguments (see its log); every rank fails "
+                "alike",
+                rank);
+  }
   return ncclSuccess;
 }
 
@@ -137,14 +178,14 @@ std::shared_ptr<PsRequest> new_request(const PsHandle& handle, size_t parts,
       int(parts), Deadline::after_seconds(handle.server->timeout_seconds()), end_at_first_failure);
 }
 
-}  // namespace
-
-ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>& specs,
-                     std::vector<std::unique_ptr<PsHandle>>* handles) {
-  uint64_t split_bytes = 0;
-  TERSE_CHECK(env_bytes("TERSE_PS_SPLIT_BYTES", kDefaultPsSplitBytes, &split_bytes));
-  std::vector<std::shared_ptr<PsTensor>> tensors;
-  std::vector<Agreement> mine;
+// This rank's tensors and their agreements, from its own arguments alone (no collective).
+ncclResult_t describe_locally(Communicator* communicator, const std::vector<PsTensorSpec>& specs,
+                              uint64_t* split_bytes,
+                              std::vector<std::shared_ptr<PsTensor>>* out_tensors,
+                              std::vector<Agreement>* out_mine) {
+  TERSE_CHECK(env_bytes("TERSE_PS_SPLIT_BYTES", kDefaultPsSplitBytes, split_bytes));
+  std::vector<std::shared_ptr<PsTensor>>& tensors = *out_tensors;
+  std::vector<Agreement>& mine = *out_mine;
   for (const PsTensorSpec& spec : specs) {
     auto tensor = std::make_shared<PsTensor>();
     tensor->name = spec.name;
@@ -156,10 +197,14 @@ ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>
     TERSE_CHECK(push_codec_of(communicator, spec, &push_codec));
     TERSE_CHECK(make_codec(spec, push_codec, "push", &tensor->push_encoder));
     TERSE_CHECK(make_codec(spec, push_codec, "push", &tensor->push_decoder));
+    // A policy's receive codec reaches only the types codecs take (fp32/fp16/bf16): a rule that
+    // matches an fp64 tensor by name leaves its receives exact instead of failing its init.
+    DType policy_dtype;
     const std::string receive_codec =
-        spec.receive_codec_given
-            ? spec.receive_codec
-            : communicator->compression()->ps_receive_codec(spec.name, spec.count, spec.type);
+        spec.receive_codec_given ? spec.receive_codec
+        : dtype_from_nccl(spec.type, &policy_dtype)
+            ? communicator->compression()->ps_receive_codec(spec.name, spec.count, spec.type)
+            : "none";
     TERSE_CHECK(make_codec(spec, receive_codec, "receive", &tensor->receive_codec));
     if (tensor->push_encoder != nullptr || tensor->receive_codec != nullptr) {
       dtype_from_nccl(spec.type, &tensor->codec_dtype);
@@ -168,13 +213,26 @@ ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>
     agreement.count = spec.count;
     agreement.type = uint64_t(spec.type);
     agreement.row_elements = spec.row_elements;
-    agreement.split_bytes = split_bytes;
+    agreement.split_bytes = *split_bytes;
     agreement.name_hash = fnv1a(spec.name);
     agreement.push_codec_hash = fnv1a(tensor->push_encoder ? tensor->push_encoder->spec() : "");
     agreement.receive_codec_hash =
         fnv1a(tensor->receive_codec ? tensor->receive_codec->spec() : "");
     mine.push_back(agreement);
     tensors.push_back(std::move(tensor));
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>& specs,
+                     ncclResult_t local_result, std::vector<std::unique_ptr<PsHandle>>* handles) {
+  uint64_t split_bytes = 0;
+  std::vector<std::shared_ptr<PsTensor>> tensors;
+  std::vector<Agreement> mine;
+  if (local_result == ncclSuccess) {
+    local_result = describe_locally(communicator, specs, &split_bytes, &tensors, &mine);
   }
 
   std::unique_lock<std::mutex> call = communicator->hold_transport();
@@ -184,8 +242,22 @@ ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>
   }
   Transport* control = communicator->transport();
   const int nranks = control->nranks();
+  TERSE_CHECK(agree_on_local_checks(control, local_result));
   std::shared_ptr<PsServer> server;
-  TERSE_CHECK(server_for(communicator, &server));
+  const ncclResult_t made = server_for(communicator, &server);
+  if (made != ncclSuccess) {
+    forget_server_if_gone(communicator);
+    return made;
+  }
+  // A failed init leaves no server behind when it made the communicator's first.
+  struct Forget {
+    Communicator* communicator;
+    std::shared_ptr<PsServer>* server;
+    ~Forget() {
+      server->reset();
+      forget_server_if_gone(communicator);
+    }
+  } forget{communicator, &server};
 
   // Agree: the number of tensors, then each one's description, compared with rank 0's.
   const uint64_t ntensors = specs.size();
@@ -220,6 +292,7 @@ ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>
   for (const auto& tensor : tensors) {
     inputs.push_back(PlacementInput{tensor->count, tensor->row_elements, tensor->element_bytes});
   }
+  const std::vector<uint64_t> load_before = *server->load();
   std::vector<std::vector<ShardSpan>> placed = place_tensors(inputs, split_bytes, server->load());
   handles->clear();
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -247,6 +320,7 @@ ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>
   const ncclResult_t agreed = control->barrier();
   if (agreed != ncclSuccess) {
     for (const auto& tensor : tensors) server->remove_tensor(tensor->id);
+    *server->load() = load_before;  // what these tensors took is not held by anyone
     handles->clear();
   }
   return agreed;
@@ -265,6 +339,7 @@ ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
     const uint8_t* slice = rule == PsRule::kZero ? nullptr
                                                  : static_cast<const uint8_t*>(data) +
                                                        span.offset * tensor.element_bytes;
+    constexpr size_t prefix = sizeof(PsPayloadPrefix);
     if (rule == PsRule::kAdd && tensor.push_encoder != nullptr) {
       // Error feedback: this push carries what the codec dropped from the previous ones, and the
       // residual keeps what it drops now (Codec::encode_compensated, one pass).
@@ -272,18 +347,24 @@ ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
       std::vector<float>& residual = tensor.residuals[shard];
       if (residual.empty()) residual.assign(span.count, 0.0f);
       message->payload.resize(
-          tensor.push_encoder->max_encoded_bytes(span.count, tensor.codec_dtype));
+          prefix + tensor.push_encoder->max_encoded_bytes(span.count, tensor.codec_dtype));
       EncodeContext context;
       context.seed =
           mix(mix(tensor.id, shard), mix(uint64_t(handle.server->rank()), tensor.pushes[shard]++));
       size_t bytes = 0;
       TERSE_CHECK(tensor.push_encoder->encode_compensated(
-          slice, tensor.codec_dtype, residual.data(), span.count, context, message->payload.data(),
-          message->payload.size(), &bytes));
-      message->payload.resize(bytes);
+          slice, tensor.codec_dtype, residual.data(), span.count, context,
+          message->payload.data() + prefix, message->payload.size() - prefix, &bytes));
+      message->payload.resize(prefix + bytes);
       message->header.encoding = uint8_t(PsEncoding::kCodec);
     } else if (rule != PsRule::kZero) {
-      message->payload.assign(slice, slice + tensor.shard_bytes(shard));
+      message->payload.resize(prefix);
+      message->payload.insert(message->payload.end(), slice, slice + tensor.shard_bytes(shard));
+    }
+    if (!message->payload.empty()) {
+      // The whole sequence, which the tag holds only modulo its width (ps_wire.h).
+      const PsPayloadPrefix stamp{message->header.sequence, message->header.tensor};
+      std::memcpy(message->payload.data(), &stamp, sizeof(stamp));
     }
     message->header.payload_bytes = message->payload.size();
     messages.push_back(std::move(message));
@@ -315,8 +396,10 @@ ncclResult_t ps_receive(const PsHandle& handle, void* data, std::shared_ptr<PsRe
 ncclResult_t ps_clock(const PsHandle& handle, uint64_t clock, uint64_t staleness,
                       std::shared_ptr<PsRequest>* request) {
   PsTensor& tensor = *handle.tensor;
+  // Held until the messages are submitted: two threads' clocks reach each owner in the order
+  // they were checked here, so the later (larger) one is never refused as going back.
+  std::lock_guard<std::mutex> lock(tensor.client_mutex);
   {
-    std::lock_guard<std::mutex> lock(tensor.client_mutex);
     if (clock < tensor.clock) {
       return fail(ncclInvalidArgument,
                   "tersePsClock: clock %llu is behind this rank's last clock %llu of tensor '%s' "
@@ -343,22 +426,29 @@ ncclResult_t ps_clock(const PsHandle& handle, uint64_t clock, uint64_t staleness
   return ncclSuccess;
 }
 
-ncclResult_t ps_free(PsHandle* handle) {
+ncclResult_t ps_free(PsHandle* handle, bool communicator_closing) {
   ncclResult_t result = ncclSuccess;
-  {
-    std::unique_lock<std::mutex> call = handle->communicator->hold_transport();
+  Communicator* communicator = handle->communicator;
+  std::unique_lock<std::mutex> call = communicator->hold_transport();
+  if (communicator_closing) {
+    // Destroyed or aborted: the other ranks may be gone, so nobody is waited for, and the
+    // server's endpoints are closed by force when it goes.
+    handle->server->close_by_force();
+  } else {
     // Every rank is done with the tensor before any owner lets its shards go.
-    result = handle->communicator->transport()->barrier();
-    std::vector<uint64_t>& load = *handle->server->load();
-    const PsTensor& tensor = *handle->tensor;
-    for (const ShardSpan& span : tensor.shards) {
-      load[size_t(span.owner)] -= uint64_t(span.count) * tensor.element_bytes;
-    }
+    result = communicator->transport()->barrier();
+  }
+  std::vector<uint64_t>& load = *handle->server->load();
+  const PsTensor& tensor = *handle->tensor;
+  for (const ShardSpan& span : tensor.shards) {
+    load[size_t(span.owner)] -= uint64_t(span.count) * tensor.element_bytes;
   }
   handle->server->remove_tensor(handle->tensor->id);
   handle->tensor.reset();
-  // The communicator's last tensor takes the server (thread, worker, endpoints) with it.
+  // The communicator's last tensor takes the server (thread, worker, endpoints) with it, and
+  // its entry: under the call lock, so that no init of the communicator races the erase.
   handle->server.reset();
+  forget_server_if_gone(communicator);
   return result;
 }
 

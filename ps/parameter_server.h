@@ -43,16 +43,19 @@ struct PsHandle {
 enum class PsRule : uint8_t { kZero = 0, kCopy = 1, kAdd = 2 };
 
 // Collective: places, creates and initialises the tensors; handles[i] for specs[i]. Fails on
-// every rank alike (ncclInvalidUsage) when the ranks describe them differently.
+// every rank alike (ncclInvalidUsage) when the ranks describe them differently, and with the
+// lowest failing rank's result when a rank's `local_result` (the C API's argument checks, with
+// its sentence as the thread's last error) or its own codec checks fail.
 ncclResult_t ps_init(Communicator* communicator, const std::vector<PsTensorSpec>& specs,
-                     std::vector<std::unique_ptr<PsHandle>>* handles);
+                     ncclResult_t local_result, std::vector<std::unique_ptr<PsHandle>>* handles);
 ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
                      std::shared_ptr<PsRequest>* request);
 ncclResult_t ps_receive(const PsHandle& handle, void* data, std::shared_ptr<PsRequest>* request);
 ncclResult_t ps_clock(const PsHandle& handle, uint64_t clock, uint64_t staleness,
                       std::shared_ptr<PsRequest>* request);
 // Collective: waits for every rank's free of the tensor, then releases it (and the server with
-// the communicator's last tensor). `handle` is emptied either way.
-ncclResult_t ps_free(PsHandle* handle);
+// the communicator's last tensor). `handle` is emptied either way. With `communicator_closing`
+// (destroyed or aborted) it waits for nobody and releases this rank's side alone.
+ncclResult_t ps_free(PsHandle* handle, bool communicator_closing);
 
 }  // namespace terse

@@ -23,19 +23,28 @@ void PsRequest::finish_part(ncclResult_t result, const std::string& message) {
   if (ended()) finished_.notify_all();
 }
 
-bool PsRequest::done() const {
+void PsRequest::give_up_if_late() {
+  if (ended() || Deadline::Clock::now() < deadline_.when() + kServerGrace) return;
+  given_up_ = true;
+  if (result_ == ncclSuccess) {
+    result_ = ncclRemoteError;
+    message_ =
+        "tersePs: the request was not answered or failed by its deadline (TERSE_TIMEOUT_S); the "
+        "parameter server's thread is not running";
+  }
+}
+
+bool PsRequest::done() {
   std::lock_guard<std::mutex> lock(mutex_);
+  give_up_if_late();
   return ended();
 }
 
 ncclResult_t PsRequest::wait() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!finished_.wait_until(lock, deadline_.when() + kServerGrace, [&] { return ended(); })) {
-      return fail(ncclInternalError,
-                  "tersePsSync: the request was not answered or failed by its deadline; the "
-                  "parameter server's thread is not running");
-    }
+    finished_.wait_until(lock, deadline_.when() + kServerGrace, [&] { return ended(); });
+    give_up_if_late();
   }
   return outcome();
 }

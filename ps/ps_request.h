@@ -25,12 +25,24 @@ class PsRequest {
   // One part finished (from the server thread); the first failure's result and sentence stay.
   void finish_part(ncclResult_t result, const std::string& message);
 
-  // Whether every part finished.
-  bool done() const;
+  // Whether every part finished, or the server let the deadline pass by far (its thread is
+  // gone or stalled): then the request is given up and ends with ncclRemoteError.
+  bool done();
   // Waits until every part finished, then records a failure's sentence as this thread's last
   // error (ncclGetLastError) and returns the result. The server ends every part by the
-  // deadline; a wait that outlives it by far means the server thread is gone, and fails.
+  // deadline; a wait that outlives it by far means the server thread is gone: the request is
+  // given up and ends with ncclRemoteError, as terse.h says of an owner that does not answer.
   ncclResult_t wait();
+  // Runs `write` (the server thread's write into the caller's tensor) unless the request was
+  // given up, under the lock that giving up takes: a caller that was told the request ended may
+  // free its tensor, so nothing may write into it after. False when given up.
+  template <typename Write>
+  bool while_waited(Write write) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (given_up_) return false;
+    write();
+    return true;
+  }
   // For a request done(): its outcome, the sentence recorded as wait() records it.
   ncclResult_t outcome() const;
 
@@ -42,10 +54,13 @@ class PsRequest {
   std::string message_;
   Deadline deadline_;
   bool end_at_first_failure_;
+  bool given_up_ = false;
 
   bool ended() const {
-    return remaining_ <= 0 || (end_at_first_failure_ && result_ != ncclSuccess);
+    return given_up_ || remaining_ <= 0 || (end_at_first_failure_ && result_ != ncclSuccess);
   }
+  // Under mutex_: ends the request with ncclRemoteError once the server is late by far.
+  void give_up_if_late();
 };
 
 }  // namespace terse

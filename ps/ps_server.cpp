@@ -1,6 +1,7 @@
 #include "ps/ps_server.h"
 
-#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,17 +11,23 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "common/thread_name.h"
+#include "ps/ps_validation.h"
 #include "ps/shard_update.h"
 
 namespace terse {
 namespace {
 
-// Idle passes that only yield before the thread sleeps on the worker's events: a request that
-// is about to be answered arrives within them.
-constexpr unsigned kYieldPasses = 64;
 constexpr int kSleepMs = 1;
-// How often in-flight messages are checked against their deadlines and their owners' health.
+// How often in-flight messages are checked against their deadlines and their owners' health
+// (a /proc read per owner), and so how often the thread wakes while any are in flight.
 constexpr auto kFailureCheckInterval = std::chrono::milliseconds(10);
+constexpr int kFailureCheckMs = 10;
+// A refused request's payload is drained into at most this much: a longer message is consumed
+// as truncated, which is all a drain needs.
+constexpr size_t kDrainBytes = 256;
+// After the transport closed, how long the last cancelled transfers get to end before their
+// buffers are deliberately leaked rather than freed under UCX.
+constexpr double kFinalSettleSeconds = 1.0;
 // The tag layout's communicator field of the server's transport: apart from the communicator's
 // own (a second guard, since the workers are apart already).
 constexpr uint16_t kServerTagSalt = 0x5053;  // "PS"
@@ -33,6 +40,17 @@ bool failed(TransferRequest& request) {
   if (!request.posted()) return false;
   const ucs_status_t status = request.status();
   return status != UCS_INPROGRESS && status != UCS_OK;
+}
+
+// A message may be freed only once none of its transfers can touch its buffers.
+bool transfers_done(PsClientMessage& message) {
+  return !in_progress(message.header_send) && !in_progress(message.payload_send) &&
+         !in_progress(message.reply_receive);
+}
+
+// The results an owner may send; anything else from the wire is a remote failure.
+bool known_result(int32_t result) {
+  return result >= int32_t(ncclSuccess) && result <= int32_t(ncclRemoteError);
 }
 
 }  // namespace
@@ -65,6 +83,10 @@ ncclResult_t PsServer::create(Transport* control, std::unique_ptr<PsServer>* out
                                 server->nranks_, &server->transport_));
   server->timeout_seconds_ = server->transport_->timeout_seconds();
   server->clients_.resize(size_t(server->nranks_));
+  server->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (server->wake_fd_ < 0) {
+    return fail(ncclSystemError, "tersePsInit: eventfd failed: %s", std::strerror(errno));
+  }
   PsServer* raw = server.get();
   server->thread_ = std::thread([raw] {
     name_this_thread("terse-ps");
@@ -79,13 +101,57 @@ ncclResult_t PsServer::create(Transport* control, std::unique_ptr<PsServer>* out
 
 PsServer::~PsServer() {
   stop_.store(true);
+  wake();
   if (thread_.joinable()) thread_.join();
-  // Every message has finished or been cancelled by now; a peer that failed gets no flush.
-  if (peer_failed_) {
-    transport_->abort();
-  } else {
-    transport_->close();
+  if (transport_ != nullptr) {
+    // Every message has been finished or cancelled by now; a peer that failed, or a
+    // communicator that was aborted or destroyed, gets no flush.
+    if (peer_failed_ || force_close_.load()) {
+      transport_->abort();
+    } else {
+      transport_->close();
+    }
+    // Closed endpoints end their transfers as they are progressed: wait for that, and leak what
+    // still does not end rather than free a buffer UCX may write into.
+    const Deadline settle = Deadline::after_seconds(kFinalSettleSeconds);
+    while (!settled() && !settle.expired()) {
+      if (transport_->progress() == 0) transport_->wait_for_event(kSleepMs);
+      reap();
+    }
+    if (!settled()) {
+      TERSE_WARN(
+          "rank %d: parameter server: transfers still unfinished at close; leaking their "
+          "buffers",
+          rank_);
+      for (auto& message : abandoned_) (void)message.release();
+      for (auto& incoming : abandoned_incoming_) (void)incoming.release();
+      new std::list<Reply>(std::move(replies_));     // leaked on purpose, as above
+      new std::vector<Client>(std::move(clients_));  // their header buffers, likewise
+    }
   }
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void PsServer::wake() {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  // A full counter already wakes the thread; nothing to do on failure.
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+bool PsServer::settled() {
+  for (Client& client : clients_) {
+    if (in_progress(client.header_receive)) return false;
+  }
+  return abandoned_.empty() && abandoned_incoming_.empty() && replies_.empty();
+}
+
+bool PsServer::needs_timed_wake() const {
+  if (!in_flight_.empty() || !clock_waiters_.empty() || !abandoned_incoming_.empty()) return true;
+  for (const Client& client : clients_) {
+    if (!client.queue.empty()) return true;
+  }
+  return false;
 }
 
 void PsServer::add_tensor(std::shared_ptr<PsTensor> tensor) {
@@ -105,8 +171,11 @@ std::shared_ptr<PsTensor> PsServer::find_tensor(uint32_t id) {
 }
 
 void PsServer::submit(std::vector<std::unique_ptr<PsClientMessage>> messages) {
-  std::lock_guard<std::mutex> lock(submissions_mutex_);
-  for (auto& message : messages) submissions_.push_back(std::move(message));
+  {
+    std::lock_guard<std::mutex> lock(submissions_mutex_);
+    for (auto& message : messages) submissions_.push_back(std::move(message));
+  }
+  wake();
 }
 
 void PsServer::post_header_receive(int client) {
@@ -121,9 +190,11 @@ void PsServer::post_header_receive(int client) {
 
 void PsServer::run() {
   for (int client = 0; client < nranks_; ++client) post_header_receive(client);
-  unsigned idle_passes = 0;
   auto next_check = Deadline::Clock::now();
   while (!stop_.load()) {
+    // Cleared before looking at the submissions: one made after this wakes the sleep below.
+    uint64_t wakes = 0;
+    (void)!read(wake_fd_, &wakes, sizeof(wakes));
     bool busy = take_submissions();
     busy = transport_->progress() != 0 || busy;
     busy = serve_clients() || busy;
@@ -133,13 +204,10 @@ void PsServer::run() {
     busy = finish_client_messages(check) || busy;
     if (check && !clock_waiters_.empty()) fail_clocks_held_by_failed_ranks();
     busy = reap() || busy;
-    if (busy) {
-      idle_passes = 0;
-    } else if (++idle_passes < kYieldPasses) {
-      sched_yield();
-    } else {
-      transport_->wait_for_event(kSleepMs);
-    }
+    if (busy) continue;
+    // Idle: UCX events and submissions wake the thread; only deadlines and failure checks need
+    // a timer, and only while something waits for them.
+    transport_->wait_for_event(needs_timed_wake() ? kFailureCheckMs : -1, wake_fd_);
   }
   shut_down();
 }
@@ -167,47 +235,14 @@ bool PsServer::take_submissions() {
     }
     if (result != ncclSuccess) {
       message->request->finish_part(result, describe(*message) + ": " + last_error());
+      // Kept (reap) until the reply receive, cancelled here, and any send posted have ended.
+      if (message->reply_receive.posted()) transport_->cancel(&message->reply_receive);
       abandoned_.push_back(std::move(message));
     } else {
       in_flight_.push_back(std::move(message));
     }
   }
   return !taken.empty();
-}
-
-bool PsServer::expected_payload(const PsRequestHeader& header, size_t* bytes, std::string* why) {
-  *bytes = 0;
-  std::shared_ptr<PsTensor> tensor = find_tensor(header.tensor);
-  if (tensor == nullptr) return true;  // refused when applied, with its reason
-  if (header.shard >= tensor->shards.size() || tensor->shards[header.shard].owner != rank_) {
-    *why = "shard " + std::to_string(header.shard) + " of tensor '" + tensor->name +
-           "' is not owned by rank " + std::to_string(rank_);
-    return false;
-  }
-  if (header.kind != uint8_t(PsRequestKind::kSend) || header.rule == 0 /* zero */) return true;
-  const size_t shard_bytes = tensor->shard_bytes(header.shard);
-  if (header.encoding == uint8_t(PsEncoding::kCodec)) {
-    if (tensor->push_decoder == nullptr || header.rule != 2 /* add */) {
-      *why = "a compressed payload for a tensor or rule without a push codec";
-      return false;
-    }
-    const size_t limit = tensor->push_decoder->max_encoded_bytes(tensor->shards[header.shard].count,
-                                                                 tensor->codec_dtype);
-    if (header.payload_bytes > limit) {
-      *why = "a compressed payload of " + std::to_string(header.payload_bytes) +
-             " bytes, more than the codec's bound of " + std::to_string(limit);
-      return false;
-    }
-    *bytes = header.payload_bytes;
-    return true;
-  }
-  if (header.payload_bytes != shard_bytes) {
-    *why = "a payload of " + std::to_string(header.payload_bytes) + " bytes for a shard of " +
-           std::to_string(shard_bytes);
-    return false;
-  }
-  *bytes = shard_bytes;
-  return true;
 }
 
 bool PsServer::serve_clients() {
@@ -220,7 +255,13 @@ bool PsServer::serve_clients() {
       const ucs_status_t status = state.header_receive.status();
       const size_t received = state.header_receive.received_bytes();
       state.header_receive = TransferRequest();
-      if (status != UCS_OK) {
+      if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+        // A message larger than a header (UCX consumed it): the client is not at fault for
+        // what follows, so it stays heard.
+        TERSE_WARN("rank %d: parameter server: dropped an oversized request from rank %d", rank_,
+                   client);
+        post_header_receive(client);
+      } else if (status != UCS_OK) {
         TERSE_INFO("rank %d: parameter server: rank %d's requests end: %s", rank_, client,
                    ucs_status_string(status));
         state.failed = true;
@@ -228,72 +269,127 @@ bool PsServer::serve_clients() {
       } else {
         auto incoming = std::make_unique<Incoming>();
         incoming->header = state.header_buffer;
+        incoming->deadline = Deadline::after_seconds(timeout_seconds_);
         post_header_receive(client);
+        const PsRequestHeader& header = incoming->header;
         size_t payload_bytes = 0;
-        std::string why;
-        if (received != sizeof(PsRequestHeader) || incoming->header.magic != kPsRequestMagic) {
+        if (received != sizeof(PsRequestHeader) || header.magic != kPsRequestMagic) {
+          // Without a trusted sequence there is nothing to answer or drain.
           TERSE_WARN("rank %d: parameter server: dropped a malformed request from rank %d", rank_,
                      client);
-        } else if (!expected_payload(incoming->header, &payload_bytes, &why)) {
-          reply(client, incoming->header, ncclInvalidUsage, why);
-        } else {
-          if (payload_bytes > 0) {
-            incoming->payload.resize(payload_bytes);
-            if (transport_->recv(client, ps_payload_operation(incoming->header.sequence),
-                                 incoming->payload.data(), payload_bytes,
-                                 &incoming->payload_receive) != ncclSuccess) {
-              reply(client, incoming->header, ncclRemoteError, last_error());
-              continue;
-            }
-          }
-          state.queue.push_back(std::move(incoming));
+          continue;
         }
+        std::shared_ptr<PsTensor> tensor = find_tensor(header.tensor);
+        if (!validate_request(header, tensor.get(), rank_, &payload_bytes, &incoming->refusal,
+                              &incoming->why)) {
+          // Refused in the client's order, once its payload (if any) is drained: left
+          // behind, it would match a later request's receive once the tag's sequence wraps.
+          incoming->refused = true;
+          payload_bytes = size_t(std::min<uint64_t>(header.payload_bytes, kDrainBytes));
+        }
+        if (payload_bytes > 0) {
+          incoming->payload.resize(payload_bytes);
+          if (transport_->recv(client, ps_payload_operation(header.sequence),
+                               incoming->payload.data(), payload_bytes,
+                               &incoming->payload_receive) != ncclSuccess) {
+            reply(client, header, ncclRemoteError, last_error());
+            continue;
+          }
+        }
+        state.queue.push_back(std::move(incoming));
       }
     }
-    // Applied strictly in the client's order: the head waits for its payload.
-    while (!state.queue.empty() && !in_progress(state.queue.front()->payload_receive)) {
-      busy = true;
-      std::unique_ptr<Incoming> head = std::move(state.queue.front());
-      state.queue.pop_front();
-      if (failed(head->payload_receive)) {
-        reply(client, head->header, ncclRemoteError, "the request's payload did not arrive");
-      } else {
-        apply(client, head.get());
+    // Applied strictly in the client's order: the head waits for its payload, until its
+    // deadline (a client that stopped mid-message must not hold the owner's memory forever).
+    while (!state.queue.empty()) {
+      Incoming& head = *state.queue.front();
+      if (in_progress(head.payload_receive)) {
+        if (!head.deadline.expired()) break;
+        transport_->cancel(&head.payload_receive);
+        transport_->progress();
+        if (in_progress(head.payload_receive)) {
+          // Matched and still streaming: it may write into the payload until it ends.
+          reply(client, head.header, ncclRemoteError,
+                "the request's payload did not arrive within TERSE_TIMEOUT_S");
+          abandoned_incoming_.push_back(std::move(state.queue.front()));
+          state.queue.pop_front();
+          busy = true;
+          continue;
+        }
       }
+      busy = true;
+      std::unique_ptr<Incoming> taken = std::move(state.queue.front());
+      state.queue.pop_front();
+      finish_incoming(client, std::move(taken));
     }
   }
   return busy;
 }
 
+void PsServer::finish_incoming(int client, std::unique_ptr<Incoming> head) {
+  if (head->refused) {
+    reply(client, head->header, head->refusal, head->why);
+    return;
+  }
+  if (head->payload_receive.posted()) {
+    const ucs_status_t status = head->payload_receive.status();
+    std::string why;
+    if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+      reply(client, head->header, ncclInvalidUsage,
+            "the request's payload was longer than its header announced");
+      return;
+    }
+    if (status != UCS_OK) {
+      reply(
+          client, head->header, ncclRemoteError,
+          std::string("the request's payload did not arrive (") + ucs_status_string(status) + ")");
+      return;
+    }
+    if (!validate_payload(head->header, head->payload.data(),
+                          head->payload_receive.received_bytes(), &why)) {
+      reply(client, head->header, ncclInvalidUsage, why);
+      return;
+    }
+  }
+  apply(client, head.get());
+}
+
 void PsServer::apply(int client, Incoming* request) {
   const PsRequestHeader& header = request->header;
   std::shared_ptr<PsTensor> tensor = find_tensor(header.tensor);
-  if (tensor == nullptr) {
-    reply(client, header, ncclInvalidUsage,
-          "tensor " + std::to_string(header.tensor) +
-              " is not (or no longer) initialised on rank " + std::to_string(rank_) +
-              " (was it freed?)");
+  // Checked again against the tensor as it is now (the header was checked on arrival; a free
+  // may have come between), payload size included, before anything is indexed or copied.
+  size_t payload_bytes = 0;
+  ncclResult_t refusal = ncclSuccess;
+  std::string why;
+  if (!validate_request(header, tensor.get(), rank_, &payload_bytes, &refusal, &why) ||
+      request->payload.size() != payload_bytes) {
+    reply(client, header, refusal != ncclSuccess ? refusal : ncclInvalidUsage,
+          why.empty() ? "the payload's size changed" : why);
     return;
   }
   std::vector<uint8_t>& shard = tensor->storage[header.shard];
   const size_t count = tensor->shards[header.shard].count;
+  const uint8_t* values =
+      request->payload.data() + (payload_bytes > 0 ? sizeof(PsPayloadPrefix) : 0);
+  const size_t value_bytes = payload_bytes > 0 ? payload_bytes - sizeof(PsPayloadPrefix) : 0;
   switch (PsRequestKind(header.kind)) {
     case PsRequestKind::kSend:
       if (header.rule == 0) {
         std::fill(shard.begin(), shard.end(), 0);
       } else if (header.rule == 1) {
-        std::memcpy(shard.data(), request->payload.data(), shard.size());
+        std::memcpy(shard.data(), values, shard.size());
       } else if (header.encoding == uint8_t(PsEncoding::kCodec)) {
         // Decode validates the whole message before writing: a bad one leaves the shard alone.
-        if (tensor->push_decoder->decode(request->payload.data(), request->payload.size(),
-                                         shard.data(), count, tensor->codec_dtype,
+        if (tensor->push_decoder->decode(values, value_bytes, shard.data(), count,
+                                         tensor->codec_dtype,
                                          /*accumulate=*/true, DecodeContext{}) != ncclSuccess) {
           reply(client, header, ncclInvalidArgument,
                 std::string("the compressed push did not decode: ") + last_error());
           return;
         }
       } else {
-        add_into_shard(shard.data(), request->payload.data(), count, tensor->type);
+        add_into_shard(shard.data(), values, count, tensor->type);
       }
       reply(client, header, ncclSuccess, "");
       return;
@@ -326,7 +422,7 @@ void PsServer::apply(int client, Incoming* request) {
         return;
       }
       tensor->clocks[size_t(client)] = header.clock;
-      clock_waiters_.push_back(ClockWaiter{client, header});
+      clock_waiters_.push_back(ClockWaiter{client, header, request->deadline});
       answer_clocks(tensor.get());
       return;
   }
@@ -338,8 +434,10 @@ void PsServer::answer_clocks(PsTensor* tensor) {
   const uint64_t slowest = *std::min_element(tensor->clocks.begin(), tensor->clocks.end());
   for (auto waiter = clock_waiters_.begin(); waiter != clock_waiters_.end();) {
     const PsRequestHeader& header = waiter->header;
-    // Waits while the slowest is more than `staleness` steps behind: slowest + s < clock.
-    if (header.tensor == tensor->id && slowest + header.staleness >= header.clock) {
+    // Waits while the slowest is more than `staleness` steps behind (written so that no
+    // staleness, UINT64_MAX included, overflows).
+    if (header.tensor == tensor->id &&
+        (header.clock <= slowest || header.clock - slowest <= header.staleness)) {
       reply(waiter->client, header, ncclSuccess, "");
       waiter = clock_waiters_.erase(waiter);
     } else {
@@ -349,6 +447,10 @@ void PsServer::answer_clocks(PsTensor* tensor) {
 }
 
 void PsServer::fail_clocks_held_by_failed_ranks() {
+  // A waiter whose client has given up (its deadline passed) goes: nobody waits for its answer.
+  for (auto waiter = clock_waiters_.begin(); waiter != clock_waiters_.end();) {
+    waiter = waiter->deadline.expired() ? clock_waiters_.erase(waiter) : std::next(waiter);
+  }
   std::vector<int> failed_ranks;
   for (int rank = 0; rank < nranks_; ++rank) {
     if (rank != rank_ && transport_->peer_failed(rank)) failed_ranks.push_back(rank);
@@ -360,7 +462,8 @@ void PsServer::fail_clocks_held_by_failed_ranks() {
     std::shared_ptr<PsTensor> tensor = find_tensor(header.tensor);
     int culprit = -1;
     for (int rank : failed_ranks) {
-      if (tensor != nullptr && tensor->clocks[size_t(rank)] + header.staleness < header.clock) {
+      const uint64_t held = tensor != nullptr ? tensor->clocks[size_t(rank)] : 0;
+      if (tensor != nullptr && header.clock > held && header.clock - held > header.staleness) {
         culprit = rank;
       }
     }
@@ -414,12 +517,28 @@ ncclResult_t PsServer::take_answer(PsClientMessage* message, std::string* why) {
   }
   if (answer.result != ncclSuccess) {
     *why = describe(*message) + " was refused: " + answer.message;
-    return ncclResult_t(answer.result);
+    // A result this library never sends is a broken owner, not a refusal.
+    return known_result(answer.result) ? ncclResult_t(answer.result) : ncclRemoteError;
   }
   if (PsRequestKind(message->header.kind) != PsRequestKind::kReceive) return ncclSuccess;
   PsTensor& tensor = *message->tensor;
   const size_t count = tensor.shards[message->header.shard].count;
   const uint8_t* values = message->reply.data() + sizeof(answer);
+  // The caller's tensor is written only while its request is still waited for: one given up
+  // (PsRequest::give_up, the server thread stalled past the deadline) may be freed already.
+  ncclResult_t result = ncclSuccess;
+  const bool live = message->request->while_waited(
+      [&] { result = write_answer(message, answer, values, count, why); });
+  if (!live) {
+    *why = describe(*message) + ": the answer came after the request was given up";
+    return ncclRemoteError;
+  }
+  return result;
+}
+
+ncclResult_t PsServer::write_answer(PsClientMessage* message, const PsReplyHeader& answer,
+                                    const uint8_t* values, size_t count, std::string* why) {
+  PsTensor& tensor = *message->tensor;
   if (answer.encoding == uint8_t(PsEncoding::kCodec) && tensor.receive_codec != nullptr) {
     if (tensor.receive_codec->decode(values, answer.payload_bytes, message->destination, count,
                                      tensor.codec_dtype, /*accumulate=*/false,
@@ -440,6 +559,9 @@ ncclResult_t PsServer::take_answer(PsClientMessage* message, std::string* why) {
 
 bool PsServer::finish_client_messages(bool check_failures) {
   bool busy = false;
+  // peer_failed reads /proc: once per owner and pass, not once per message.
+  std::vector<int8_t> owner_failed;
+  if (check_failures) owner_failed.assign(size_t(nranks_), -1);
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     PsClientMessage& message = **it;
     std::string why;
@@ -459,21 +581,25 @@ bool PsServer::finish_client_messages(bool check_failures) {
       result = ncclRemoteError;
       why = describe(message) + ": the request could not be sent to rank " +
             std::to_string(message.owner);
-    } else if (check_failures && transport_->peer_failed(message.owner)) {
-      finished = true;
-      result = ncclRemoteError;
-      peer_failed_ = true;
-      why = describe(message) + ": its owner, rank " + std::to_string(message.owner) +
-            ", failed (the transport reports it dead)";
-    } else if (check_failures && message.deadline.expired()) {
-      finished = true;
-      result = ncclRemoteError;
-      char text[160];
-      std::snprintf(text, sizeof(text),
-                    ": rank %d did not answer within TERSE_TIMEOUT_S=%.0f s (dead, hung or "
-                    "stopped)",
-                    message.owner, timeout_seconds_);
-      why = describe(message) + text;
+    } else if (check_failures) {
+      int8_t& dead = owner_failed[size_t(message.owner)];
+      if (dead < 0) dead = transport_->peer_failed(message.owner) ? 1 : 0;
+      if (dead == 1) {
+        finished = true;
+        result = ncclRemoteError;
+        peer_failed_ = true;
+        why = describe(message) + ": its owner, rank " + std::to_string(message.owner) +
+              ", failed (the transport reports it dead)";
+      } else if (message.deadline.expired()) {
+        finished = true;
+        result = ncclRemoteError;
+        char text[160];
+        std::snprintf(text, sizeof(text),
+                      ": rank %d did not answer within TERSE_TIMEOUT_S=%.0f s (dead, hung or "
+                      "stopped)",
+                      message.owner, timeout_seconds_);
+        why = describe(message) + text;
+      }
     }
     if (!finished) {
       ++it;
@@ -481,9 +607,10 @@ bool PsServer::finish_client_messages(bool check_failures) {
     }
     busy = true;
     message.request->finish_part(result, why);
-    // A receive whose owner never answered is cancelled here (unmatched, it ends at once); the
-    // sends end on their own, or when the transport closes.
-    message.reply_receive = TransferRequest();
+    // An answer that never came: its receive is cancelled (unmatched, it ends at the next
+    // progress; matched, UCX may still stream into `reply`), and the message stays until it and
+    // the sends have ended (reap).
+    if (in_progress(message.reply_receive)) transport_->cancel(&message.reply_receive);
     abandoned_.push_back(std::move(*it));
     it = in_flight_.erase(it);
   }
@@ -493,10 +620,18 @@ bool PsServer::finish_client_messages(bool check_failures) {
 bool PsServer::reap() {
   bool busy = false;
   for (auto it = abandoned_.begin(); it != abandoned_.end();) {
-    if (in_progress((*it)->header_send) || in_progress((*it)->payload_send)) {
+    if (!transfers_done(**it)) {
       ++it;
     } else {
       it = abandoned_.erase(it);
+      busy = true;
+    }
+  }
+  for (auto it = abandoned_incoming_.begin(); it != abandoned_incoming_.end();) {
+    if (in_progress((*it)->payload_receive)) {
+      ++it;
+    } else {
+      it = abandoned_incoming_.erase(it);
       busy = true;
     }
   }
@@ -525,19 +660,26 @@ void PsServer::shut_down() {
                                   describe(*message) +
                                       ": the parameter server closed before the answer came "
                                       "(tersePsFree with the request in flight)");
-    message->reply_receive = TransferRequest();
+    if (in_progress(message->reply_receive)) transport_->cancel(&message->reply_receive);
     abandoned_.push_back(std::move(message));
   }
   in_flight_.clear();
   for (Client& client : clients_) {
-    client.header_receive = TransferRequest();  // unmatched: cancelled at once
-    for (auto& incoming : client.queue) incoming->payload_receive = TransferRequest();
+    // Header receives are eager-sized: unmatched they cancel at once, matched they end at once.
+    if (in_progress(client.header_receive)) transport_->cancel(&client.header_receive);
+    for (auto& incoming : client.queue) {
+      if (in_progress(incoming->payload_receive)) {
+        transport_->cancel(&incoming->payload_receive);
+        abandoned_incoming_.push_back(std::move(incoming));
+      }
+    }
     client.queue.clear();
   }
   clock_waiters_.clear();
-  // Answers and requests already sent get a moment to leave before the transport closes.
+  // Answers and requests already sent get a moment to leave, and cancelled receives to end,
+  // before the transport closes (the destructor waits for the rest after closing).
   const Deadline settle = Deadline::after_seconds(peer_failed_ ? 0.2 : 2.0);
-  while (!settle.expired() && (!abandoned_.empty() || !replies_.empty())) {
+  while (!settle.expired() && !settled()) {
     if (transport_->progress() == 0) transport_->wait_for_event(kSleepMs);
     reap();
   }

@@ -16,6 +16,11 @@
 //
 // Failures: each message of a request ends by the request's deadline (TERSE_TIMEOUT_S after it
 // was made), and sooner when the transport reports its owner failed (Transport::peer_failed).
+// A message or incoming request that ends while UCX may still write into its buffers (a reply
+// or payload receive already matched, a send) is cancelled and kept until UCX let go of it.
+//
+// Sleeping: the thread blocks on its worker's events and on an eventfd that submit() and the
+// destructor write, without a timeout while nothing waits for a deadline or a failure check.
 #pragma once
 
 #include <nccl.h>
@@ -43,6 +48,7 @@ namespace terse {
 struct PsClientMessage {
   int owner = 0;
   PsRequestHeader header;
+  // The payload message: a PsPayloadPrefix, then the values or the codec's message.
   std::vector<uint8_t> payload;
   // The answer: a PsReplyHeader then, for a receive, the shard's values.
   std::vector<uint8_t> reply;
@@ -60,6 +66,9 @@ class PsServer {
   // communicator's call lock): creates this rank's parameter-server transport, exchanging the
   // new workers' addresses over `control`, and starts the server thread.
   static ncclResult_t create(Transport* control, std::unique_ptr<PsServer>* out);
+  // Makes the destructor force-close its endpoints instead of flushing them (the communicator
+  // was aborted or destroyed: its peers may be gone, and nobody waits for them).
+  void close_by_force() { force_close_.store(true); }
   // Stops the thread (requests still in flight fail) and closes the transport.
   ~PsServer();
   PsServer(const PsServer&) = delete;
@@ -85,10 +94,15 @@ class PsServer {
 
  private:
   // A request to a shard this rank owns, until it is applied in its client's order.
+  // A refused one is kept too, until its payload (if any) is drained into `payload`.
   struct Incoming {
     PsRequestHeader header;
     std::vector<uint8_t> payload;
     TransferRequest payload_receive;
+    Deadline deadline = Deadline::at({});
+    bool refused = false;
+    ncclResult_t refusal = ncclSuccess;
+    std::string why;
   };
   struct Client {
     PsRequestHeader header_buffer;
@@ -104,6 +118,7 @@ class PsServer {
   struct ClockWaiter {
     int client;
     PsRequestHeader header;
+    Deadline deadline;  // its client has given up by then: dropped
   };
 
   PsServer() = default;
@@ -112,12 +127,16 @@ class PsServer {
   bool take_submissions();
   bool serve_clients();
   bool finish_client_messages(bool check_failures);
+  // The head of a client's queue: applied, refused or failed once its payload is in.
+  void finish_incoming(int client, std::unique_ptr<Incoming> head);
   bool reap();
+  // Whether nothing left waits on UCX (abandoned messages, incoming, replies).
+  bool settled();
+  // Whether something waits for a deadline or a failure check (the thread must wake on time).
+  bool needs_timed_wake() const;
   void post_header_receive(int client);
   // Serving.
   std::shared_ptr<PsTensor> find_tensor(uint32_t id);
-  // The payload size a request may carry, or false with `why` when the request is malformed.
-  bool expected_payload(const PsRequestHeader& header, size_t* bytes, std::string* why);
   void apply(int client, Incoming* request);
   void answer_clocks(PsTensor* tensor);
   // Fails the clock waits that a failed rank holds back: its clock will never move.
@@ -127,6 +146,9 @@ class PsServer {
              PsEncoding encoding = PsEncoding::kRaw);
   // Client side: an answer arrived for `message`; what the request gets.
   ncclResult_t take_answer(PsClientMessage* message, std::string* why);
+  // take_answer's writes into the caller's tensor.
+  ncclResult_t write_answer(PsClientMessage* message, const PsReplyHeader& answer,
+                            const uint8_t* values, size_t count, std::string* why);
   std::string describe(const PsClientMessage& message) const;
   void shut_down();
 
@@ -149,11 +171,16 @@ class PsServer {
   std::list<std::unique_ptr<PsClientMessage>> in_flight_;
   // Messages that failed while UCX may still use their buffers: kept until it does not.
   std::list<std::unique_ptr<PsClientMessage>> abandoned_;
+  // Incoming requests whose payload receive was cancelled unfinished: kept until it ends.
+  std::list<std::unique_ptr<Incoming>> abandoned_incoming_;
   std::list<Reply> replies_;
   std::list<ClockWaiter> clock_waiters_;
   bool peer_failed_ = false;
 
   std::atomic<bool> stop_{false};
+  std::atomic<bool> force_close_{false};
+  int wake_fd_ = -1;  // eventfd: submit() and the destructor wake the thread through it
+  void wake();
   std::thread thread_;
 };
 

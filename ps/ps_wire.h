@@ -8,6 +8,10 @@
 //   request payload  make_operation(sequence, kPayloadStep)
 //   reply            make_operation(sequence, kReplyStep)
 // UCX delivers equal tags from one sender in order, so a client's headers arrive as it sent them.
+// The tag holds only the sequence's low bits (make_operation wraps it), so a payload starts with
+// a PsPayloadPrefix that carries the whole sequence: an owner refuses a payload whose prefix is
+// not its header's (a stale message that matched a wrapped tag), and drains the payload of every
+// request it refuses, so no payload is left behind to be matched later.
 #pragma once
 
 #include <cstddef>
@@ -37,10 +41,18 @@ struct PsRequestHeader {
   uint32_t shard = 0;
   uint32_t sequence = 0;  // the client's: names the payload and the reply
   uint32_t reserved2 = 0;
+  // The payload message's size, PsPayloadPrefix included; 0: no payload message follows.
   uint64_t payload_bytes = 0;
   uint64_t clock = 0;      // kClock: the client's completed steps
   uint64_t staleness = 0;  // kClock: how far behind the slowest may be
 };
+
+// The start of every request payload; the values (or the codec's message) follow.
+struct PsPayloadPrefix {
+  uint32_t sequence = 0;  // the header's
+  uint32_t tensor = 0;    // the header's
+};
+static_assert(sizeof(PsPayloadPrefix) == 8, "keeps the values 8-byte aligned in the payload");
 
 // Room for the owner's sentence when it refuses a request.
 constexpr size_t kPsReplyMessageBytes = 200;

@@ -113,8 +113,16 @@ class Transport {
   // handled.
   unsigned progress() { return progress_workers(); }
   // For a thread that serves requests on a transport of its own (ps/: it cannot block in wait()
-  // for one request while others arrive): sleeps until a worker has an event, at most `max_ms`.
-  void wait_for_event(int max_ms) { sleep_until_event(max_ms); }
+  // for one request while others arrive): sleeps until a worker has an event, at most `max_ms`
+  // (negative: no limit), or until `wake_fd` (an eventfd another thread writes; -1: none) is
+  // readable, so work handed over from another thread does not wait for a timeout.
+  void wait_for_event(int max_ms, int wake_fd = -1) {
+    UcxWorker::sleep_until_event(active_workers_, max_ms, wake_fd);
+  }
+  // Asks UCX to cancel a posted request without letting go of it: a receive not yet matched ends
+  // cancelled at the next progress; one already matched (or a send) ends on its own, so its
+  // buffer must stay until status() says it finished.
+  void cancel(TransferRequest* request) { request->cancel(); }
   // The same thread's check of a peer without waiting: true once UCX reported the endpoint to
   // `peer` failed or, for a watched peer (a process on this host), its process has exited.
   bool peer_failed(int peer) const {

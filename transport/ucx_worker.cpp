@@ -51,25 +51,33 @@ ncclResult_t UcxWorker::address(std::vector<uint8_t>* bytes) const {
   return ncclSuccess;
 }
 
-void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms) {
+void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms,
+                                  int extra_fd) {
   std::vector<pollfd> entries;
-  entries.reserve(workers.size());
+  entries.reserve(workers.size() + 1);
   for (UcxWorker* worker : workers) {
-    if (worker->event_fd_ < 0 || max_ms <= 0) {
-      sched_yield();
-      return;
+    ucs_status_t status = UCS_ERR_UNSUPPORTED;
+    if (worker->event_fd_ >= 0 && max_ms != 0) {
+      // UCX only signals the descriptor for events that arrive after arming; BUSY means some are
+      // already pending and the caller should progress instead.
+      status = ucp_worker_arm(worker->worker_);
+      if (status == UCS_ERR_BUSY) return;
     }
-    // UCX only signals the descriptor for events that arrive after arming; BUSY means some are
-    // already pending and the caller should progress instead.
-    ucs_status_t status = ucp_worker_arm(worker->worker_);
-    if (status == UCS_ERR_BUSY) return;
     if (status != UCS_OK) {
-      sched_yield();
+      // No wake-up from this worker: a short nap on the extra descriptor (work handed over
+      // still wakes it), else a yield, and the caller polls again.
+      if (extra_fd >= 0 && max_ms != 0) {
+        pollfd extra{extra_fd, POLLIN, 0};
+        poll(&extra, 1, 1);
+      } else {
+        sched_yield();
+      }
       return;
     }
     entries.push_back(pollfd{worker->event_fd_, POLLIN, 0});
   }
-  if (!entries.empty()) poll(entries.data(), entries.size(), max_ms);
+  if (extra_fd >= 0) entries.push_back(pollfd{extra_fd, POLLIN, 0});
+  if (!entries.empty()) poll(entries.data(), entries.size(), max_ms < 0 ? -1 : max_ms);
 }
 
 bool UcxWorker::arm(const std::vector<UcxWorker*>& workers) {

@@ -35,7 +35,9 @@ class UcxWorker {
   // returning early when UCX signals an event. Returns at once when events are pending.
   void sleep_until_event(int max_ms) { sleep_until_event({this}, max_ms); }
   // The same over several workers: sleeps until any of them has an event.
-  static void sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms);
+  // `max_ms` < 0 sleeps without a limit; `extra_fd` (>= 0) is a descriptor that wakes it too.
+  static void sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms,
+                                int extra_fd = -1);
   // The two halves of that: arms every worker (false when one has events pending, or cannot
   // signal them: progress instead), then sleeps on their descriptors for at most `max_ms`. The
   // sleep needs no lock; arming does.

@@ -192,7 +192,11 @@ ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* st
  * tersePsTensorDesc::push_codec or else what the communicator's
  * policy decides for the tensor's name (as an fp32/fp16/bf16 sum allreduce of its size), with
  * error feedback on each client: what the codec drops from one push is added to the next, so
- * the owner's shard plus every client's residual always holds the exact sum of the pushes.
+ * the owner's shard plus every client's residual always holds the exact sum of the pushes, as
+ * long as every push succeeds. A compressed push that fails (ncclRemoteError: its owner died or
+ * timed out) breaks that: the residual gave up what the push's message carried when it was
+ * encoded, and the owner may or may not have applied it, so that part is lost (or applied) and
+ * is not restored; only what the codec dropped stays in the residual.
  * Receives may be compressed too (e.g. "bf16"), without feedback (a receive reads): by
  * tersePsTensorDesc::receive_codec, or else the matching policy rule's `ps_receive` key. Copies
  * and zeroes always travel exactly.
@@ -286,7 +290,10 @@ ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* shards, int 
  * (so no rank frees a shard another may still use), then releases the shards, the client's
  * residuals and, with the communicator's last tensor, the server thread and its UCX worker.
  * Call it after syncing the handle's requests and before destroying the communicator. The
- * handle is released even when it fails (a dead peer: ncclRemoteError). */
+ * handle is released even when it fails (a dead peer: ncclRemoteError). A handle keeps its
+ * communicator's memory until it is freed: after ncclCommAbort, tersePsFree releases this rank's
+ * side at once without waiting for the others (ncclSuccess); after ncclCommDestroy it does the
+ * same and returns ncclInvalidUsage, since the order above was not kept. */
 ncclResult_t tersePsFree(tersePsHandle_t handle);
 
 #ifdef __cplusplus

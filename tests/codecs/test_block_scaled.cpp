@@ -367,6 +367,57 @@ TEST_P(BlockScaled, BytesDecodeAndErrorEqualTheReference) {
   }
 }
 
+// nvfp4's quotients |x| / D placed on, and one float either side of, every E2M1 code point and
+// midpoint, under block scales D that are not powers of two: an encoder must keep the
+// division's bytes exactly (a multiply by fl(1 / D) does not). Long enough for whole groups of
+// blocks, which the SIMD kernels take.
+TEST_P(BlockScaled, Nvfp4QuotientsAtRoundingPointsEqualTheReference) {
+  const Case& c = GetParam();
+  if (!c.nv) GTEST_SKIP() << "nvfp4's division";
+  auto codec = make(c.spec);
+  const std::vector<double> magnitudes = kE2M1.magnitudes();
+  std::vector<double> points;  // code points and midpoints, in units of D
+  for (size_t i = 0; i < magnitudes.size(); ++i) {
+    points.push_back(magnitudes[i]);
+    if (i + 1 < magnitudes.size()) points.push_back((magnitudes[i] + magnitudes[i + 1]) / 2);
+  }
+  // Block maxima 6 * v for E4M3 values v, under a tensor scale s that is not 1 (the first
+  // element is the tensor's max, above every block's, so that s is the codec's); among them
+  // values whose fl(1 / D) takes some of the products below across a rounding point (0.0234375:
+  // fl(1.25 D) * fl(1 / D) rounds to 1.25 + 2^-23, a tie to nearest no longer: nearest
+  // rounding fails here without the division). Stochastic rounding's threshold 1 - u is not
+  // placed by the test.
+  const std::vector<float> block_values = {
+      1.125f, 1.375f, 13.0f,      2.5f,        0.3125f,      36.0f,       0.875f,
+      7.5f,   104.0f, 0.0234375f, 0.01953125f, 0.021484375f, 0.02734375f, 0.0253906250f};
+  const float tensor_max = 2688.0f * 0.7f;
+  const float s = tensor_max / 2688.0f;
+  std::vector<float> x;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (float v : block_values) {
+      const float d = v * s;
+      for (int step = -1; step <= 1; ++step) {  // one float below, on, above each point
+        x.push_back(x.empty() ? tensor_max : 6.0f * v * s);
+        for (size_t j = 0; j < points.size(); ++j) {
+          const float point = float(points[j] * d);
+          const float value = step < 0   ? std::nextafter(point, 0.0f)
+                              : step > 0 ? std::nextafter(point, 1e30f)
+                                         : point;
+          x.push_back(j % 2 == 0 ? value : -value);
+        }
+      }
+    }
+  }
+  for (uint64_t seed : {uint64_t(1), uint64_t(2)}) {
+    const Reference ref = reference_of(c, x, seed);
+    EncodeContext context;
+    context.seed = seed;
+    const auto message =
+        encode_host(*codec, to_dtype(x, DType::kFloat32), DType::kFloat32, context);
+    ASSERT_EQ(message, reference_message(c, ref, x.size(), DType::kFloat32, seed));
+  }
+}
+
 // The stated bound holds on every element (in tensor-max terms, as ErrorBound states it), and
 // per block against the block's own max for MX; and inputs built to hit the worst case come
 // within 80% of it, so the bound is not vacuous.

@@ -138,6 +138,24 @@ TEST_F(PsProcesses, ADeadOwnerFailsEveryClientWithinTheTimeout) {
   }
 }
 
+// The last rank stops (SIGSTOP) after init: alive to the transport but silent, so every other
+// rank's clock wait, receive and add fail with ncclRemoteError at TERSE_TIMEOUT_S (the deadline
+// path), none hangs. The stopped rank is killed once the others exit.
+TEST_F(PsProcesses, ASilentOwnerFailsEveryClientAtTheTimeout) {
+  ScopedEnv timeout{"TERSE_TIMEOUT_S", "3"};
+  constexpr int nranks = 3;
+  const std::vector<RankProcessResult> results = run(
+      "owner_killed", nranks, {{"TERSE_PS_SPLIT_BYTES", "1K"}, {"PS_OWNER_STOP", "1"}}, nranks - 1);
+  ASSERT_EQ(results.size(), size_t(nranks));
+  for (const RankProcessResult& result : results) {
+    if (result.rank == nranks - 1) {
+      EXPECT_TRUE(result.killed_by_parent) << describe(result);
+    } else {
+      EXPECT_TRUE(result.exited && result.exit_code == 0) << describe(result);
+    }
+  }
+}
+
 // After a warm-up cycle, three init/use/free cycles of a 32 MiB tensor with int8 pushes: RSS
 // returns to where it was after each free, and the server thread ends with the last tensor.
 TEST_F(PsProcesses, FreeReleasesTheMemory) {

@@ -1,0 +1,132 @@
+// The SIMD kernels of the block-scaled codecs (block_scaled_avx2.h, block_scaled_avx512.h)
+// against the generic loops of block_scaled_cpu.h, on random tensors of every magnitude with
+// zeros, NaNs and infinities: the same scale bytes and codes, the same first non-finite block,
+// the same decoded values. The AVX2 encoders are called directly, so that they are checked on
+// machines whose codec calls take the AVX-512 ones. (The error output is checked against the
+// specification reference in test_block_scaled.cpp.) Compiled with -ffp-contract=off, as the
+// library is (tests/CMakeLists.txt): the linker keeps one copy of the templates for both.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codecs/block_scaled_cpu.h"
+
+namespace terse::testing {
+namespace {
+
+#if TERSE_BLOCK_SCALED_AVX2
+
+std::vector<float> random_tensor(std::mt19937_64& rng, int kind) {
+  std::vector<float> x(1 + rng() % 5000);
+  std::normal_distribution<float> normal;
+  for (float& v : x) {
+    const int exponent = int(rng() % 60) - 30 + (kind == 1 ? 90 : 0) - (kind == 2 ? 110 : 0);
+    v = std::ldexp(normal(rng), exponent);
+    if (kind == 3 && rng() % 997 == 0) v = rng() % 2 != 0 ? NAN : INFINITY;
+    if (kind == 4 && rng() % 7 == 0) v = 0.0f;
+  }
+  return x;
+}
+
+// The AVX2 kernels over the whole tensor, split as the entry points split it.
+template <typename F, bool kStochastic>
+size_t mx_encode_avx2(const std::vector<float>& x, uint64_t seed, uint8_t* payload) {
+  const BlockScaledLayout layout = block_scaled_layout(x.size(), kMxBlock, F::kBits);
+  const auto range = [&](size_t begin, size_t end) {
+    return mx_encode_range<F32, F, kStochastic>(x.data(), x.size(), seed, begin, end, payload,
+                                                nullptr);
+  };
+  const auto simd = [&](size_t begin, size_t end) {
+    return block_scaled_avx2::mx_encode<F, kStochastic, false>(
+        x.data(), begin, end, rounding_key(seed), payload, payload + layout.codes, nullptr);
+  };
+  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks<F32>(x.size(), kMxBlock),
+                                   simd, range);
+}
+
+template <bool kStochastic>
+size_t nv_encode_avx2(const std::vector<float>& x, float tensor_scale, uint64_t seed,
+                      uint8_t* payload) {
+  const BlockScaledLayout layout = block_scaled_layout(x.size(), kNvBlock, 4);
+  const auto range = [&](size_t begin, size_t end) {
+    return nv_encode_range<F32, kStochastic>(x.data(), x.size(), tensor_scale, seed, begin, end,
+                                             payload, nullptr);
+  };
+  const auto simd = [&](size_t begin, size_t end) {
+    return block_scaled_avx2::nv_encode<kStochastic, false>(x.data(), begin, end, tensor_scale,
+                                                            rounding_key(seed), payload,
+                                                            payload + layout.codes, nullptr);
+  };
+  const size_t simd_blocks =
+      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks<F32>(x.size(), kNvBlock) : 0;
+  return block_scaled_encode_split(layout.blocks, simd_blocks, simd, range);
+}
+
+template <typename F, bool kStochastic>
+void check_mx(const std::vector<float>& x) {
+  const BlockScaledLayout layout = block_scaled_layout(x.size(), kMxBlock, F::kBits);
+  std::vector<uint8_t> generic(layout.bytes), entry(layout.bytes), avx2(layout.bytes);
+  const size_t bad = mx_encode_range<F32, F, kStochastic>(x.data(), x.size(), 7, 0, layout.blocks,
+                                                          generic.data(), nullptr);
+  ASSERT_EQ((mx_encode_cpu<F32, F, kStochastic>(x.data(), x.size(), 7, entry.data(), nullptr)),
+            bad);
+  ASSERT_EQ(generic, entry);
+  if (block_scaled_avx2::available()) {
+    ASSERT_EQ((mx_encode_avx2<F, kStochastic>(x, 7, avx2.data())), bad);
+    ASSERT_EQ(generic, avx2);
+  }
+  if (bad < layout.blocks) return;  // not a message a decoder accepts
+  std::vector<float> expected(x.size()), decoded(x.size());
+  mx_decode_range<F32, F, false>(generic.data(), x.size(), 0, expected.data());
+  mx_decode_cpu<F32, F, false>(generic.data(), x.size(), decoded.data());
+  ASSERT_EQ(memcmp(expected.data(), decoded.data(), x.size() * sizeof(float)), 0);
+}
+
+template <bool kStochastic>
+void check_nv(const std::vector<float>& x) {
+  const BlockScaledLayout layout = block_scaled_layout(x.size(), kNvBlock, 4);
+  const float tensor_scale =
+      nv_tensor_scale(block_scaled_tensor_max_generic<F32>(x.data(), x.size()));
+  const float entry_scale = nv_tensor_scale(block_scaled_tensor_max<F32>(x.data(), x.size()));
+  ASSERT_EQ(memcmp(&tensor_scale, &entry_scale, sizeof(float)), 0);
+  std::vector<uint8_t> generic(layout.bytes), entry(layout.bytes), avx2(layout.bytes);
+  const size_t bad = nv_encode_range<F32, kStochastic>(x.data(), x.size(), tensor_scale, 7, 0,
+                                                       layout.blocks, generic.data(), nullptr);
+  const size_t entry_bad =
+      nv_encode_cpu<F32, kStochastic>(x.data(), x.size(), tensor_scale, 7, entry.data(), nullptr);
+  ASSERT_EQ(entry_bad, bad);
+  ASSERT_EQ(generic, entry);
+  if (block_scaled_avx2::available()) {
+    ASSERT_EQ((nv_encode_avx2<kStochastic>(x, tensor_scale, 7, avx2.data())), bad);
+    ASSERT_EQ(generic, avx2);
+  }
+  if (bad < layout.blocks) return;
+  std::vector<float> expected(x.size()), decoded(x.size());
+  nv_decode_range<F32, false>(generic.data(), x.size(), tensor_scale, 0, expected.data());
+  nv_decode_cpu<F32, false>(generic.data(), x.size(), tensor_scale, decoded.data());
+  ASSERT_EQ(memcmp(expected.data(), decoded.data(), x.size() * sizeof(float)), 0);
+}
+
+TEST(BlockScaledSimd, KernelsEqualTheGenericLoops) {
+  std::mt19937_64 rng(1);
+  for (int trial = 0; trial < 100; ++trial) {
+    const std::vector<float> x = random_tensor(rng, trial % 5);
+    SCOPED_TRACE(std::to_string(trial) + ": " + std::to_string(x.size()) + " elements");
+    check_mx<E4M3, false>(x);
+    check_mx<E4M3, true>(x);
+    check_mx<E5M2, false>(x);
+    check_mx<E5M2, true>(x);
+    check_mx<E2M1, false>(x);
+    check_mx<E2M1, true>(x);
+    check_nv<false>(x);
+    check_nv<true>(x);
+  }
+}
+
+#endif  // TERSE_BLOCK_SCALED_AVX2
+
+}  // namespace
+}  // namespace terse::testing
