@@ -94,17 +94,6 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   const int threads = nranks / processes;
-  // tersePsInit starts a process's parameter server with an allgather over the communicator,
-  // under a lock of the whole process (ps/parameter_server.cpp, server_for): a second rank of the
-  // same process waits for that lock while the first waits for it in the allgather, until
-  // TERSE_TIMEOUT_S. Until the server starts outside that lock, one rank per process.
-  if (options.sync.uses_parameter_server() && threads > 1) {
-    fprintf(stderr,
-            "train_fmnist: --sync %s needs one rank per process (the parameter server cannot yet "
-            "start for several ranks of one process): run perf/launch.sh %d %s ...\n",
-            options.sync.describe().c_str(), nranks, argv[0]);
-    return kExitUsage;
-  }
   // The ranks are the parallelism: OpenBLAS's own threads would only contend with them.
   openblas_set_num_threads(1);
 

@@ -264,6 +264,8 @@ int run_easgd() {
           terse::ps::fetch_centre(tensors.schemes(), {centre_whole.data(), centre_split.data()}));
       failures += compare(centre_whole, model.centre, 0, round + ": centre whole");
       failures += compare(centre_split, model.centre, kWholeCount, round + ": centre split");
+      // Every rank has read this round's centre before the next round's first exchange moves it.
+      EXPECT_OK(barrier());
     }
   }
   // The exchanges moved the centre: a scheme that never pushed would fail above, but say so.
