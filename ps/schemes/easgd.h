@@ -4,10 +4,9 @@
 // towards itself, by the same elastic difference:
 //     d = alpha (x - c);   x -= d;   c += d   (pushed as a tersePsAdd of d)
 // so x + c is conserved by the exchange and the workers explore around a centre that averages
-// them. The paper's moving rate is alpha = beta / p for p workers, beta = 0.9 (its stability
-// analysis asks for beta below 1 here, with the local optimizer's own step); the trainer passes
-// beta / nranks. Between exchanges a worker runs its own optimizer, untouched by the scheme
-// (with momentum, the paper's EAMSGD).
+// them. The paper's moving rate is alpha = beta / p for p workers, with beta = 0.9 in its
+// experiments; the trainer passes beta / nranks. Between exchanges a worker runs its own
+// optimizer, untouched by the scheme (with momentum, the paper's EAMSGD).
 //
 // Cadence (t counts steps from 0; step t ends in step()): at the end of step t when
 // (t + 1) % tau == 0, receive c (every tensor's receive issued, then all waited for: the pull
