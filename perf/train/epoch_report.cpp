@@ -56,10 +56,12 @@ bool EpochReport::write_json(std::string* error) const {
           "{\n  \"program\": \"train_fmnist\",\n  \"model\": %s,\n  \"ranks\": %d,\n"
           "  \"epochs_requested\": %d,\n  \"batch_per_rank\": %d,\n  \"steps_per_epoch\": %d,\n"
           "  \"learning_rate\": %g,\n  \"momentum\": %g,\n  \"seed\": %llu,\n"
-          "  \"codec\": %s,\n  \"policy\": %s,\n  \"launcher\": %s,\n  \"epochs\": [",
+          "  \"codec\": %s,\n  \"policy\": %s,\n  \"launcher\": %s,\n  \"sync\": %s,\n"
+          "  \"epochs\": [",
           quoted(run_.model).c_str(), run_.ranks, run_.epochs, run_.batch, run_.steps_per_epoch,
           run_.learning_rate, run_.momentum, static_cast<unsigned long long>(run_.seed),
-          quoted(run_.codec).c_str(), quoted(run_.policy).c_str(), quoted(run_.launcher).c_str());
+          quoted(run_.codec).c_str(), quoted(run_.policy).c_str(), quoted(run_.launcher).c_str(),
+          quoted(run_.sync).c_str());
   uint64_t cumulative = 0;
   for (size_t i = 0; i < epochs_.size(); ++i) {
     const EpochFigures& e = epochs_[i];

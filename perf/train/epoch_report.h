@@ -35,6 +35,7 @@ struct RunDescription {
   std::string codec;   // TERSE_CODEC, "" when unset
   std::string policy;  // TERSE_POLICY, "" when unset
   std::string launcher;
+  std::string sync;  // SyncScheme::describe()
 };
 
 class EpochReport {

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "perf/train/gradient_allreduce.h"
+#include "perf/train/job_progress.h"
 #include "perf/train/model.h"
 #include "perf/train/parameter_digest.h"
+#include "perf/train/parameter_server_sync.h"
 #include "perf/train/rank_reduce.h"
 #include "perf/train/seeded_random.h"
 #include "perf/train/sgd.h"
@@ -70,6 +72,12 @@ void check_ranks_agree(ncclComm_t comm, const std::vector<Parameter*>& parameter
   _exit(1);
 }
 
+// Returns once every rank called it (an allreduce of nothing much).
+void barrier(ncclComm_t comm, int rank) {
+  std::vector<double> nothing = {0.0};
+  check(reduce_over_ranks(comm, ncclSum, &nothing), rank, "terseAllReduceTensor (barrier)");
+}
+
 }  // namespace
 
 int steps_per_epoch(const TrainOptions& options, int train_count, int nranks) {
@@ -79,13 +87,15 @@ int steps_per_epoch(const TrainOptions& options, int train_count, int nranks) {
 
 void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
   const TrainOptions& options = job.options;
+  const SyncScheme& sync = options.sync;
   std::unique_ptr<Model> model = make_model(options.model, options.seed);
   std::vector<Parameter*> parameters = model->parameters();
   GradientAllreduce gradients(comm, parameters);
   std::vector<float> momentum(parameters.size(), options.momentum);
   for (size_t i = 0; i < parameters.size(); ++i) {
     ncclResult_t result = ncclSuccess;
-    if (gradients.uses_dgc(i, &result)) momentum[i] = 0.0f;
+    // Parameter-server pushes refuse dgc (tersePsTensorDesc): its momentum is the allreduce's.
+    if (!sync.uses_parameter_server() && gradients.uses_dgc(i, &result)) momentum[i] = 0.0f;
     check(result, rank, "terseCommDecide");
     if (momentum[i] == 0.0f && options.momentum > 0.0f && job.report != nullptr) {
       printf("# %s: dgc's momentum correction replaces the optimizer's momentum\n",
@@ -100,6 +110,22 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
   std::vector<float> dlogits;
   TrafficMeter traffic(comm);
   check(traffic.start(), rank, "terseCommGetStats");
+  // Every rank starts from the same values (one seed), which become the centre.
+  std::unique_ptr<ParameterServerSync> server;
+  if (sync.uses_parameter_server()) {
+    server = std::make_unique<ParameterServerSync>(comm, parameters, sync, job.nranks);
+    check(server->init(), rank, "tersePsInitList (parameters)");
+  }
+  std::unique_ptr<JobProgress> progress;
+  if (sync.asynchronous()) {
+    progress = std::make_unique<JobProgress>(comm, rank, job.nranks);
+    check(progress->init(), rank, "tersePsInitList (train.progress)");
+  }
+  // The batches of an epoch: step s of rank r takes batch s * nranks + r. Asynchronous ranks take
+  // batches until the job has done them all (job_progress.h), a fast rank wrapping around to its
+  // first ones again while a slow one leaves some of its own for the next epoch's shuffle.
+  const uint64_t epoch_batches = static_cast<uint64_t>(steps) * job.nranks;
+  uint64_t job_target = 0;
 
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     // The same order on every rank; step s gives rank r the samples
@@ -109,8 +135,13 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
             .permutation(job.train.count);
     const auto started = std::chrono::steady_clock::now();
     double loss_sum = 0.0;
-    for (int step = 0; step < steps; ++step) {
-      const size_t first = (static_cast<size_t>(step) * job.nranks + rank) * batch;
+    job_target += epoch_batches;
+    int step = 0;
+    for (;; ++step) {
+      if (progress ? progress->total_seen() >= job_target : step >= steps) break;
+      const uint64_t batch_index =
+          (static_cast<uint64_t>(step) * job.nranks + rank) % epoch_batches;
+      const size_t first = static_cast<size_t>(batch_index) * batch;
       for (int b = 0; b < batch; ++b) {
         const int index = order[first + static_cast<size_t>(b)];
         std::copy_n(job.train.image(index), kImagePixels, images.begin() + b * kImagePixels);
@@ -119,26 +150,41 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
       const std::vector<float>& logits = model->forward(images.data(), batch);
       loss_sum += softmax_cross_entropy(logits, labels.data(), batch, kClasses, &dlogits).loss;
       model->backward(dlogits, batch);
-      check(gradients.average(), rank, "terseAllReduceTensor");
+      if (!server) check(gradients.average(), rank, "terseAllReduceTensor");
       for (size_t i = 0; i < parameters.size(); ++i) {
         sgd_step(parameters[i], options.learning_rate, momentum[i]);
       }
+      if (server) check(server->step(), rank, "tersePs* (update scheme step)");
+      if (progress) check(progress->count_step(), rank, "tersePs* (train.progress)");
       if (job.report != nullptr && (step + 1) % kProgressEverySteps == 0) {
         job.report->progress(epoch, step + 1, steps, loss_sum / (step + 1));
       }
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
+    // Before the barrier's own allreduce, which is not gradient traffic.
     Traffic sent;
     check(traffic.read(&sent), rank, "terseCommGetStats");
+    // The epoch ends when every rank has done its steps and, for the parameter server, every
+    // push has been applied: its time includes the wait for the slowest rank.
+    if (server) check(server->flush(), rank, "tersePs* (update scheme flush)");
+    if (progress) check(progress->flush(), rank, "tersePs* (train.progress)");
+    barrier(comm, rank);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (progress) check(progress->refresh(), rank, "tersePs* (train.progress)");
+    // The parameter server's model is the centre: every rank evaluates it (the same values after
+    // the barrier), then goes on from its own.
+    if (server) check(server->load_centre(), rank, "tersePsReceive (centre)");
     double correct = 0.0, tested = 0.0;
     evaluate(model.get(), job.test, rank, job.nranks, &correct, &tested);
-    std::vector<double> sums = {
-        loss_sum, static_cast<double>(steps),           correct,
-        tested,   static_cast<double>(sent.wire_bytes), static_cast<double>(sent.dense_wire_bytes)};
+    std::vector<double> sums = {loss_sum,
+                                static_cast<double>(step),
+                                correct,
+                                tested,
+                                static_cast<double>(sent.wire_bytes),
+                                static_cast<double>(sent.dense_wire_bytes)};
     check(reduce_over_ranks(comm, ncclSum, &sums), rank, "terseAllReduceTensor (metrics)");
     check_ranks_agree(comm, parameters, rank, epoch);
+    if (server) server->restore_worker_values();
     // The metrics' own allreduce is not gradient traffic: the next epoch counts from here.
     check(traffic.start(), rank, "terseCommGetStats");
     if (job.report == nullptr) continue;
@@ -151,6 +197,8 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
     figures.seconds = seconds;
     job.report->epoch_done(figures);
   }
+  if (progress) check(progress->free(), rank, "tersePsFree (train.progress)");
+  if (server) check(server->free(), rank, "tersePsFree (parameters)");
 }
 
 }  // namespace train

@@ -1,6 +1,7 @@
 // One rank's training: its model (the same initial weights on every rank), its shard of every
-// step's samples, the gradient averaging through terse, SGD, and at the end of each epoch the
-// test accuracy and traffic summed over the ranks (rank 0 reports them).
+// step's samples, the gradient averaging through terse or a parameter-server update scheme
+// (--sync), SGD, and at the end of each epoch the test accuracy and traffic summed over the
+// ranks (rank 0 reports them).
 #pragma once
 
 #include <nccl.h>

@@ -121,18 +121,19 @@ int main(int argc, char** argv) {
                        options.seed,
                        environment("TERSE_CODEC"),
                        environment("TERSE_POLICY"),
-                       terse::perf::launcher_name(plan.launcher)};
+                       terse::perf::launcher_name(plan.launcher),
+                       options.sync.describe()};
     if (!report.open(run, options.json_path, !mpi, &error)) {
       fprintf(stderr, "train_fmnist: %s\n", error.c_str());
       return kExitUsage;
     }
     printf(
         "# train_fmnist: %s, %d ranks (%s), %d steps of %d x %d samples per epoch, lr %g, "
-        "momentum %g, seed %llu, TERSE_CODEC=%s TERSE_POLICY=%s\n",
+        "momentum %g, seed %llu, TERSE_CODEC=%s TERSE_POLICY=%s, sync %s\n",
         options.model.c_str(), nranks, terse::perf::launcher_name(plan.launcher), steps, nranks,
         options.batch, options.learning_rate, options.momentum,
         static_cast<unsigned long long>(options.seed), environment("TERSE_CODEC").c_str(),
-        environment("TERSE_POLICY").c_str());
+        environment("TERSE_POLICY").c_str(), options.sync.describe().c_str());
   }
 
   const ncclUniqueId id = unique_id(plan, process);

@@ -82,6 +82,8 @@ ParseOutcome parse_train_options(int argc, char** argv, TrainOptions* options, s
       options->max_steps = static_cast<int>(whole);
     } else if (flag == "--data") {
       options->data_dir = value;
+    } else if (flag == "--sync") {
+      ok = parse_sync_scheme(value, &options->sync, error);
     } else {
       *error = "unknown argument '" + flag + "'";
       ok = false;
@@ -96,7 +98,8 @@ std::string train_usage(const std::string& program) {
   return "usage: " + program +
          " [--epochs E] [--ranks N] [--model mlp|cnn] [--json FILE] [options]\n"
          "Data-parallel training on Fashion-MNIST over terse; the gradients of every layer go\n"
-         "through terseAllReduceTensor under TERSE_CODEC / TERSE_POLICY.\n"
+         "through terseAllReduceTensor under TERSE_CODEC / TERSE_POLICY, or the ranks share\n"
+         "the model through parameter-server tensors, one per layer (--sync).\n"
          "  --epochs E      passes over the training set (10)\n"
          "  --ranks N       ranks of the job: threads in this process, or N / processes threads\n"
          "                  in each process under perf/launch.sh, mpirun or torchrun (default:\n"
@@ -108,6 +111,18 @@ std::string train_usage(const std::string& program) {
          "  --momentum X    SGD momentum (0.9; tensors sent through dgc get its momentum instead)\n"
          "  --seed S        initial weights and shuffling, the same on every rank (1)\n"
          "  --steps S       at most S steps per epoch (default: the whole training set)\n"
+         "  --sync S        how the ranks keep their models together (allreduce):\n"
+         "                  allreduce                   average the gradients every step\n"
+         "                  downpour[:send=N,fetch=M]   push the optimizer's updates every N\n"
+         "                                              steps, fetch the centre every M (1,1)\n"
+         "                  easgd[:tau=T,beta=B]        elastic averaging every T steps, moving\n"
+         "                                              rate B / ranks (4, 0.9)\n"
+         "                  ssp:S                       push every step, run at most S steps\n"
+         "                                              ahead of the slowest rank (0: in step)\n"
+         "                  Pushes carry 1/ranks of each update and go through the codec the\n"
+         "                  policy gives the layer; downpour and easgd ranks never wait, and a\n"
+         "                  faster rank takes more of an epoch's batches; test_acc is the\n"
+         "                  centre's (the parameter-server tensors after every rank's epoch)\n"
          "  --data DIR      the IDX files (" +
          std::string(kFashionMnistDir) + ", Debian package " + kFashionMnistPackage +
          ")\n"

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "perf/train/sync_scheme.h"
+
 namespace terse {
 namespace train {
 
@@ -18,6 +20,7 @@ struct TrainOptions {
   uint64_t seed = 1;
   int max_steps = 0;  // per epoch; 0: the whole training set
   std::string data_dir;
+  SyncScheme sync;  // --sync: allreduce unless given
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };

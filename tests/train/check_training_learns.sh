@@ -2,7 +2,8 @@
 # check_training_learns.sh LEVEL COMMAND [ARGS...]: runs train_fmnist and passes when it exits 0,
 # every epoch line reads exactly "epoch E train_loss L test_acc A wire_ratio R" with E counting
 # from 1, and the last epoch's train_loss is below LEVEL (tests/train/CMakeLists.txt says why
-# that level). WIRE_BELOW=X also requires the last wire_ratio below X (compression happened).
+# that level). WIRE_BELOW=X also requires the last wire_ratio below X (compression happened);
+# HEADER_HAS=TEXT requires the "# train_fmnist:" line to contain TEXT (e.g. the sync scheme ran).
 set -uo pipefail
 level=$1
 shift
@@ -11,6 +12,11 @@ code=$?
 printf '%s\n' "$output"
 if ((code != 0)); then
   echo "check_training_learns: the trainer exited with $code (its output is above)" >&2
+  exit 1
+fi
+if [[ -n ${HEADER_HAS:-} ]] && ! printf '%s\n' "$output" | grep '^# train_fmnist:' |
+  grep -qF -- "$HEADER_HAS"; then
+  echo "check_training_learns: the '# train_fmnist:' line does not say '$HEADER_HAS'" >&2
   exit 1
 fi
 printf '%s\n' "$output" | awk -v level="$level" -v wire_below="${WIRE_BELOW:-}" '
