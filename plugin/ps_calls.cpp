@@ -219,6 +219,24 @@ TERSE_API ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* sh
   return terse::result_of_current_exception("tersePsGetLayout");
 }
 
+TERSE_API ncclResult_t tersePsGetStats(tersePsHandle_t handle, tersePsStats* stats) try {
+  TERSE_CHECK(terse::check_handle("tersePsGetStats", handle));
+  if (stats == nullptr) return terse::fail(ncclInvalidArgument, "tersePsGetStats: stats is NULL");
+  const terse::PsTrafficCounters& traffic = handle->handle->tensor->traffic;
+  tersePsStats out{};
+  out.sends = traffic.sends.load();
+  out.send_bytes = traffic.send_bytes.load();
+  out.send_uncompressed_bytes = traffic.send_uncompressed_bytes.load();
+  out.receives = traffic.receives.load();
+  out.receive_bytes = traffic.receive_bytes.load();
+  out.receive_uncompressed_bytes = traffic.receive_uncompressed_bytes.load();
+  out.header_bytes = traffic.header_bytes.load();
+  *stats = out;
+  return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("tersePsGetStats");
+}
+
 TERSE_API ncclResult_t tersePsFree(tersePsHandle_t handle) try {
   TERSE_CHECK(terse::check_handle("tersePsFree", handle));
   std::unique_ptr<tersePsTensor> owned(handle);

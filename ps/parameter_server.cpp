@@ -331,6 +331,8 @@ ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
   PsTensor& tensor = *handle.tensor;
   const std::vector<size_t> shards = used_shards(tensor);
   *request = new_request(handle, shards.size(), true);
+  // Counted once the messages are submitted (terse.h: tersePsStats).
+  uint64_t value_bytes = 0, uncompressed_bytes = 0, header_bytes = 0;
   std::vector<std::unique_ptr<PsClientMessage>> messages;
   for (size_t shard : shards) {
     auto message = new_message(handle, shard, PsRequestKind::kSend, *request);
@@ -367,9 +369,19 @@ ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
       std::memcpy(message->payload.data(), &stamp, sizeof(stamp));
     }
     message->header.payload_bytes = message->payload.size();
+    header_bytes += sizeof(PsRequestHeader);
+    if (!message->payload.empty()) {
+      header_bytes += prefix;
+      value_bytes += message->payload.size() - prefix;
+      uncompressed_bytes += tensor.shard_bytes(shard);
+    }
     messages.push_back(std::move(message));
   }
   handle.server->submit(std::move(messages));
+  tensor.traffic.sends += 1;
+  tensor.traffic.send_bytes += value_bytes;
+  tensor.traffic.send_uncompressed_bytes += uncompressed_bytes;
+  tensor.traffic.header_bytes += header_bytes;
   return ncclSuccess;
 }
 
@@ -389,7 +401,10 @@ ncclResult_t ps_receive(const PsHandle& handle, void* data, std::shared_ptr<PsRe
     message->destination = static_cast<uint8_t*>(data) + span.offset * tensor.element_bytes;
     messages.push_back(std::move(message));
   }
+  // The answers' values are counted as they arrive (PsServer::take_answer).
+  tensor.traffic.header_bytes += messages.size() * sizeof(PsRequestHeader);
   handle.server->submit(std::move(messages));
+  tensor.traffic.receives += 1;
   return ncclSuccess;
 }
 
@@ -422,6 +437,7 @@ ncclResult_t ps_clock(const PsHandle& handle, uint64_t clock, uint64_t staleness
     message->header.staleness = staleness;
     messages.push_back(std::move(message));
   }
+  tensor.traffic.header_bytes += messages.size() * sizeof(PsRequestHeader);
   handle.server->submit(std::move(messages));
   return ncclSuccess;
 }

@@ -515,6 +515,8 @@ ncclResult_t PsServer::take_answer(PsClientMessage* message, std::string* why) {
     *why = describe(*message) + ": a malformed answer";
     return ncclRemoteError;
   }
+  PsTrafficCounters& traffic = message->tensor->traffic;
+  traffic.header_bytes += sizeof(answer);
   if (answer.result != ncclSuccess) {
     *why = describe(*message) + " was refused: " + answer.message;
     // A result this library never sends is a broken owner, not a refusal.
@@ -532,6 +534,10 @@ ncclResult_t PsServer::take_answer(PsClientMessage* message, std::string* why) {
   if (!live) {
     *why = describe(*message) + ": the answer came after the request was given up";
     return ncclRemoteError;
+  }
+  if (result == ncclSuccess) {
+    traffic.receive_bytes += answer.payload_bytes;
+    traffic.receive_uncompressed_bytes += count * tensor.element_bytes;
   }
   return result;
 }

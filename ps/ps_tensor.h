@@ -7,6 +7,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,6 +20,18 @@
 #include "ps/shard_placement.h"
 
 namespace terse {
+
+// What the client moved for the tensor (terse.h: tersePsStats, which defines each field). Atomic:
+// sends are counted on the callers' threads, answers on the server thread.
+struct PsTrafficCounters {
+  std::atomic<uint64_t> sends{0};
+  std::atomic<uint64_t> send_bytes{0};
+  std::atomic<uint64_t> send_uncompressed_bytes{0};
+  std::atomic<uint64_t> receives{0};
+  std::atomic<uint64_t> receive_bytes{0};
+  std::atomic<uint64_t> receive_uncompressed_bytes{0};
+  std::atomic<uint64_t> header_bytes{0};
+};
 
 struct PsTensor {
   uint32_t id = 0;  // the same on every rank: the order of the inits
@@ -51,6 +64,7 @@ struct PsTensor {
   std::vector<std::vector<float>> residuals;
   std::vector<uint64_t> pushes;  // compressed pushes per shard: the encode seeds
   uint64_t clock = 0;            // the last clock this rank reported
+  PsTrafficCounters traffic;
 
   size_t shard_bytes(size_t shard) const { return shards[shard].count * element_bytes; }
 };

@@ -286,6 +286,36 @@ typedef struct {
 ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* shards, int max_shards,
                               int* nshards);
 
+/* What this rank's client moved for one handle since its init: terseCommGetStats counts
+ * collectives only. Values are the bytes of the shards' elements or of the codec messages that
+ * stand for them; the protocol's own bytes (request and reply headers, the 8-byte prefix of each
+ * payload) are left out of them and counted in header_bytes alone, so that send_bytes /
+ * send_uncompressed_bytes is the push codec's ratio and an uncompressed handle's is exactly 1.
+ * A send to a shard this rank owns counts like any other (it goes through the same transport).
+ * Each counter only grows; the struct is not one atomic snapshot of them (a request in flight
+ * may be counted in one field and not yet in another). */
+typedef struct {
+  uint64_t sends; /* tersePsSend calls that were handed to the server (every rule) */
+  /* Value bytes those sends put on the wire, counted when the send is made (whether or not an
+   * owner later fails it): each shard's codec message for a compressed add, its slice's
+   * elements for a copy or an exact add, nothing for a zero. */
+  uint64_t send_bytes;
+  /* What the same sends would have carried without codecs: each shard's slice as the tensor's
+   * elements (count * element size) for a copy or add, nothing for a zero. */
+  uint64_t send_uncompressed_bytes;
+  uint64_t receives; /* tersePsReceive calls that were handed to the server */
+  /* Value bytes of the answers that came back for them (one per shard, counted as it arrives
+   * intact and accepted by the client): the receive codec's message, or the shard's elements. */
+  uint64_t receive_bytes;
+  /* What the same answers would have carried without codecs: each shard's elements. */
+  uint64_t receive_uncompressed_bytes;
+  /* The rest of this client's traffic for the handle, every request kind (clocks included):
+   * request headers and payload prefixes it sent, reply headers it received. */
+  uint64_t header_bytes;
+} tersePsStats;
+/* Copies the handle's counters into *stats. */
+ncclResult_t tersePsGetStats(tersePsHandle_t handle, tersePsStats* stats);
+
 /* Collective over every rank that initialised the handle: waits until every rank has called it
  * (so no rank frees a shard another may still use), then releases the shards, the client's
  * residuals and, with the communicator's last tensor, the server thread and its UCX worker.

@@ -1,8 +1,8 @@
 // The parameter server with ranks as threads of this process (ncclCommInitAll, a thread per
 // rank), as a framework that drives every GPU from one process would run it: inits whose server
 // creation runs allgathers that need every rank at once, exact fp32/fp16/bf16 adds, a local
-// argument error on one rank, frees with requests in flight, and frees after the communicator
-// was aborted or destroyed.
+// argument error on one rank, frees with requests in flight, frees after the communicator
+// was aborted or destroyed, and each handle's traffic counters (tersePsGetStats).
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <terse/terse.h>
@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "ps/ps_wire.h"
 #include "transport_test_support.h"
 
 namespace {
@@ -198,6 +199,145 @@ TEST_F(PsThreads, ExactAddsOfEveryTypeFromRanksThatAreThreads) {
         }
         if (!check(tersePsFree(handle), "free")) return;
       }
+    }
+  });
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_TRUE(failures[size_t(rank)].empty())
+        << "rank " << rank << ": " << failures[size_t(rank)];
+  }
+}
+
+// The protocol's fixed sizes (ps/ps_wire.h's structs), for header_bytes.
+constexpr uint64_t kRequestHeader = 48, kPayloadPrefix = 8, kReplyHeader = 224;
+static_assert(sizeof(terse::PsRequestHeader) == kRequestHeader, "ps_wire.h changed");
+static_assert(sizeof(terse::PsPayloadPrefix) == kPayloadPrefix, "ps_wire.h changed");
+static_assert(sizeof(terse::PsReplyHeader) == kReplyHeader, "ps_wire.h changed");
+
+// int8's message for `count` fp32 elements at its defaults (block 256, minmax), from the format
+// int_quant_codecs.cpp documents: a 32-byte header, an fp32 scale and an fp32 minimum per block,
+// one code byte per element.
+uint64_t int8_message_bytes(uint64_t count) {
+  const uint64_t blocks = (count + 255) / 256;
+  return 32 + 4 * blocks + 4 * blocks + count;
+}
+// bf16's (cast_codecs.cpp): the 32-byte header, then 2 bytes per element.
+uint64_t bf16_message_bytes(uint64_t count) {
+  return 32 + 2 * count;
+}
+
+std::string describe(const tersePsStats& s) {
+  return "sends " + std::to_string(s.sends) + " send_bytes " + std::to_string(s.send_bytes) +
+         " send_uncompressed_bytes " + std::to_string(s.send_uncompressed_bytes) + " receives " +
+         std::to_string(s.receives) + " receive_bytes " + std::to_string(s.receive_bytes) +
+         " receive_uncompressed_bytes " + std::to_string(s.receive_uncompressed_bytes) +
+         " header_bytes " + std::to_string(s.header_bytes);
+}
+bool operator==(const tersePsStats& a, const tersePsStats& b) {
+  return a.sends == b.sends && a.send_bytes == b.send_bytes &&
+         a.send_uncompressed_bytes == b.send_uncompressed_bytes && a.receives == b.receives &&
+         a.receive_bytes == b.receive_bytes &&
+         a.receive_uncompressed_bytes == b.receive_uncompressed_bytes &&
+         a.header_bytes == b.header_bytes;
+}
+
+// Each rank's counters after a known sequence of requests equal a model computed here from the
+// shard sizes and the codecs' documented formats: an exact tensor split over every rank (3 x 1000
+// fp32: 5 adds, a copy, a zero, 2 receives, a clock) and int8 pushes with bf16 receives, split
+// (shards of 1000: the last int8 block is short) and whole (100 elements on one owner).
+TEST_F(PsThreads, StatsCountEveryPushAndReceiveExactly) {
+  constexpr uint64_t kAdds = 5, kReceives = 2;
+  struct Case {
+    const char* name;
+    size_t count;
+    const char* push_codec;
+    const char* receive_codec;
+  };
+  // 12000 bytes > TERSE_PS_SPLIT_BYTES (1K): one 1000-element shard per rank; 400 bytes: whole.
+  const Case cases[] = {{"exact_split", 3000, "none", "none"},
+                        {"int8_split", 3000, "int8", "bf16"},
+                        {"int8_whole", 100, "int8", "bf16"}};
+  std::vector<std::string> failures(kRanks);
+  on_every_rank([&](int rank) {
+    std::string& failure = failures[size_t(rank)];
+    auto check = [&](ncclResult_t result, const std::string& what) {
+      if (result != ncclSuccess && failure.empty()) {
+        failure = what + ": " + ncclGetLastError(comms_[rank]);
+      }
+      return result == ncclSuccess;
+    };
+    for (const Case& c : cases) {
+      std::vector<float> values(c.count);
+      for (size_t i = 0; i < c.count; ++i) values[i] = float(i % 7) - 3.0f;
+      tersePsTensorDesc desc{};
+      desc.name = c.name;
+      desc.data = values.data();
+      desc.count = c.count;
+      desc.datatype = ncclFloat32;
+      desc.push_codec = c.push_codec;
+      desc.receive_codec = c.receive_codec;
+      tersePsHandle_t handle = nullptr;
+      if (!check(tersePsInitList(comms_[rank], &desc, 1, &handle), std::string(c.name))) return;
+      int nshards = 0;
+      tersePsShard shards[kRanks];
+      if (!check(tersePsGetLayout(handle, shards, kRanks, &nshards), "layout")) return;
+      if (nshards != (c.count == 3000 ? kRanks : 1)) {
+        failure = std::string(c.name) + ": " + std::to_string(nshards) + " shards";
+        return;
+      }
+      tersePsStats stats;
+      tersePsStats want{};
+      if (!check(tersePsGetStats(handle, &stats), "stats")) return;
+      if (!(stats == want)) {
+        failure = std::string(c.name) + " after init: " + describe(stats);
+        return;
+      }
+      const bool exact = std::string(c.push_codec) == "none";
+      // `made` is the call that set `sync` (evaluated before the body reads it).
+      tersePsSync_t sync = nullptr;
+      auto sync_one = [&](ncclResult_t made, const char* what) {
+        return check(made, what) && check(tersePsSync(sync), what);
+      };
+      for (uint64_t add = 0; add < kAdds; ++add) {
+        if (!sync_one(tersePsSend(handle, values.data(), tersePsAdd, &sync), "add")) return;
+      }
+      uint64_t sends = kAdds, payloads = kAdds;
+      if (exact) {
+        if (!sync_one(tersePsSend(handle, values.data(), tersePsCopy, &sync), "copy")) {
+          return;
+        }
+        if (!sync_one(tersePsSend(handle, nullptr, tersePsZero, &sync), "zero")) return;
+        sends += 2;
+        payloads += 1;  // a zero carries no values
+      }
+      std::vector<float> got(c.count);
+      for (uint64_t r = 0; r < kReceives; ++r) {
+        if (!sync_one(tersePsReceive(handle, got.data(), &sync), "receive")) return;
+      }
+      if (!sync_one(tersePsClock(handle, 1, 0, &sync), "clock")) return;
+
+      // The model: per shard, what each message carries.
+      uint64_t owners = 0;
+      for (int s = 0; s < nshards; ++s) {
+        const uint64_t count = shards[s].count;
+        want.send_bytes += payloads * (exact ? count * 4 : int8_message_bytes(count));
+        want.send_uncompressed_bytes += payloads * count * 4;
+        want.receive_bytes += kReceives * (exact ? count * 4 : bf16_message_bytes(count));
+        want.receive_uncompressed_bytes += kReceives * count * 4;
+        bool seen = false;
+        for (int t = 0; t < s; ++t) seen = seen || shards[t].owner == shards[s].owner;
+        if (!seen) ++owners;
+      }
+      want.sends = sends;
+      want.receives = kReceives;
+      const uint64_t messages = uint64_t(nshards) * (sends + kReceives) + owners;  // 1 clock each
+      want.header_bytes = messages * (kRequestHeader + kReplyHeader) +
+                          uint64_t(nshards) * payloads * kPayloadPrefix;
+      if (!check(tersePsGetStats(handle, &stats), "stats")) return;
+      if (!(stats == want)) {
+        failure = std::string(c.name) + ": " + describe(stats) + "; want " + describe(want);
+        return;
+      }
+      if (!check(tersePsFree(handle), "free")) return;
     }
   });
   for (int rank = 0; rank < kRanks; ++rank) {

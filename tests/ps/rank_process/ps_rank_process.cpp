@@ -681,6 +681,9 @@ int run_bad_input() {
                  "sync");
   EXPECT_REFUSED(tersePsReceive(handle, nullptr, &sync), ncclInvalidArgument, "tensor is NULL");
   EXPECT_REFUSED(tersePsGetLayout(handle, nullptr, 4, nullptr), ncclInvalidArgument, "nshards");
+  tersePsStats stats;
+  EXPECT_REFUSED(tersePsGetStats(nullptr, &stats), ncclInvalidArgument, "handle is NULL");
+  EXPECT_REFUSED(tersePsGetStats(handle, nullptr), ncclInvalidArgument, "stats is NULL");
   EXPECT_OK(tersePsClock(handle, 5, 100, &sync));
   EXPECT_OK(tersePsSync(sync));
   EXPECT_REFUSED(tersePsClock(handle, 3, 100, &sync), ncclInvalidArgument, "behind");
