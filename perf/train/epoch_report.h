@@ -13,11 +13,14 @@ namespace train {
 
 struct EpochFigures {
   int epoch = 0;
-  double train_loss = 0.0;        // mean over the epoch's steps and ranks
-  double test_accuracy = 0.0;     // fraction of the 10000 test images
-  uint64_t wire_bytes = 0;        // gradient bytes all ranks sent in the epoch
-  uint64_t dense_wire_bytes = 0;  // what uncompressed ring allreduces would have sent
-  double seconds = 0.0;           // the epoch's training steps, without the evaluation
+  double train_loss = 0.0;     // mean over the epoch's steps and ranks
+  double test_accuracy = 0.0;  // fraction of the 10000 test images
+  // Bytes all ranks sent in the epoch to keep their models together (traffic_meter.h): gradient
+  // allreduces, or the parameter server's pushes and fetches.
+  uint64_t wire_bytes = 0;
+  // The same without codecs: uncompressed ring allreduces, or the tensors' own elements.
+  uint64_t dense_wire_bytes = 0;
+  double seconds = 0.0;  // the epoch's training steps, without the evaluation
   double wire_ratio() const {
     return dense_wire_bytes ? static_cast<double>(wire_bytes) / dense_wire_bytes : 0.0;
   }

@@ -37,6 +37,8 @@ class ParameterServerSync {
   void restore_worker_values();
   // Collective: flushes and frees the tensors.
   ncclResult_t free();
+  // One per parameter, after init() and until free() (for tersePsGetStats).
+  const std::vector<tersePsHandle_t>& handles() const { return handles_; }
 
  private:
   ncclComm_t comm_;

@@ -109,13 +109,16 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
   std::vector<uint8_t> labels(static_cast<size_t>(batch));
   std::vector<float> dlogits;
   TrafficMeter traffic(comm);
-  check(traffic.start(), rank, "terseCommGetStats");
   // Every rank starts from the same values (one seed), which become the centre.
   std::unique_ptr<ParameterServerSync> server;
   if (sync.uses_parameter_server()) {
     server = std::make_unique<ParameterServerSync>(comm, parameters, sync, job.nranks);
     check(server->init(), rank, "tersePsInitList (parameters)");
+    // The parameters' pushes and fetches are the model's traffic (traffic_meter.h); the
+    // progress counter's below are bookkeeping and are left out.
+    traffic.add_ps_handles(server->handles());
   }
+  check(traffic.start(), rank, "terseCommGetStats/tersePsGetStats");
   std::unique_ptr<JobProgress> progress;
   if (sync.asynchronous()) {
     progress = std::make_unique<JobProgress>(comm, rank, job.nranks);
@@ -160,13 +163,14 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
         job.report->progress(epoch, step + 1, steps, loss_sum / (step + 1));
       }
     }
-    // Before the barrier's own allreduce, which is not gradient traffic.
-    Traffic sent;
-    check(traffic.read(&sent), rank, "terseCommGetStats");
     // The epoch ends when every rank has done its steps and, for the parameter server, every
     // push has been applied: its time includes the wait for the slowest rank.
     if (server) check(server->flush(), rank, "tersePs* (update scheme flush)");
     if (progress) check(progress->flush(), rank, "tersePs* (train.progress)");
+    // After the flush, whose last pushes and fetches are the epoch's traffic; before the
+    // barrier's own allreduce and the centre's fetch for evaluation, which are not.
+    Traffic sent;
+    check(traffic.read(&sent), rank, "terseCommGetStats/tersePsGetStats");
     barrier(comm, rank);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -186,7 +190,7 @@ void train_rank(const RankJob& job, ncclComm_t comm, int rank) {
     check_ranks_agree(comm, parameters, rank, epoch);
     if (server) server->restore_worker_values();
     // The metrics' own allreduce is not gradient traffic: the next epoch counts from here.
-    check(traffic.start(), rank, "terseCommGetStats");
+    check(traffic.start(), rank, "terseCommGetStats/tersePsGetStats");
     if (job.report == nullptr) continue;
     EpochFigures figures;
     figures.epoch = epoch;
