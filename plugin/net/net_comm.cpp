@@ -53,10 +53,12 @@ Comm::Comm(bool is_send, int dev, std::unique_ptr<Link> link, Socket lifeline, s
 }
 
 Request* Comm::request_at(void* pointer) {
-  for (Request& request : requests_) {
-    if (&request == pointer) return request.in_use ? &request : nullptr;
-  }
-  return nullptr;
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  auto first = reinterpret_cast<uintptr_t>(&requests_[0]);
+  if (address < first || address >= first + sizeof(requests_)) return nullptr;
+  if ((address - first) % sizeof(Request) != 0) return nullptr;
+  Request* request = &requests_[(address - first) / sizeof(Request)];
+  return request->in_use ? request : nullptr;
 }
 
 Request* Comm::allocate_request() {

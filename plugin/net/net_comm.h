@@ -97,7 +97,8 @@ class Comm {
   RegistrationCache& registrations() { return registrations_; }
 
   virtual ncclResult_t test(Request* request, int* done, int* sizes) = 0;
-  // `pointer` as one of this comm's requests in flight; null when it is none.
+  // `pointer` as one of this comm's requests in flight; null when it is none. An address
+  // comparison, not a search: NCCL's proxy calls test() for every request again and again.
   Request* request_at(void* pointer);
   // Closes: waits for coder jobs, cancels what can be, flushes the link (bounded), says
   // farewell, logs the counters.
