@@ -272,14 +272,13 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
   uint32_t ordinal = sent_ordinals_.peek(tag);
   // Reading the clear-to-sends keeps announced_ short and UCX's unexpected queue empty even when
   // every message goes eagerly (NCCL posts receives of its whole buffer, sends what it has).
+  // An eager send usually completes inside UCX's call, so test() may never progress this
+  // worker: without this progress the clear-to-sends piled up unread (11 thousand after 10
+  // thousand 64-byte sends over TCP) and, once the socket filled, the receiver's would stall.
+  link_->progress();
   TERSE_CHECK(read_clear_to_sends());
   int announced = find_announced(tag, ordinal);
   bool eager = size <= eager_bytes_;
-  if (!eager && announced < 0) {
-    link_->progress();
-    TERSE_CHECK(read_clear_to_sends());
-    announced = find_announced(tag, ordinal);
-  }
   if (announced < 0 || eager) {
     // No matching receive yet: an eager message goes anyway, a larger one waits (NCCL calls
     // again). A receiver that closed or died never will post it.

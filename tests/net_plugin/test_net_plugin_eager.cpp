@@ -279,23 +279,49 @@ TEST(NetPluginEager, LosslessEagerMessagesBeforeTheirReceive) {
   }
 }
 
-// An eager send cannot learn its receive's size first: a send larger than the receive fails
-// that receive with ncclInvalidUsage instead of writing past it.
-TEST(NetPluginEager, EagerSendLargerThanItsReceiveFailsTheReceive) {
-  CommPair pair;
-  ASSERT_EQ(open_pair(net(), &pair), "");
-  Buffer message(pair.send, 200, 70);
-  Buffer in(pair.recv, 100);
-  void* receive = irecv(pair.recv, {&in}, {1});
-  ASSERT_NE(isend_until_posted(pair.send, message, 1), nullptr);
-  ncclResult_t result = ncclSuccess;
-  int done = 0;
-  auto start = std::chrono::steady_clock::now();
-  while (result == ncclSuccess && !done && in_time(start)) {
-    result = net().test(receive, &done, nullptr);
+// An eager send that goes before its receive is posted cannot know the receive's size: a send
+// larger than the receive fails that receive with ncclInvalidUsage instead of writing past it.
+// When the clear-to-send arrived first, isend itself refuses it; either way NCCL hears
+// ncclInvalidUsage.
+TEST(NetPluginEager, EagerSendLargerThanItsReceiveIsInvalidUsage) {
+  auto receive_result = [](void* receive) {
+    ncclResult_t result = ncclSuccess;
+    int done = 0;
+    auto start = std::chrono::steady_clock::now();
+    while (result == ncclSuccess && !done && in_time(start)) {
+      result = net().test(receive, &done, nullptr);
+    }
+    return result;
+  };
+  {
+    CommPair pair;
+    ASSERT_EQ(open_pair(net(), &pair), "");
+    Buffer message(pair.send, 200, 70);
+    Buffer in(pair.recv, 100);
+    ASSERT_NE(isend_once(pair.send, message, 1), nullptr);  // before the receive
+    EXPECT_EQ(receive_result(irecv(pair.recv, {&in}, {1})), ncclInvalidUsage);
+    EXPECT_EQ(close_pair(net(), &pair), "");
   }
-  EXPECT_EQ(result, ncclInvalidUsage);
-  EXPECT_EQ(close_pair(net(), &pair), "");
+  {
+    CommPair pair;
+    ASSERT_EQ(open_pair(net(), &pair), "");
+    Buffer message(pair.send, 200, 71);
+    Buffer in(pair.recv, 100);
+    void* receive = irecv(pair.recv, {&in}, {1});
+    ncclResult_t sent = ncclSuccess;
+    void* request = nullptr;
+    auto start = std::chrono::steady_clock::now();
+    while (sent == ncclSuccess && request == nullptr && in_time(start)) {
+      sent = net().isend(pair.send, message.bytes.data(), message.bytes.size(), 1, message.handle,
+                         &request);
+    }
+    if (sent == ncclSuccess) {
+      EXPECT_EQ(receive_result(receive), ncclInvalidUsage);
+    } else {
+      EXPECT_EQ(sent, ncclInvalidUsage);
+    }
+    EXPECT_EQ(close_pair(net(), &pair), "");
+  }
 }
 
 // Eager sends nobody received, some untested, then both comms closed: the closes return, and
