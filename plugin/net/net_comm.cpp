@@ -23,6 +23,9 @@ constexpr size_t kPayingPercent = 97;
 constexpr int kFutileEncodes = 8;
 constexpr uint64_t kRetryEncodeEvery = 32;
 
+// Eager sends between two progresses of a send comm's worker made by isend itself.
+constexpr int kEagerSendsPerProgress = 16;
+
 // The most staging a request slot keeps between messages.
 constexpr size_t kKeptStagingBytes = size_t{8} << 20;
 
@@ -131,6 +134,7 @@ ncclResult_t Comm::close() {
       request.entries[i].coding = false;
     }
   }
+  if (!failed_) drain_before_close();
   int standing_count = 0;
   TransferRequest* standing = standing_receives(&standing_count);
   for (int i = 0; i < standing_count; ++i) Link::cancel(&standing[i]);
@@ -236,6 +240,17 @@ ncclResult_t SendComm::read_clear_to_sends() {
   }
 }
 
+void SendComm::drain_before_close() {
+  // A few rounds: UCX over TCP hands over a bounded batch per progress.
+  for (int round = 0; round < 4; ++round) {
+    link_->progress();
+    if (read_clear_to_sends() != ncclSuccess) {
+      clear_last_error();
+      return;
+    }
+  }
+}
+
 int SendComm::find_announced(int32_t tag, uint32_t ordinal) const {
   for (size_t i = 0; i < announced_.size(); ++i) {
     if (announced_[i].tag == tag && announced_[i].ordinal == ordinal) return static_cast<int>(i);
@@ -273,12 +288,17 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
   // Reading the clear-to-sends keeps announced_ short and UCX's unexpected queue empty even when
   // every message goes eagerly (NCCL posts receives of its whole buffer, sends what it has).
   // An eager send usually completes inside UCX's call, so test() may never progress this
-  // worker: without this progress the clear-to-sends piled up unread (11 thousand after 10
+  // worker: without a progress here the clear-to-sends piled up unread (11 thousand after 10
   // thousand 64-byte sends over TCP) and, once the socket filled, the receiver's would stall.
-  link_->progress();
+  // Every kEagerSendsPerProgress-th eager send is enough to bound that; a progress in each one
+  // (a system call over TCP) cut 64-byte bandwidth by about half.
+  bool eager = size <= eager_bytes_;
+  if (!eager || ++eager_sends_unprogressed_ >= kEagerSendsPerProgress) {
+    eager_sends_unprogressed_ = 0;
+    link_->progress();
+  }
   TERSE_CHECK(read_clear_to_sends());
   int announced = find_announced(tag, ordinal);
-  bool eager = size <= eager_bytes_;
   if (announced < 0 || eager) {
     // No matching receive yet: an eager message goes anyway, a larger one waits (NCCL calls
     // again). A receiver that closed or died never will post it.

@@ -115,6 +115,9 @@ class Comm {
   // The failure of `transfer` (finished with an error) in NCCL's terms.
   ncclResult_t transfer_failed(ucs_status_t status, const char* what);
   virtual uint64_t messages_sent() const = 0;
+  // Reads what the peer sent this comm for its own bookkeeping, so that close leaves nothing
+  // unexpected in UCX (the sender's clear-to-sends that eager sends never waited for).
+  virtual void drain_before_close() {}
   // The comm's own standing receives (the sender's clear-to-send slots), cancelled at close.
   virtual TransferRequest* standing_receives(int* count) {
     *count = 0;
@@ -149,6 +152,7 @@ class SendComm : public Comm {
     *count = netabi::kMaxRequests;
     return slot_transfers_;
   }
+  void drain_before_close() override;
   ncclResult_t post_clear_to_send_receive(int slot);
   // Posts `entry` to UCX: its encoding when that came out smaller, else its bytes.
   ncclResult_t post_entry(Request::Entry& entry, bool framed);
@@ -180,6 +184,7 @@ class SendComm : public Comm {
   // Receives the peer announced that no send has used yet: at most its 32 irecvs of 8 each.
   std::vector<Announced> announced_;
   uint64_t clear_to_sends_received_ = 0;
+  int eager_sends_unprogressed_ = 0;
   // Encodes in a row that did not shrink their message enough to pay; past a few, only every
   // kRetryEncodeEvery-th eligible message tries (random or already-compressed bytes).
   int futile_encodes_ = 0;
