@@ -59,14 +59,6 @@ void* isend_once(void* comm, Buffer& message, int tag) {
   return request;
 }
 
-void* isend_until_posted(void* comm, Buffer& message, int tag) {
-  void* request = nullptr;
-  auto start = std::chrono::steady_clock::now();
-  while (request == nullptr && in_time(start)) request = isend_once(comm, message, tag);
-  EXPECT_NE(request, nullptr) << "a send of " << message.bytes.size() << " bytes never posted";
-  return request;
-}
-
 void* irecv(void* comm, std::vector<Buffer*> buffers, std::vector<int> tags) {
   std::vector<void*> data, handles;
   std::vector<size_t> sizes;
@@ -101,6 +93,59 @@ std::vector<std::vector<int>> test_all(std::vector<void*> requests) {
   }
 }
 
+// The requests in flight, tested in turns while a send is retried, as NCCL's one proxy thread
+// does: a comm's worker moves only inside its own calls, so over TCP a receive's clear-to-send
+// leaves only when that receive is tested.
+class Proxy {
+ public:
+  size_t add(void* request) {
+    EXPECT_NE(request, nullptr);
+    requests_.push_back(request);
+    done_.push_back(0);
+    sizes_.emplace_back(8, -1);
+    return requests_.size() - 1;
+  }
+  // Tests each unfinished request once; false when one failed.
+  bool step() {
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      if (!done_[i] && net().test(requests_[i], &done_[i], sizes_[i].data()) != ncclSuccess) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // Retries the send until posted, stepping the others between tries; its index.
+  size_t isend_until_posted(void* comm, Buffer& message, int tag) {
+    void* request = nullptr;
+    auto start = std::chrono::steady_clock::now();
+    while (request == nullptr && in_time(start)) {
+      request = isend_once(comm, message, tag);
+      if (request == nullptr) {
+        EXPECT_TRUE(step());
+      }
+    }
+    EXPECT_NE(request, nullptr) << "a send of " << message.bytes.size() << " bytes never posted";
+    return add(request);
+  }
+  // Steps until everything is done; false on a failure or after a minute.
+  bool finish() {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      if (!step()) return false;
+      bool all = true;
+      for (int flag : done_) all = all && flag;
+      if (all) return true;
+      if (!in_time(start)) return false;
+    }
+  }
+  const std::vector<int>& sizes(size_t index) const { return sizes_[index]; }
+
+ private:
+  std::vector<void*> requests_;
+  std::vector<int> done_;
+  std::vector<std::vector<int>> sizes_;
+};
+
 bool same_prefix(const Buffer& received, const Buffer& sent) {
   return received.bytes.size() >= sent.bytes.size() &&
          memcmp(received.bytes.data(), sent.bytes.data(), sent.bytes.size()) == 0;
@@ -117,27 +162,27 @@ TEST(NetPluginEager, SmallSendsGoBeforeTheirReceiveAndMatchByTagAndOrder) {
     ASSERT_EQ(open_pair(net(), &pair), "");
     Buffer first(pair.send, 1, 1), below(pair.send, limit - 1, 2), at(pair.send, limit, 3),
         above(pair.send, limit + 1, 4);
-    std::vector<void*> requests;
-    requests.push_back(isend_once(pair.send, first, 3));
-    requests.push_back(isend_once(pair.send, below, 4));
-    requests.push_back(isend_once(pair.send, at, 3));
-    for (void* request : requests) ASSERT_NE(request, nullptr) << "threshold " << threshold;
+    Proxy proxy;
+    for (auto [message, tag] : {std::pair{&first, 3}, {&below, 4}, {&at, 3}}) {
+      void* request = isend_once(pair.send, *message, tag);
+      ASSERT_NE(request, nullptr) << "threshold " << threshold;
+      proxy.add(request);
+    }
     for (int i = 0; i < 20; ++i) {
       ASSERT_EQ(isend_once(pair.send, above, 3), nullptr) << "threshold " << threshold;
     }
     size_t capacity = limit + 4099;
     Buffer in_a(pair.recv, capacity), in_b(pair.recv, capacity), in_c(pair.recv, capacity),
         in_d(pair.recv, capacity);
-    requests.push_back(irecv(pair.recv, {&in_a, &in_b}, {4, 3}));
-    requests.push_back(irecv(pair.recv, {&in_c}, {3}));
-    requests.push_back(irecv(pair.recv, {&in_d}, {3}));
-    requests.push_back(isend_until_posted(pair.send, above, 3));
-    std::vector<std::vector<int>> sizes = test_all(requests);
-    ASSERT_FALSE(sizes.empty()) << "threshold " << threshold;
-    EXPECT_EQ(sizes[3][0], static_cast<int>(limit - 1));
-    EXPECT_EQ(sizes[3][1], 1);
-    EXPECT_EQ(sizes[4][0], static_cast<int>(limit));
-    EXPECT_EQ(sizes[5][0], static_cast<int>(limit + 1));
+    size_t group = proxy.add(irecv(pair.recv, {&in_a, &in_b}, {4, 3}));
+    size_t third = proxy.add(irecv(pair.recv, {&in_c}, {3}));
+    size_t fourth = proxy.add(irecv(pair.recv, {&in_d}, {3}));
+    proxy.isend_until_posted(pair.send, above, 3);
+    ASSERT_TRUE(proxy.finish()) << "threshold " << threshold;
+    EXPECT_EQ(proxy.sizes(group)[0], static_cast<int>(limit - 1));
+    EXPECT_EQ(proxy.sizes(group)[1], 1);
+    EXPECT_EQ(proxy.sizes(third)[0], static_cast<int>(limit));
+    EXPECT_EQ(proxy.sizes(fourth)[0], static_cast<int>(limit + 1));
     EXPECT_TRUE(same_prefix(in_a, below));
     EXPECT_TRUE(same_prefix(in_b, first));
     EXPECT_TRUE(same_prefix(in_c, at));
@@ -156,21 +201,22 @@ TEST(NetPluginEager, EagerMessagesOvertakingARendezvousOneKeepPostingOrder) {
   Buffer large(pair.send, 1 << 20, 10), small_other(pair.send, 999, 11),
       small_same(pair.send, 1000, 12);
   ASSERT_EQ(isend_once(pair.send, large, 1), nullptr);  // no receive yet
+  Proxy proxy;
   void* other = isend_once(pair.send, small_other, 2);
   ASSERT_NE(other, nullptr);
+  proxy.add(other);
   Buffer in_large(pair.recv, 2 << 20), in_other(pair.recv, 2 << 20), in_same(pair.recv, 2 << 20);
-  void* receive_large = irecv(pair.recv, {&in_large}, {1});
-  void* receive_same = irecv(pair.recv, {&in_same}, {1});
-  void* receive_other = irecv(pair.recv, {&in_other}, {2});
-  void* sent_large = isend_until_posted(pair.send, large, 1);
+  size_t receive_large = proxy.add(irecv(pair.recv, {&in_large}, {1}));
+  size_t receive_same = proxy.add(irecv(pair.recv, {&in_same}, {1}));
+  size_t receive_other = proxy.add(irecv(pair.recv, {&in_other}, {2}));
+  proxy.isend_until_posted(pair.send, large, 1);
   void* same = isend_once(pair.send, small_same, 1);  // right behind the large one
   ASSERT_NE(same, nullptr);
-  std::vector<std::vector<int>> sizes =
-      test_all({receive_large, receive_same, receive_other, sent_large, same, other});
-  ASSERT_FALSE(sizes.empty());
-  EXPECT_EQ(sizes[0][0], 1 << 20);
-  EXPECT_EQ(sizes[1][0], 1000);
-  EXPECT_EQ(sizes[2][0], 999);
+  proxy.add(same);
+  ASSERT_TRUE(proxy.finish());
+  EXPECT_EQ(proxy.sizes(receive_large)[0], 1 << 20);
+  EXPECT_EQ(proxy.sizes(receive_same)[0], 1000);
+  EXPECT_EQ(proxy.sizes(receive_other)[0], 999);
   EXPECT_TRUE(same_prefix(in_large, large));
   EXPECT_TRUE(same_prefix(in_same, small_same));
   EXPECT_TRUE(same_prefix(in_other, small_other));
@@ -187,19 +233,21 @@ TEST(NetPluginEager, GroupedReceiveMixingEagerAndRendezvousSizes) {
     Buffer m10(pair.send, (1 << 20) + 3, 20 + round), m11(pair.send, 1000, 30 + round),
         m12(pair.send, 1001, 40 + round), m13(pair.send, 0, 50 + round);
     Buffer r10(pair.recv, 2 << 20), r11(pair.recv, 1000), r12(pair.recv, 1001), r13(pair.recv, 5);
+    Proxy proxy;
     void* s11 = isend_once(pair.send, m11, 11);
     void* s13 = isend_once(pair.send, m13, 13);
     ASSERT_NE(s11, nullptr);
     ASSERT_NE(s13, nullptr);
-    void* receive = irecv(pair.recv, {&r10, &r11, &r12, &r13}, {10, 11, 12, 13});
-    void* s12 = isend_until_posted(pair.send, m12, 12);
-    void* s10 = isend_until_posted(pair.send, m10, 10);
-    std::vector<std::vector<int>> sizes = test_all({receive, s10, s11, s12, s13});
-    ASSERT_FALSE(sizes.empty()) << "round " << round;
-    EXPECT_EQ(sizes[0][0], (1 << 20) + 3);
-    EXPECT_EQ(sizes[0][1], 1000);
-    EXPECT_EQ(sizes[0][2], 1001);
-    EXPECT_EQ(sizes[0][3], 0);
+    proxy.add(s11);
+    proxy.add(s13);
+    size_t receive = proxy.add(irecv(pair.recv, {&r10, &r11, &r12, &r13}, {10, 11, 12, 13}));
+    proxy.isend_until_posted(pair.send, m12, 12);
+    proxy.isend_until_posted(pair.send, m10, 10);
+    ASSERT_TRUE(proxy.finish()) << "round " << round;
+    EXPECT_EQ(proxy.sizes(receive)[0], (1 << 20) + 3);
+    EXPECT_EQ(proxy.sizes(receive)[1], 1000);
+    EXPECT_EQ(proxy.sizes(receive)[2], 1001);
+    EXPECT_EQ(proxy.sizes(receive)[3], 0);
     EXPECT_TRUE(same_prefix(r10, m10));
     EXPECT_TRUE(same_prefix(r11, m11));
     EXPECT_TRUE(same_prefix(r12, m12));
@@ -284,11 +332,16 @@ TEST(NetPluginEager, LosslessEagerMessagesBeforeTheirReceive) {
 // When the clear-to-send arrived first, isend itself refuses it; either way NCCL hears
 // ncclInvalidUsage.
 TEST(NetPluginEager, EagerSendLargerThanItsReceiveIsInvalidUsage) {
-  auto receive_result = [](void* receive) {
+  // Tests the receive, and the send while it is unfinished (over TCP the send moves only in
+  // its own comm's calls), until the receive ends; its result.
+  auto receive_result = [](void* receive, void* send) {
     ncclResult_t result = ncclSuccess;
-    int done = 0;
+    int done = 0, sent = 0;
     auto start = std::chrono::steady_clock::now();
     while (result == ncclSuccess && !done && in_time(start)) {
+      if (!sent) {
+        EXPECT_EQ(net().test(send, &sent, nullptr), ncclSuccess);
+      }
       result = net().test(receive, &done, nullptr);
     }
     return result;
@@ -298,8 +351,9 @@ TEST(NetPluginEager, EagerSendLargerThanItsReceiveIsInvalidUsage) {
     ASSERT_EQ(open_pair(net(), &pair), "");
     Buffer message(pair.send, 200, 70);
     Buffer in(pair.recv, 100);
-    ASSERT_NE(isend_once(pair.send, message, 1), nullptr);  // before the receive
-    EXPECT_EQ(receive_result(irecv(pair.recv, {&in}, {1})), ncclInvalidUsage);
+    void* send = isend_once(pair.send, message, 1);  // before the receive
+    ASSERT_NE(send, nullptr);
+    EXPECT_EQ(receive_result(irecv(pair.recv, {&in}, {1}), send), ncclInvalidUsage);
     EXPECT_EQ(close_pair(net(), &pair), "");
   }
   {
@@ -308,15 +362,18 @@ TEST(NetPluginEager, EagerSendLargerThanItsReceiveIsInvalidUsage) {
     Buffer message(pair.send, 200, 71);
     Buffer in(pair.recv, 100);
     void* receive = irecv(pair.recv, {&in}, {1});
-    ncclResult_t sent = ncclSuccess;
-    void* request = nullptr;
-    auto start = std::chrono::steady_clock::now();
-    while (sent == ncclSuccess && request == nullptr && in_time(start)) {
-      sent = net().isend(pair.send, message.bytes.data(), message.bytes.size(), 1, message.handle,
-                         &request);
+    // Testing the receive moves its comm's worker, so its clear-to-send can leave (over TCP it
+    // does only then) and may reach the sender before the send.
+    int done = 0;
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_EQ(net().test(receive, &done, nullptr), ncclSuccess);
     }
+    void* request = nullptr;
+    ncclResult_t sent = net().isend(pair.send, message.bytes.data(), message.bytes.size(), 1,
+                                    message.handle, &request);
     if (sent == ncclSuccess) {
-      EXPECT_EQ(receive_result(receive), ncclInvalidUsage);
+      ASSERT_NE(request, nullptr);  // eager: posted at once, or refused
+      EXPECT_EQ(receive_result(receive, request), ncclInvalidUsage);
     } else {
       EXPECT_EQ(sent, ncclInvalidUsage);
     }
