@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/result.h"
+#include "plugin/net/eager_setting.h"
 #include "plugin/net/net_devices.h"
 #include "plugin/net/net_log.h"
 #include "plugin/net/ucx_for_plugin.h"
@@ -52,14 +53,16 @@ ncclResult_t error_mode_for(const std::string& peer_host, UcxErrorMode* mode) {
   return ncclSuccess;
 }
 
-// A link and the frame this side sends: its worker address and the nonce.
-ncclResult_t start_stage(Socket socket, uint64_t nonce, SetupStage* stage) {
+// A link and the frame this side sends: its worker address, the nonce and, when it accepts (it
+// will receive), whether it wants framed messages.
+ncclResult_t start_stage(Socket socket, uint64_t nonce, bool framed, SetupStage* stage) {
   std::shared_ptr<UcxContext> context;
   TERSE_CHECK(plugin_ucx_context(&context));
   TERSE_CHECK(Link::create(context, &stage->link));
   Handshake mine;
   mine.nonce = nonce;
   mine.host = host_identity();
+  mine.framed = framed;
   TERSE_CHECK(stage->link->address(&mine.worker_address));
   stage->socket = std::move(socket);
   stage->exchange = FrameExchange(encode_handshake(mine));
@@ -88,6 +91,7 @@ ncclResult_t finish_stage(SetupStage* stage, bool* done) {
                     "listen comm's (wrong nonce or format)",
                     stage->socket.peer_address().to_string().c_str());
   }
+  stage->peer_framed = theirs.framed;
   UcxErrorMode mode = UcxErrorMode::kPeer;
   TERSE_CHECK(error_mode_for(theirs.host, &mode));
   return stage->link->connect(theirs.worker_address, mode, 0);
@@ -159,7 +163,7 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
     Socket socket;
     TERSE_CHECK(Socket::start_connect(peer, &socket));
     auto stage = std::make_unique<ConnectStage>();
-    TERSE_CHECK(start_stage(std::move(socket), record.nonce, stage.get()));
+    TERSE_CHECK(start_stage(std::move(socket), record.nonce, false, stage.get()));
     record.stage = stage.release();
     live_stages().insert(record.stage);
     memcpy(handle, &record, sizeof(record));
@@ -188,17 +192,21 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
   if (!done) return ncclSuccess;
   CompressMode mode = CompressMode::kAuto;
   int level = 1;
+  size_t eager = 0;
   if ((result = compress_mode(&mode)) != ncclSuccess ||
-      (result = zstd_level(&level)) != ncclSuccess) {
+      (result = zstd_level(&level)) != ncclSuccess ||
+      (result = eager_bytes(&eager)) != ncclSuccess) {
     forget();
     return result;
   }
   std::string peer = record.stage->socket.peer_address().to_string();
   auto comm = std::make_unique<SendComm>(dev, std::move(record.stage->link),
-                                         std::move(record.stage->socket), peer, mode, level);
+                                         std::move(record.stage->socket), peer, mode, level,
+                                         record.stage->peer_framed, eager);
   forget();
   TERSE_CHECK(comm->start());
-  NET_INFO("send comm to %s on %s connected", peer.c_str(), device->name.c_str());
+  NET_INFO("send comm to %s on %s connected, eager up to %zu bytes", peer.c_str(),
+           device->name.c_str(), eager);
   *out = comm.release();
   return ncclSuccess;
 }
@@ -214,7 +222,7 @@ ncclResult_t accept_from(ListenComm* listen, RecvComm** out) {
     }
     if (!socket.is_open()) return ncclSuccess;  // nobody yet: NCCL calls again
     auto stage = std::make_unique<SetupStage>();
-    TERSE_CHECK(start_stage(std::move(socket), listen->nonce, stage.get()));
+    TERSE_CHECK(start_stage(std::move(socket), listen->nonce, listen->framed, stage.get()));
     listen->pending = std::move(stage);
   }
   bool done = false;

@@ -30,6 +30,8 @@ struct SetupStage {
   std::unique_ptr<Link> link;
   FrameExchange exchange;
   uint64_t nonce = 0;
+  // Whether the peer (when it is the receiving side) wants framed messages, from its handshake.
+  bool peer_framed = false;
   // TERSE_TIMEOUT_S from the first call: a peer that never answers fails the setup, not NCCL's
   // loop of calls.
   Deadline deadline = Deadline::after_seconds(kDefaultTransportTimeoutSeconds);

@@ -23,6 +23,9 @@ constexpr size_t kPayingPercent = 97;
 constexpr int kFutileEncodes = 8;
 constexpr uint64_t kRetryEncodeEvery = 32;
 
+// Eager sends between two progresses of a send comm's worker made by isend itself.
+constexpr int kEagerSendsPerProgress = 16;
+
 // The most staging a request slot keeps between messages.
 constexpr size_t kKeptStagingBytes = size_t{8} << 20;
 
@@ -53,10 +56,12 @@ Comm::Comm(bool is_send, int dev, std::unique_ptr<Link> link, Socket lifeline, s
 }
 
 Request* Comm::request_at(void* pointer) {
-  for (Request& request : requests_) {
-    if (&request == pointer) return request.in_use ? &request : nullptr;
-  }
-  return nullptr;
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  auto first = reinterpret_cast<uintptr_t>(&requests_[0]);
+  if (address < first || address >= first + sizeof(requests_)) return nullptr;
+  if ((address - first) % sizeof(Request) != 0) return nullptr;
+  Request* request = &requests_[(address - first) / sizeof(Request)];
+  return request->in_use ? request : nullptr;
 }
 
 Request* Comm::allocate_request() {
@@ -97,8 +102,14 @@ PeerLifeline::State Comm::peer_state(bool now) {
 
 ncclResult_t Comm::transfer_failed(ucs_status_t status, const char* what) {
   failed_ = true;
-  ncclResult_t code = status == UCS_ERR_MESSAGE_TRUNCATED ? ncclInternalError : ncclRemoteError;
-  return NET_FAIL(code, "%s %s peer %s failed: %s (UCX)", what, is_send_ ? "to" : "from",
+  if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+    // An eager send does not wait to learn its receive's size, so a send larger than its
+    // receive shows here, at the receiver, instead of at isend.
+    return NET_FAIL(ncclInvalidUsage,
+                    "%s from peer %s was larger than the buffer posted for it (UCX: %s)", what,
+                    peer_.c_str(), ucs_status_string(status));
+  }
+  return NET_FAIL(ncclRemoteError, "%s %s peer %s failed: %s (UCX)", what, is_send_ ? "to" : "from",
                   peer_.c_str(), ucs_status_string(status));
 }
 
@@ -123,6 +134,7 @@ ncclResult_t Comm::close() {
       request.entries[i].coding = false;
     }
   }
+  if (!failed_) drain_before_close();
   int standing_count = 0;
   TransferRequest* standing = standing_receives(&standing_count);
   for (int i = 0; i < standing_count; ++i) Link::cancel(&standing[i]);
@@ -172,10 +184,14 @@ ncclResult_t Comm::close() {
 // ---- send side ----
 
 SendComm::SendComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
-                   CompressMode mode, int zstd_level)
+                   CompressMode mode, int zstd_level, bool framed, size_t eager_bytes)
     : Comm(true, dev, std::move(link), std::move(lifeline), std::move(peer)),
       mode_(mode),
-      zstd_level_(zstd_level) {}
+      zstd_level_(zstd_level),
+      framed_(framed),
+      eager_bytes_(eager_bytes) {
+  announced_.reserve(netabi::kMaxRequests * kMaxGroupedReceives);
+}
 
 ncclResult_t SendComm::start() {
   for (int slot = 0; slot < netabi::kMaxRequests; ++slot) {
@@ -192,27 +208,68 @@ ncclResult_t SendComm::post_clear_to_send_receive(int slot) {
   return link_->recv(clear_to_send_tag(sequence), &slot_pieces_[index], 1, &slot_transfers_[index]);
 }
 
-ncclResult_t SendComm::current_clear_to_send(ClearToSend** out) {
-  *out = nullptr;
-  int index = static_cast<int>(next_sequence_ % netabi::kMaxRequests);
-  TransferRequest& transfer = slot_transfers_[index];
-  ucs_status_t status = UCS_INPROGRESS;
-  if (!finished(transfer, &status)) {
-    link_->progress();
+ncclResult_t SendComm::read_clear_to_sends() {
+  for (;;) {
+    int index = static_cast<int>(next_sequence_ % netabi::kMaxRequests);
+    TransferRequest& transfer = slot_transfers_[index];
+    ucs_status_t status = UCS_INPROGRESS;
     if (!finished(transfer, &status)) return ncclSuccess;
+    if (status != UCS_OK) return transfer_failed(status, "a clear-to-send");
+    ClearToSend& message = slots_[index];
+    size_t expected = offsetof(ClearToSend, entries) + message.count * sizeof(ClearToSendEntry);
+    if (message.sequence != next_sequence_ || message.count < 1 ||
+        message.count > kMaxGroupedReceives || transfer.received_bytes() < expected ||
+        (message.framed != 0) != framed_) {
+      failed_ = true;
+      return NET_FAIL(ncclRemoteError,
+                      "peer %s sent a malformed clear-to-send (sequence %u, expected %u, %u "
+                      "entries, framed %u)",
+                      peer_.c_str(), message.sequence, next_sequence_, message.count,
+                      message.framed);
+    }
+    for (int i = 0; i < message.count; ++i) {
+      const ClearToSendEntry& entry = message.entries[i];
+      // An ordinal behind the tag's count was an eager message that already went.
+      if (static_cast<int32_t>(entry.ordinal - sent_ordinals_.peek(entry.tag)) < 0) continue;
+      announced_.push_back(Announced{entry.tag, entry.ordinal, entry.size});
+    }
+    ++clear_to_sends_received_;
+    ++next_sequence_;
+    // The slot is free for the clear-to-send 32 sequences ahead.
+    TERSE_CHECK(post_clear_to_send_receive(netabi::kMaxRequests - 1));
   }
-  if (status != UCS_OK) return transfer_failed(status, "a clear-to-send");
-  ClearToSend& message = slots_[index];
-  size_t expected = offsetof(ClearToSend, entries) + message.count * sizeof(ClearToSendEntry);
-  if (message.sequence != next_sequence_ || message.count < 1 ||
-      message.count > kMaxGroupedReceives || transfer.received_bytes() < expected) {
+}
+
+void SendComm::drain_before_close() {
+  // A few rounds: UCX over TCP hands over a bounded batch per progress.
+  for (int round = 0; round < 4; ++round) {
+    link_->progress();
+    if (read_clear_to_sends() != ncclSuccess) {
+      clear_last_error();
+      return;
+    }
+  }
+}
+
+int SendComm::find_announced(int32_t tag, uint32_t ordinal) const {
+  for (size_t i = 0; i < announced_.size(); ++i) {
+    if (announced_[i].tag == tag && announced_[i].ordinal == ordinal) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+ncclResult_t SendComm::receiver_alive(const char* what) {
+  if (link_->peer_error() != UCS_OK) return transfer_failed(link_->peer_error(), what);
+  PeerLifeline::State state = peer_state();
+  if (state == PeerLifeline::State::kGone) {
     failed_ = true;
-    return NET_FAIL(ncclRemoteError,
-                    "peer %s sent a malformed clear-to-send (sequence %u, expected %u, %u "
-                    "entries)",
-                    peer_.c_str(), message.sequence, next_sequence_, message.count);
+    return NET_FAIL(ncclRemoteError, "%s: the receiving process at %s is gone", what,
+                    peer_.c_str());
   }
-  *out = &message;
+  if (state == PeerLifeline::State::kClosedGracefully) {
+    failed_ = true;
+    return NET_FAIL(ncclRemoteError, "%s: the receiver at %s closed its comm", what, peer_.c_str());
+  }
   return ncclSuccess;
 }
 
@@ -227,48 +284,50 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
                     data, size, mhandle);
   }
   if (data == nullptr && size > 0) return NET_FAIL(ncclInvalidArgument, "isend: data is NULL");
-  ClearToSend* clear = nullptr;
-  TERSE_CHECK(current_clear_to_send(&clear));
-  if (clear == nullptr) {
-    // No matching receive yet: NCCL calls again. A receiver that closed or died never will.
-    PeerLifeline::State state = peer_state();
-    if (state == PeerLifeline::State::kGone) {
-      failed_ = true;
-      return NET_FAIL(ncclRemoteError, "isend: the receiving process at %s is gone", peer_.c_str());
-    }
-    if (state == PeerLifeline::State::kClosedGracefully) {
-      failed_ = true;
-      return NET_FAIL(ncclRemoteError, "isend: the receiver at %s closed its comm", peer_.c_str());
-    }
-    return ncclSuccess;
+  uint32_t ordinal = sent_ordinals_.peek(tag);
+  // Reading the clear-to-sends keeps announced_ short and UCX's unexpected queue empty even when
+  // every message goes eagerly (NCCL posts receives of its whole buffer, sends what it has).
+  // An eager send usually completes inside UCX's call, so test() may never progress this
+  // worker: without a progress here the clear-to-sends piled up unread (11 thousand after 10
+  // thousand 64-byte sends over TCP) and, once the socket filled, the receiver's would stall.
+  // Every kEagerSendsPerProgress-th eager send is enough to bound that; a progress in each one
+  // (a system call over TCP) cut 64-byte bandwidth by about half.
+  bool eager = size <= eager_bytes_;
+  if (!eager || ++eager_sends_unprogressed_ >= kEagerSendsPerProgress) {
+    eager_sends_unprogressed_ = 0;
+    link_->progress();
   }
-  int index = -1;
-  for (int i = 0; i < clear->count; ++i) {
-    if (!sent_[i] && clear->entries[i].tag == tag) {
-      index = i;
-      break;
-    }
+  TERSE_CHECK(read_clear_to_sends());
+  int announced = find_announced(tag, ordinal);
+  if (announced < 0 || eager) {
+    // No matching receive yet: an eager message goes anyway, a larger one waits (NCCL calls
+    // again). A receiver that closed or died never will post it.
+    TERSE_CHECK(receiver_alive("isend"));
+    if (!eager) return ncclSuccess;
   }
-  if (index < 0) return ncclSuccess;  // NCCL posts the group's other sends first
-  if (size > clear->entries[index].size) {
+  if (announced >= 0 && size > announced_[announced].size) {
     return NET_FAIL(ncclInvalidUsage,
                     "isend of %zu bytes with tag %d, but the receiver posted %" PRIu64
-                    " bytes for it (message %u): a send larger than its receive",
-                    size, tag, clear->entries[index].size, clear->sequence);
+                    " bytes for it (message %u of that tag): a send larger than its receive",
+                    size, tag, announced_[announced].size, ordinal);
   }
   Request* posted = allocate_request();
   if (posted == nullptr) {
     return NET_FAIL(ncclInvalidUsage, "isend: more than %d requests in flight on one comm",
                     netabi::kMaxRequests);
   }
+  if (announced >= 0) {
+    announced_[announced] = announced_.back();
+    announced_.pop_back();
+  }
   posted->count = 1;
-  posted->framed = clear->framed != 0;
+  posted->framed = framed_;
   Request::Entry& entry = posted->entries[0];
   entry.data = data;
   entry.size = size;
   entry.result = size;
   entry.complete = false;
-  entry.tag = data_tag(clear->sequence, index);
+  entry.tag = data_tag(tag, sent_ordinals_.take(tag));
   entry.encoded = 0;
   entry.coding = false;
   entry.pieces[0] = ucp_dt_iov_t{data, size};
@@ -306,20 +365,6 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
   ++data_messages_sent_;
   ++counters_.messages;
   counters_.raw_bytes += size;
-  sent_[index] = true;
-  bool all_sent = true;
-  for (int i = 0; i < clear->count; ++i) all_sent = all_sent && sent_[i];
-  if (all_sent) {
-    // The slot is free for the clear-to-send 32 messages ahead.
-    for (bool& flag : sent_) flag = false;
-    ++clear_to_sends_received_;
-    ++next_sequence_;
-    ncclResult_t result = post_clear_to_send_receive(netabi::kMaxRequests - 1);
-    if (result != ncclSuccess) {
-      failed_ = true;
-      return result;
-    }
-  }
   *request = posted;
   return ncclSuccess;
 }
@@ -439,19 +484,18 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     entry.coding = false;
     entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
     entry.pieces[1] = ucp_dt_iov_t{data[i], sizes[i]};
+    uint32_t ordinal = posted_ordinals_.take(tags[i]);
+    uint64_t tag = data_tag(tags[i], ordinal);
     ncclResult_t result = ncclSuccess;
     if (framed_) {
-      result = link_->recv(data_tag(sequence, i) | kFrameHeaderTagBit, &entry.pieces[0], 1,
-                           &entry.header_transfer);
+      result = link_->recv(tag | kFrameHeaderTagBit, &entry.pieces[0], 1, &entry.header_transfer);
     }
-    if (result == ncclSuccess) {
-      result = link_->recv(data_tag(sequence, i), &entry.pieces[1], 1, &entry.transfer);
-    }
+    if (result == ncclSuccess) result = link_->recv(tag, &entry.pieces[1], 1, &entry.transfer);
     if (result != ncclSuccess) {
       failed_ = true;
       return result;
     }
-    clear.entries[i] = ClearToSendEntry{tags[i], 0, sizes[i]};
+    clear.entries[i] = ClearToSendEntry{tags[i], ordinal, sizes[i]};
   }
   posted->clear_to_send_piece =
       ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};

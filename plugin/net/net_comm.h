@@ -1,21 +1,29 @@
 // The plugin's communicators and requests, and the message protocol between a send comm and its
-// receive comm (one direction, one UCX link each side):
+// receive comm (one direction, one UCX link each side). A data message is named on the wire by its
+// NCCL tag and its ordinal among that tag's messages (tag_ordinals.h, net_wire.h's data_tag):
 //
-//   receiver: irecv(n buffers) posts n UCX receives tagged data_tag(seq, i), then sends a
-//             clear-to-send {seq, tags, sizes, framed} tagged clear_to_send_tag(seq);
-//   sender:   isend(tag) waits (returning no request, NCCL's "retry") until clear-to-send seq
-//             arrived, matches its tag to an entry of that group not yet sent, refuses a message
-//             larger than the buffer posted for it, and sends it tagged data_tag(seq, i); once
-//             every entry of the group is sent it moves to seq + 1.
+//   receiver: irecv(n buffers) takes the next ordinal of each buffer's tag, posts n UCX receives
+//             tagged data_tag(tag, ordinal), then sends a clear-to-send {seq, (tag, ordinal,
+//             size) per buffer, framed} tagged clear_to_send_tag(seq);
+//   sender:   isend(tag) takes the next ordinal of its tag. A message of at most the eager limit
+//             (eager_setting.h) goes at once, tagged data_tag(tag, ordinal): UCX keeps it as
+//             unexpected if its receive is not posted yet. A larger one waits (returning no
+//             request, NCCL's "retry") until the clear-to-send naming (tag, ordinal) arrived,
+//             is refused if larger than the buffer posted for it, and then goes the same way.
+//             The sender reads every clear-to-send in sequence order as it arrives and keeps the
+//             entries no send has used yet.
 //
-// This is NCCL's matching rule (receives match sends in posting order, tags within a grouped
-// receive), every data message lands in a receive posted for it (no unexpected-message copies),
-// and a receiver never has more than NCCL_NET_MAX_REQUESTS clear-to-sends outstanding, so the
-// sender keeps one posted receive per request slot.
+// The k-th send of tag t meets the k-th receive of tag t, which is NCCL's matching rule
+// (receives match sends in posting order, tags within a grouped receive): an eager message that
+// overtakes a rendezvous one, or arrives before its receive, still lands in its own buffer. A
+// large message lands in a receive posted for it (no unexpected-message copies), and a receiver
+// never has more than NCCL_NET_MAX_REQUESTS clear-to-sends outstanding, so the sender keeps one
+// posted receive per request slot.
 //
 // A framed message is a FrameHeader (into the request) and then the payload (into the buffer):
 // the bytes as they are, or their encoding (lossless_codec.h), decoded into the buffer once it
-// arrived.
+// arrived. Whether a receive comm wants framing travels in the handshake, so an eager send knows
+// before any clear-to-send.
 #pragma once
 
 #include <nccl.h>
@@ -30,6 +38,7 @@
 #include "plugin/net/lossless_codec.h"
 #include "plugin/net/net_wire.h"
 #include "plugin/net/registration_cache.h"
+#include "plugin/net/tag_ordinals.h"
 #include "transport/link.h"
 #include "transport/link_handshake.h"
 #include "transport/socket.h"
@@ -88,7 +97,8 @@ class Comm {
   RegistrationCache& registrations() { return registrations_; }
 
   virtual ncclResult_t test(Request* request, int* done, int* sizes) = 0;
-  // `pointer` as one of this comm's requests in flight; null when it is none.
+  // `pointer` as one of this comm's requests in flight; null when it is none. An address
+  // comparison, not a search: NCCL's proxy calls test() for every request again and again.
   Request* request_at(void* pointer);
   // Closes: waits for coder jobs, cancels what can be, flushes the link (bounded), says
   // farewell, logs the counters.
@@ -105,6 +115,9 @@ class Comm {
   // The failure of `transfer` (finished with an error) in NCCL's terms.
   ncclResult_t transfer_failed(ucs_status_t status, const char* what);
   virtual uint64_t messages_sent() const = 0;
+  // Reads what the peer sent this comm for its own bookkeeping, so that close leaves nothing
+  // unexpected in UCX (the sender's clear-to-sends that eager sends never waited for).
+  virtual void drain_before_close() {}
   // The comm's own standing receives (the sender's clear-to-send slots), cancelled at close.
   virtual TransferRequest* standing_receives(int* count) {
     *count = 0;
@@ -127,7 +140,7 @@ class Comm {
 class SendComm : public Comm {
  public:
   SendComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
-           CompressMode mode, int zstd_level);
+           CompressMode mode, int zstd_level, bool framed, size_t eager_bytes);
   // Posts this comm's standing clear-to-send receives.
   ncclResult_t start();
   ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, void** request);
@@ -139,22 +152,39 @@ class SendComm : public Comm {
     *count = netabi::kMaxRequests;
     return slot_transfers_;
   }
+  void drain_before_close() override;
   ncclResult_t post_clear_to_send_receive(int slot);
   // Posts `entry` to UCX: its encoding when that came out smaller, else its bytes.
   ncclResult_t post_entry(Request::Entry& entry, bool framed);
   // Posts every entry whose encoding finished.
   ncclResult_t post_encoded();
-  // The clear-to-send of sequence next_sequence_ when it has arrived; null otherwise.
-  ncclResult_t current_clear_to_send(ClearToSend** out);
+  // Takes in every clear-to-send that arrived, in sequence order: its entries join announced_
+  // unless their message already went eagerly; each slot is posted again for the sequence 32 on.
+  ncclResult_t read_clear_to_sends();
+  // The announced entry for (tag, ordinal), or -1.
+  int find_announced(int32_t tag, uint32_t ordinal) const;
+  // An error when the receiving process is gone or closed its comm; success otherwise.
+  ncclResult_t receiver_alive(const char* what);
+
+  struct Announced {
+    int32_t tag;
+    uint32_t ordinal;
+    uint64_t size;
+  };
 
   CompressMode mode_;
   int zstd_level_;
+  bool framed_;         // the receive comm asked for framed messages (handshake)
+  size_t eager_bytes_;  // messages up to this size go without waiting for a clear-to-send
   ClearToSend slots_[netabi::kMaxRequests]{};
   ucp_dt_iov_t slot_pieces_[netabi::kMaxRequests]{};
   TransferRequest slot_transfers_[netabi::kMaxRequests];
-  uint32_t next_sequence_ = 0;
-  bool sent_[kMaxGroupedReceives] = {};
+  uint32_t next_sequence_ = 0;  // the clear-to-send to read next
+  TagOrdinals sent_ordinals_;
+  // Receives the peer announced that no send has used yet: at most its 32 irecvs of 8 each.
+  std::vector<Announced> announced_;
   uint64_t clear_to_sends_received_ = 0;
+  int eager_sends_unprogressed_ = 0;
   // Encodes in a row that did not shrink their message enough to pay; past a few, only every
   // kRetryEncodeEvery-th eligible message tries (random or already-compressed bytes).
   int futile_encodes_ = 0;
@@ -178,6 +208,7 @@ class RecvComm : public Comm {
 
   bool framed_;
   uint32_t next_sequence_ = 0;
+  TagOrdinals posted_ordinals_;
   uint64_t clear_to_sends_sent_ = 0;
   uint64_t data_messages_received_ = 0;
 };

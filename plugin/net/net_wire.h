@@ -2,9 +2,11 @@
 //
 // - the listen handle (inside NCCL's 128-byte handle, exchanged by NCCL out of band): where the
 //   listen comm waits, a nonce naming it, and the connecting side's own progress pointer;
-// - the handshake frame each side sends over that TCP connection (link_handshake.h);
-// - the clear-to-send a receive comm sends for each irecv: the message sequence number, its
-//   tags and sizes, and whether it wants framed messages;
+// - the handshake frame each side sends over that TCP connection (link_handshake.h), with the
+//   accepting (receiving) side's wish for framed messages (an eager send goes before any
+//   clear-to-send could say so);
+// - the clear-to-send a receive comm sends for each irecv: its sequence number, its entries'
+//   tags, per-tag ordinals and sizes, and whether it wants framed messages;
 // - the header of a framed message (its own message, just before it): raw or encoded, and the
 //   raw size;
 // - the farewell a comm sends when it closes: how many messages it sent.
@@ -25,7 +27,7 @@ namespace terse::net {
 constexpr uint32_t kHandleMagic = 0x54455231;  // "TER1"
 constexpr uint32_t kHandshakeMagic = 0x54455248;
 constexpr uint32_t kFrameMagic = 0x54455246;
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;  // 2: framed in the handshake, tags by (tag, ordinal)
 // Receives one irecv may group (maxRecvs).
 constexpr int kMaxGroupedReceives = 8;
 
@@ -45,13 +47,15 @@ struct Handshake {
   uint64_t nonce = 0;
   std::string host;  // host_identity(): same host means UCX may use shared memory
   std::vector<uint8_t> worker_address;
+  // The receiving (accepting) side's wish for framed messages; the connecting side sends false.
+  bool framed = false;
 };
 std::vector<uint8_t> encode_handshake(const Handshake& handshake);
 bool decode_handshake(const std::vector<uint8_t>& bytes, Handshake* out);
 
 struct ClearToSendEntry {
   int32_t tag;
-  uint32_t reserved;
+  uint32_t ordinal;  // how many receives of this tag the comm posted before this one
   uint64_t size;
 };
 struct ClearToSend {
@@ -73,15 +77,21 @@ struct Farewell {
   uint64_t messages_sent;  // data messages (send comm) or clear-to-sends (receive comm)
 };
 
-// UCX tags on a comm's own worker: bit 63 tells a clear-to-send from data; data carries the
-// sequence number and the index within its grouped receive; bit 62 marks a framed message's
-// header, which travels as a message of its own ahead of the payload (a contiguous payload
-// shorter than its receive is UCX's plainest case; a gathered header + payload received into a
-// larger scattered buffer failed with "Endpoint timeout" over TCP in UCX 1.13 for 16 MiB).
+// UCX tags on a comm's own worker: bit 63 tells a clear-to-send from data; bit 62 marks a
+// framed message's header, which travels as a message of its own ahead of the payload (a
+// contiguous payload shorter than its receive is UCX's plainest case; a gathered header + payload
+// received into a larger scattered buffer failed with "Endpoint timeout" over TCP in UCX 1.13 for
+// 16 MiB). A data message is named by its NCCL tag and its ordinal among the messages of that tag
+// (bits 61..32, modulo 2^30), which both ends count alike without talking: the k-th send of tag t
+// is the k-th receive of tag t, which is NCCL's rule (receives in posting order, tags within a
+// grouped receive). So an eager message can go before its receive is posted (UCX keeps it as
+// unexpected until a receive of its exact tag comes), and an eager and a rendezvous message can
+// overtake each other on the wire without landing in each other's buffers.
 constexpr uint64_t kClearToSendTagBit = 1ull << 63;
 constexpr uint64_t kFrameHeaderTagBit = 1ull << 62;
-inline uint64_t data_tag(uint32_t sequence, int index) {
-  return (static_cast<uint64_t>(sequence) << 8) | static_cast<uint64_t>(index);
+constexpr uint32_t kOrdinalMask = (1u << 30) - 1;
+inline uint64_t data_tag(int32_t tag, uint32_t ordinal) {
+  return (static_cast<uint64_t>(ordinal & kOrdinalMask) << 32) | static_cast<uint32_t>(tag);
 }
 inline uint64_t clear_to_send_tag(uint32_t sequence) {
   return kClearToSendTagBit | sequence;

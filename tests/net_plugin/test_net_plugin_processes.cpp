@@ -191,6 +191,42 @@ TEST_P(NetPluginProcesses, KilledPeerGivesAnErrorNotAHang) {
   EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
 }
 
+// The same with sends small enough to go eagerly: they do not wait for a receive, so nothing
+// but the peer's death can stop them; isend or test still ends in an error, not in sends that
+// succeed forever into a dead peer.
+TEST_P(NetPluginProcesses, KilledPeerFailsEagerSends) {
+  LoadedNet& net = net_for_version(GetParam());
+  Peer* raw = nullptr;
+  PeerLink link;
+  std::string error = connect_peer(net, &raw, "stall", 0, &link);
+  std::unique_ptr<Peer> peer(raw);
+  ASSERT_EQ(error, "");
+  ASSERT_EQ(peer->read_line(60), "ready");
+  std::vector<uint8_t> out(64, 3);
+  void* out_handle = nullptr;
+  ASSERT_EQ(net.reg_mr(link.send, out.data(), out.size(), netabi::kPtrHost, &out_handle),
+            ncclSuccess);
+  void* first = nullptr;
+  ASSERT_EQ(net.isend(link.send, out.data(), out.size(), 5, out_handle, &first), ncclSuccess);
+  ASSERT_NE(first, nullptr);  // eager: no receive needed
+  peer->kill_now();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  ncclResult_t result = ncclSuccess;
+  while (result == ncclSuccess && std::chrono::steady_clock::now() < deadline) {
+    void* request = nullptr;
+    result = net.isend(link.send, out.data(), out.size(), 5, out_handle, &request);
+    int done = 0;
+    while (result == ncclSuccess && request != nullptr && !done &&
+           std::chrono::steady_clock::now() < deadline) {
+      result = net.test(request, &done, nullptr);
+    }
+  }
+  EXPECT_EQ(result, ncclRemoteError);
+  EXPECT_EQ(net.close_send(link.send), ncclSuccess);
+  EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
+  EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
+}
+
 // Devices are found once per process, so each setting gets a fresh peer process.
 TEST(NetPluginDevices, TerseNetIfAndSpeedAreHonoured) {
   setenv("TERSE_NET_IF", "=lo", 1);
