@@ -10,16 +10,13 @@
 #include <utility>
 #include <vector>
 
-#include "launch/hex_bytes.h"
-#include "rank_processes.h"
-#include "transport_test_support.h"
+#include "ps/ps_rank_launch.h"
 
 namespace {
 
-using terse::test::CommandLine;
 using terse::test::RankProcessResult;
 using terse::test::ScopedEnv;
-using Settings = std::vector<std::pair<std::string, std::string>>;
+using terse::test::Settings;
 
 // Every request ends by this deadline (TERSE_TIMEOUT_S), so a hang fails its rank first.
 constexpr int kTimeoutSeconds = 20;
@@ -30,34 +27,15 @@ class PsProcesses : public ::testing::Test {
   // Runs `scenario` on `nranks` processes with `settings` in their environment.
   static std::vector<RankProcessResult> run(const char* scenario, int nranks,
                                             const Settings& settings, int expendable = -1) {
-    ncclUniqueId id;
-    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
-    const std::string hex = terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
-    std::vector<CommandLine> ranks;
-    for (int rank = 0; rank < nranks; ++rank) {
-      CommandLine line = {"/usr/bin/env"};
-      for (const auto& [name, value] : settings) line.push_back(name + "=" + value);
-      line.insert(line.end(), {TERSE_PS_RANK_PROCESS_PATH, scenario, std::to_string(rank),
-                               std::to_string(nranks), hex});
-      ranks.push_back(line);
-    }
-    return terse::test::run_processes(ranks, kSecondsAllowed, expendable);
+    return terse::test::run_ps_ranks(TERSE_PS_RANK_PROCESS_PATH, scenario, nranks, settings,
+                                     kSecondsAllowed, expendable);
   }
 
   static void expect_all_ok(const std::vector<RankProcessResult>& results, int nranks) {
-    ASSERT_EQ(results.size(), size_t(nranks));
-    for (const RankProcessResult& result : results) {
-      EXPECT_TRUE(result.exited && result.exit_code == 0) << describe(result);
-    }
+    terse::test::expect_all_exited_ok(results, nranks);
   }
 
-  ScopedEnv ifname_{"TERSE_SOCKET_IFNAME", "lo"};
-  ScopedEnv family_{"TERSE_SOCKET_FAMILY", "AF_INET"};
-  ScopedEnv terse_comm_id_{"TERSE_COMM_ID", nullptr};
-  ScopedEnv nccl_comm_id_{"NCCL_COMM_ID", nullptr};
-  ScopedEnv codec_{"TERSE_CODEC", nullptr};
-  ScopedEnv policy_{"TERSE_POLICY", nullptr};
-  ScopedEnv timeout_{"TERSE_TIMEOUT_S", std::to_string(kTimeoutSeconds).c_str()};
+  terse::test::PsRankEnvironment environment_{kTimeoutSeconds};
 };
 
 class PsRanks : public PsProcesses, public ::testing::WithParamInterface<int> {};

@@ -9,16 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "launch/hex_bytes.h"
-#include "rank_processes.h"
-#include "transport_test_support.h"
+#include "ps/ps_rank_launch.h"
 
 namespace {
 
-using terse::test::CommandLine;
-using terse::test::RankProcessResult;
-using terse::test::ScopedEnv;
-using Settings = std::vector<std::pair<std::string, std::string>>;
+using terse::test::Settings;
 
 // Every request ends by this deadline (TERSE_TIMEOUT_S), so a hang fails its rank first.
 constexpr int kTimeoutSeconds = 20;
@@ -26,34 +21,15 @@ constexpr double kSecondsAllowed = 6 * kTimeoutSeconds;
 
 class SchemesOverRanks : public ::testing::TestWithParam<int> {
  protected:
-  static void run_and_expect_ok(const char* scenario, const Settings& settings) {
-    const int nranks = GetParam();
-    ncclUniqueId id;
-    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
-    const std::string hex = terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
-    std::vector<CommandLine> ranks;
-    for (int rank = 0; rank < nranks; ++rank) {
-      CommandLine line = {"/usr/bin/env", "TERSE_PS_SPLIT_BYTES=4K"};
-      for (const auto& [name, value] : settings) line.push_back(name + "=" + value);
-      line.insert(line.end(), {TERSE_PS_SCHEME_RANK_PROCESS_PATH, scenario, std::to_string(rank),
-                               std::to_string(nranks), hex});
-      ranks.push_back(line);
-    }
-    const std::vector<RankProcessResult> results =
-        terse::test::run_processes(ranks, kSecondsAllowed);
-    ASSERT_EQ(results.size(), size_t(nranks));
-    for (const RankProcessResult& result : results) {
-      EXPECT_TRUE(result.exited && result.exit_code == 0) << describe(result);
-    }
+  static void run_and_expect_ok(const char* scenario, Settings settings) {
+    settings.insert(settings.begin(), {"TERSE_PS_SPLIT_BYTES", "4K"});
+    terse::test::expect_all_exited_ok(
+        terse::test::run_ps_ranks(TERSE_PS_SCHEME_RANK_PROCESS_PATH, scenario, GetParam(), settings,
+                                  kSecondsAllowed),
+        GetParam());
   }
 
-  ScopedEnv ifname_{"TERSE_SOCKET_IFNAME", "lo"};
-  ScopedEnv family_{"TERSE_SOCKET_FAMILY", "AF_INET"};
-  ScopedEnv terse_comm_id_{"TERSE_COMM_ID", nullptr};
-  ScopedEnv nccl_comm_id_{"NCCL_COMM_ID", nullptr};
-  ScopedEnv codec_{"TERSE_CODEC", nullptr};
-  ScopedEnv policy_{"TERSE_POLICY", nullptr};
-  ScopedEnv timeout_{"TERSE_TIMEOUT_S", std::to_string(kTimeoutSeconds).c_str()};
+  terse::test::PsRankEnvironment environment_{kTimeoutSeconds};
 };
 
 std::string ranks_name(const ::testing::TestParamInfo<int>& info) {
