@@ -226,7 +226,7 @@ ncclResult_t Communicator::check_manageable(const char* what, bool broken_ok) co
     return fail(ncclInvalidUsage, "%s: rank %d: the communicator was finalized", what, rank_);
   }
   const ncclResult_t broken = async_error_.load();
-  if (broken != ncclSuccess && !broken_ok && !revoked_.load()) {
+  if (broken != ncclSuccess && !broken_ok) {
     return fail(broken, "%s: rank %d: the communicator failed earlier and must be aborted: %s",
                 what, rank_, async_error_message().c_str());
   }

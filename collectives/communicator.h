@@ -112,7 +112,6 @@ class Communicator {
   // and finalize fail with ncclInvalidUsage, while split, shrink, abort and destruction work,
   // and async_error() is ncclSuccess again. Calling it again does nothing.
   ncclResult_t revoke();
-  bool revoked() const { return revoked_.load(); }
 
   // ncclCommFinalize: closes the transport, flushing everything sent (bounded by
   // TERSE_TIMEOUT_S). Later calls fail with ncclInvalidUsage. Every call here completes before
@@ -149,7 +148,7 @@ class Communicator {
   // Fails unless calls may run now (mutex held).
   ncclResult_t check_usable() const;
   // Fails unless split or shrink may run now (mutex held): not aborted nor finalized, and for
-  // split (`broken_ok` false) not broken unless revoked.
+  // split (`broken_ok` false) not broken (a revoke clears that state).
   ncclResult_t check_manageable(const char* what, bool broken_ok) const;
   // `algorithm` null: the selection's choice.
   ncclResult_t run_locked(const CollectiveArgs& args, const AlgorithmInfo* algorithm);
