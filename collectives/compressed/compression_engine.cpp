@@ -126,6 +126,8 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree,
   if (tensor != nullptr) plan->key.name = tensor->name;
   const auto step = steps_.find(plan->key);
   plan->step = step == steps_.end() ? 0 : step->second.calls;
+  const auto tentative = tentative_.find(plan->key);
+  if (tentative != tentative_.end()) plan->step += tentative->second;
 
   TensorInfo info;
   info.name = plan->key.name;
@@ -452,19 +454,74 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
 }
 
 ncclResult_t CompressionEngine::hand_off_uncompressed(const CollectiveArgs& args,
-                                                      const char* runner, bool* elsewhere) {
+                                                      const char* runner, bool tentative,
+                                                      bool* elsewhere) {
   *elsewhere = false;
   std::lock_guard<std::mutex> lock(mutex_);
+  TentativeHandOff hand_off;
   if (!policy_.rules().empty() || args.tensor != nullptr) {
-    Plan plan;
-    TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
+    TERSE_CHECK(this->plan(args, /*may_agree=*/false, &hand_off.plan));
+    const Plan& plan = hand_off.plan;
     if (plan.compressed || (plan.automatic && !plan.call.agreed)) return ncclSuccess;
-    advance_clock(plan);
-    log_first_decision(plan, args);
+    hand_off.planned = true;
   }
   *elsewhere = true;
+  if (tentative) {
+    if (hand_off.planned) ++tentative_[hand_off.plan.key];
+    hand_off.args = args;
+    hand_off.runner = runner;
+    hand_offs_.push_back(std::move(hand_off));
+    return ncclSuccess;
+  }
+  if (hand_off.planned) {
+    advance_clock(hand_off.plan);
+    log_first_decision(hand_off.plan, args);
+  }
   record("none", runner, args.count * nccl_type_size(args.type), 0, CompressionCounters{}, 0,
          false);
+  return ncclSuccess;
+}
+
+void CompressionEngine::commit_tentative() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Counted in issue order, each at the step it was decided at: steps_ grows by what tentative_
+  // held, so that later plans see the same steps as before.
+  tentative_.clear();
+  for (const TentativeHandOff& hand_off : hand_offs_) {
+    if (hand_off.planned) {
+      advance_clock(hand_off.plan);
+      log_first_decision(hand_off.plan, hand_off.args);
+    }
+    record("none", hand_off.runner.c_str(),
+           hand_off.args.count * nccl_type_size(hand_off.args.type), 0, CompressionCounters{}, 0,
+           false);
+  }
+  hand_offs_.clear();
+}
+
+void CompressionEngine::discard_tentative() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tentative_.clear();
+  hand_offs_.clear();
+}
+
+ncclResult_t CompressionEngine::simulate(const CollectiveArgs& args, const char* dense_algorithm,
+                                         double* seconds) {
+  *seconds = 0;
+  if (args.count == 0) return ncclSuccess;  // nothing moves
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (args.kind == CollectiveKind::kAllReduce &&
+      (!policy_.rules().empty() || args.tensor != nullptr)) {
+    Plan plan;
+    TERSE_CHECK(predict(args, &plan));
+    ++tentative_[plan.key];
+    if (plan.compressed) {
+      *seconds = plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds;
+      return ncclSuccess;
+    }
+  }
+  *seconds = planner_->predict_uncompressed(collective_name(args.kind), dense_algorithm, args.count,
+                                            nccl_type_size(args.type));
   return ncclSuccess;
 }
 
