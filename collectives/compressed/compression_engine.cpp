@@ -260,10 +260,6 @@ void CompressionEngine::forget_idle_tensors() {
   }
 }
 
-bool CompressionEngine::backend_runs(const Plan& plan) {
-  return plan.compressed && plan.algorithm->any_memory;
-}
-
 bool CompressionEngine::needs_entry(const Plan& plan) const {
   return plan.decision.memory != MemoryKind::kNone ||
          plan.codec->stateful(plan.key.count, plan.dtype, plan.shape);
@@ -366,13 +362,13 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
           : 0;
   if (!plan.compressed) return ncclSuccess;
 
-  // Device buffers run on the device backend when the plan allows it, with their residual in
-  // device memory; otherwise staged through host memory below (device_buffers.h).
+  // Device buffers run on the device backend (every compressed algorithm is written against
+  // it), with their residual in device memory (device_buffers.h).
   DeviceBuffers* device = args.device;
   std::shared_ptr<ResidualEntry> entry;
   if (needs_entry(plan)) {
     Admission admission;
-    const bool on_device = device != nullptr && backend_runs(plan);
+    const bool on_device = device != nullptr;
     TERSE_CHECK(residuals_->acquire(plan.key, *plan.codec, plan.decision.memory,
                                     entry_options(plan, on_device ? Memory::kDevice : Memory::kHost,
                                                   on_device ? device->stream() : nullptr),
@@ -384,9 +380,6 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
       note_admitted(plan.key);
     }
   }
-  const bool on_backend = device != nullptr && backend_runs(plan);
-  const bool staged = device != nullptr && !on_backend;
-
   CompressedArgs compressed;
   compressed.send = args.send;
   compressed.recv = args.recv;
@@ -411,7 +404,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed_context.scratch = &scratch_;
   CompressionCounters counters;
   compressed_context.counters = &counters;
-  compressed_context.backend = on_backend ? device->backend() : nullptr;
+  compressed_context.backend = device != nullptr ? device->backend() : nullptr;
 
   *handled = true;
   const uint64_t sent_before = transport_->bytes_sent();
@@ -420,17 +413,8 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   // residual resets) never waits for a transfer. The communicator's call lock keeps its other
   // calls out, and what the run uses stays put: codecs are never removed, the entry is shared.
   lock.unlock();
-  ncclResult_t result = ncclSuccess;
-  if (staged) {
-    CollectiveArgs host = args;
-    result = device->stage_in(&host);
-    compressed.send = host.send;
-    compressed.recv = host.recv;
-  }
-  if (result == ncclSuccess) {
-    result = run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
-  }
-  if (result == ncclSuccess && staged) result = device->stage_out();
+  const ncclResult_t result =
+      run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
   lock.lock();
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
@@ -603,7 +587,7 @@ ncclResult_t CompressionEngine::predicts_backend(const CollectiveArgs& args, boo
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   Plan plan;
   TERSE_CHECK(predict(args, &plan));
-  *backend = backend_runs(plan);
+  *backend = plan.compressed;
   return ncclSuccess;
 }
 

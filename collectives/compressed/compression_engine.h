@@ -94,8 +94,8 @@ struct CompressionStats {
   // Tensors residual memory did not admit, each counted once (when its WARN was written).
   uint64_t residual_refused = 0;
   // Bytes copied between device and host memory for collectives on device buffers: encoded
-  // messages where the device backend ran an allreduce, whole tensors where a call was staged
-  // (count_staging_copies).
+  // messages (and a hierarchical or rail plan's intra-node bytes) where the device backend ran an
+  // allreduce, whole tensors where a call was staged (count_staging_copies).
   uint64_t pcie_bytes_to_host = 0;
   uint64_t pcie_bytes_to_device = 0;
 };
@@ -145,9 +145,11 @@ class CompressionEngine {
   ncclResult_t prepare_hand_off();
 
   // Device buffers (collectives/device_buffers.h): whether allreduce() would run `args` on the
-  // device backend at the tensor's next step, as this rank sees it now (no agreement: the
+  // device backend at the tensor's next step, as this rank sees it now: whether it would
+  // compress it (every compressed algorithm runs on the backend; the plan never depends on
+  // memory kinds, so every rank plans alike whatever its buffers). No agreement: the
   // algorithm's codec speeds may not be agreed yet, and calls queued before it have not moved
-  // the tensor's step yet). A prediction for the API layer's choice of route only; allreduce()
+  // the tensor's step yet. A prediction for the API layer's choice of route only; allreduce()
   // decides on its own plan, alike on every rank.
   ncclResult_t predicts_backend(const CollectiveArgs& args, bool* backend);
   // ncclGroupSimulateEnd: the seconds the planner predicts for `args`, a call of a group that is
@@ -232,10 +234,6 @@ class CompressionEngine {
   // `memory`, `stream`: where the call's residual lives (EntryOptions).
   EntryOptions entry_options(const Plan& plan, Memory memory = Memory::kHost,
                              void* stream = nullptr) const;
-  // Whether the device backend runs `plan` on device buffers: a compressed plan whose algorithm
-  // is written against the execution backend (any_memory). Depends on the plan alone,
-  // never on memory kinds, so every rank's plan is the same whatever its buffers.
-  static bool backend_runs(const Plan& plan);
   // decide()'s plan (mutex_ held): the plan at the tensor's next step, its fallback when
   // residual memory would not admit it now.
   ncclResult_t predict(const CollectiveArgs& args, Plan* plan);
