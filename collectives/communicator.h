@@ -75,6 +75,12 @@ class Communicator {
   // arguments must have been checked.
   ncclResult_t run_batch(const std::vector<CollectiveArgs>& calls);
 
+  // ncclGroupSimulateEnd: the seconds the cost model predicts for `args` as run() would run it
+  // (CompressionEngine::simulate, with the dense algorithm run() would choose), moving nothing:
+  // no operation number, no message, no buffer, no tensor step. The arguments must have been
+  // checked.
+  ncclResult_t simulate(const CollectiveArgs& args, double* seconds);
+
   // The algorithm run() would use for `args`.
   const AlgorithmInfo* choose_algorithm(const CollectiveArgs& args) const {
     return selection_.choose(args, nranks_);

@@ -2,11 +2,11 @@
 // section 3). The API layer (plugin/backend_route.h) makes one per call and hands it over in
 // CollectiveArgs::device; the engine then decides, from the plan it makes for the call (the same
 // on every rank, whatever memory the ranks' buffers are in), where the codec work runs:
-//   - a plan the device backend can run (an algorithm written against the execution backend,
-//     `any_memory` in its table row, with a dense codec): on backend(), the buffers left where
-//     they are; only encoded messages cross PCIe;
-//   - any other plan, compressed or not: the whole tensor is copied to host memory
-//     (stage_in), the host path runs there, and the result is copied back (stage_out).
+//   - a compressed plan (every compressed algorithm is written against the execution backend):
+//     on backend(), the buffers left where they are; only encoded messages cross PCIe, and what
+//     the intra-node phases of a hierarchical or rail plan exchange (execution_backend.h);
+//   - an uncompressed plan: the communicator copies the whole tensor to host memory (stage_in),
+//     runs the dense algorithm there, and copies the result back (stage_out).
 // Either way the messages on the wire are the same (the device kernels write the CPU codecs'
 // wire format), so a rank with device buffers and one with host buffers run one algorithm.
 #pragma once

@@ -17,6 +17,24 @@ struct ApiGroup {
   std::vector<std::pair<ncclComm*, QueuedCall>> calls;  // in issue order
   ncclResult_t error = ncclSuccess;                     // the first refusal inside the group
   std::string error_message;
+  std::vector<ncclComm*> tentative;  // communicators with tentative hand-offs, each once
+};
+
+// An outermost group taken off the thread's queue: its calls and communicators, each holding a
+// use of its communicator until this goes.
+struct EndedGroup {
+  std::vector<std::pair<ncclComm*, QueuedCall>> calls;
+  std::vector<ncclComm*> tentative;
+  ncclResult_t refused = ncclSuccess;
+  std::string refused_message;
+
+  EndedGroup() = default;
+  EndedGroup(const EndedGroup&) = delete;
+  EndedGroup& operator=(const EndedGroup&) = delete;
+  ~EndedGroup() {
+    for (auto& queued : calls) release_comm(queued.first);
+    for (ncclComm* comm : tentative) release_comm(comm);
+  }
 };
 
 ApiGroup& api_group() {
@@ -168,35 +186,89 @@ void begin_api_group() {
   ++api_group().depth;
 }
 
+// Moves the thread's outermost group into `ended` (the queue starts empty again).
+void take_group(ApiGroup* group, EndedGroup* ended) {
+  ended->calls = std::move(group->calls);
+  group->calls.clear();
+  ended->tentative = std::move(group->tentative);
+  group->tentative.clear();
+  ended->refused = group->error;
+  ended->refused_message = std::move(group->error_message);
+  group->error = ncclSuccess;
+  group->error_message.clear();
+}
+
 ncclResult_t end_api_group() {
   ApiGroup& group = api_group();
   if (group.depth == 0) {
     return fail(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
   }
   if (--group.depth > 0) return ncclSuccess;
-  auto calls = std::move(group.calls);
-  group.calls.clear();
   // Each queued call's use of its communicator ends when the group has run (or refused) it.
-  struct ReleaseUses {
-    std::vector<std::pair<ncclComm*, QueuedCall>>* calls;
-    ~ReleaseUses() {
-      for (auto& queued : *calls) release_comm(queued.first);
-    }
-  } release{&calls};
-  const ncclResult_t refused = group.error;
-  const std::string refused_message = std::move(group.error_message);
-  group.error = ncclSuccess;
-  group.error_message.clear();
-  if (refused != ncclSuccess) {
-    return fail(refused, "the group ran nothing because a call in it failed: %s",
-                refused_message.c_str());
+  EndedGroup ended;
+  take_group(&group, &ended);
+  // The real NCCL's group has ended (group_calls.cpp ends it first): the calls handed to it ran
+  // there (or failed there), and count as their tensors' steps before terse's calls run.
+  for (ncclComm* comm : ended.tentative) comm->engine->compression()->commit_tentative();
+  if (ended.refused != ncclSuccess) {
+    return fail(ended.refused, "the group ran nothing because a call in it failed: %s",
+                ended.refused_message.c_str());
   }
-  if (calls.empty()) return ncclSuccess;
-  return run_group(calls);
+  if (ended.calls.empty()) return ncclSuccess;
+  return run_group(ended.calls);
+}
+
+ncclResult_t simulate_api_group(double* seconds, size_t* simulated) {
+  *seconds = 0;
+  *simulated = 0;
+  ApiGroup& group = api_group();
+  if (group.depth == 0) {
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without a matching ncclGroupStart");
+  }
+  if (--group.depth > 0) return ncclSuccess;
+  EndedGroup ended;
+  take_group(&group, &ended);
+  // Nothing of the group runs: forget what its calls counted tentatively, whatever happens
+  // below (a communicator may appear in both lists; forgetting twice is harmless).
+  struct Discard {
+    EndedGroup* ended;
+    ~Discard() {
+      for (auto& queued : ended->calls) queued.first->engine->compression()->discard_tentative();
+      for (ncclComm* comm : ended->tentative) comm->engine->compression()->discard_tentative();
+    }
+  } discard{&ended};
+  if (ended.refused != ncclSuccess) {
+    return fail(ended.refused,
+                "the simulated group predicted nothing because a call in it "
+                "failed: %s",
+                ended.refused_message.c_str());
+  }
+  for (auto& [comm, call] : ended.calls) {
+    double call_seconds = 0;
+    TERSE_CHECK(comm->engine->simulate(call.args, &call_seconds));
+    *seconds += call_seconds;
+  }
+  *simulated = ended.calls.size();
+  return ncclSuccess;
 }
 
 int api_group_depth() {
   return api_group().depth;
+}
+
+ncclResult_t note_tentative_hand_off(ncclComm* comm) {
+  ApiGroup& group = api_group();
+  for (ncclComm* known : group.tentative) {
+    if (known == comm) return ncclSuccess;
+  }
+  TERSE_CHECK(acquire_comm(comm, "a call handed to the real NCCL in a group"));
+  try {
+    group.tentative.push_back(comm);
+  } catch (...) {
+    release_comm(comm);
+    throw;
+  }
+  return ncclSuccess;
 }
 
 void refuse_in_group(ncclResult_t result) {

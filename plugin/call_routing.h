@@ -39,8 +39,20 @@ void begin_api_group();
 // ncclGroupEnd's part: one level less; at the outermost level runs every queued call and
 // returns the first error. Fails with ncclInvalidUsage when no group is open.
 ncclResult_t end_api_group();
+// ncclGroupSimulateEnd's part: one level less; at the outermost level the queued calls are
+// discarded, not run: no message, no buffer, no stream, no operation number, no tensor step
+// (every rank simulates its group alike, so the ranks stay in step). *seconds is the sum of the
+// engine's predictions for them (Communicator::simulate, each communicator's calls in issue
+// order, as a run would plan them), *simulated how many there were (0 at an inner level).
+// Tentative hand-offs of the group (wrap mode) are forgotten. A group a refused call failed
+// returns that failure, as end_api_group does.
+ncclResult_t simulate_api_group(double* seconds, size_t* simulated);
 // Group levels open on this thread (0 outside a group).
 int api_group_depth();
+// Wrap mode: `comm` handed an allreduce of the open group to the real NCCL tentatively
+// (CompressionEngine::hand_off_uncompressed): the outermost end_api_group commits its tentative
+// calls, simulate_api_group discards them. Keeps a use of `comm` until then.
+ncclResult_t note_tentative_hand_off(ncclComm* comm);
 // A call inside the open group was refused (`result`, with this thread's last error): the
 // group will run nothing. No effect outside a group.
 void refuse_in_group(ncclResult_t result);

@@ -7,7 +7,9 @@
 //
 // In wrap mode (comm_mode.h) a call goes to the real NCCL's communicator unless it is an
 // allreduce the policy compresses (CompressionEngine::hand_off_uncompressed decides, and counts
-// the call as one of the tensor's steps): inside a group, into the real NCCL's group.
+// the call as one of the tensor's steps): inside a group, into the real NCCL's group, counted
+// tentatively until the group ends (a simulated group runs none of its calls, and its
+// hand-offs must not move their tensors' steps).
 #include "collectives/collective_args.h"
 #include "common/exception_guard.h"
 #include "common/result.h"
@@ -167,7 +169,9 @@ ncclResult_t goes_to_real(ncclComm* comm, const char* function, const Collective
                         &device_scalar) != ncclSuccess) {
     return ncclSuccess;
   }
-  return engine->compression()->hand_off_uncompressed(decided, "nccl", real);
+  const bool in_group = api_group_depth() > 0;
+  TERSE_CHECK(engine->compression()->hand_off_uncompressed(decided, "nccl", in_group, real));
+  return *real && in_group ? note_tentative_hand_off(comm) : ncclSuccess;
 }
 
 ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs args, int raw_type,

@@ -5,6 +5,13 @@
 // (comm_mode.h) every group is also a group of the real NCCL's, holding the calls forwarded to
 // it; the real ncclGroupEnd runs first (creating the real communicators of the group's inits,
 // whose terse sides are made from them next), then terse's part of the group.
+//
+// ncclGroupSimulateEnd ends a group as ncclGroupEnd does, but its collectives and sends and
+// receives are discarded instead of run (call_routing.h: simulate_api_group), and simInfo's
+// estimatedTime (microseconds) is the sum of the cost model's predictions for them. Inits and
+// finalizes inside it are carried out, as NCCL carries out its group's other jobs. In wrap mode
+// the real ncclGroupSimulateEnd simulates the real NCCL's part first, and terse adds its own
+// part's prediction to the estimate it gave.
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +97,51 @@ ncclResult_t run_pending_inits(std::vector<PendingInit> inits) {
   return ncclSuccess;
 }
 
+// NCCL_SIM_INFO_INITIALIZER's magic (nccl.h spells it as a literal there).
+constexpr unsigned int kSimInfoMagic = 0x74685283;
+
+// A simInfo the caller initialised with NCCL_SIM_INFO_INITIALIZER; NCCL checks the magic only,
+// and a struct too small to hold estimatedTime cannot be written either.
+ncclResult_t check_sim_info(const ncclSimInfo_t* info) {
+  if (info == nullptr) return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is null");
+  if (info->size < sizeof(ncclSimInfo_t)) {
+    return fail(ncclInvalidArgument,
+                "ncclGroupSimulateEnd: simInfo->size is %zu, less than sizeof(ncclSimInfo_t) = "
+                "%zu (initialise it with NCCL_SIM_INFO_INITIALIZER)",
+                info->size, sizeof(ncclSimInfo_t));
+  }
+  if (info->magic != kSimInfoMagic) {
+    return fail(ncclInvalidArgument,
+                "ncclGroupSimulateEnd: simInfo->magic is 0x%x, not NCCL_SIM_INFO_INITIALIZER's "
+                "0x%x (initialise it with NCCL_SIM_INFO_INITIALIZER)",
+                info->magic, kSimInfoMagic);
+  }
+  return ncclSuccess;
+}
+
+// Runs what an outermost group end carries out besides its calls: first the inits queued in it,
+// then `calls` (the group's calls, run or simulated), then the finalizes. Returns the first
+// failure in that order.
+template <class Calls>
+ncclResult_t end_outermost_group(Calls calls) {
+  ncclResult_t init_result = ncclSuccess;
+  if (!pending_inits().empty()) {
+    std::vector<PendingInit> inits;
+    inits.swap(pending_inits());
+    init_result = run_pending_inits(std::move(inits));
+  }
+  const ncclResult_t group_result = calls();
+  ncclResult_t finalize_result = ncclSuccess;
+  if (!pending_finalizes().empty()) {
+    std::vector<ncclComm*> comms;
+    comms.swap(pending_finalizes());
+    finalize_result = run_pending_finalizes(std::move(comms));
+  }
+  if (init_result != ncclSuccess) return init_result;
+  if (group_result != ncclSuccess) return group_result;
+  return finalize_result;
+}
+
 }  // namespace
 
 void defer_init(const PendingInit& init) {
@@ -108,6 +160,8 @@ ncclResult_t defer_finalize(ncclComm* comm) {
 }
 
 }  // namespace terse
+
+using terse::fail;
 
 TERSE_API ncclResult_t ncclGroupStart() try {
   TERSE_FORWARD_NESTED(ncclGroupStart);
@@ -132,26 +186,67 @@ TERSE_API ncclResult_t ncclGroupEnd() try {
         terse::forwarded(terse::call_real(terse::real_nccl()->ncclGroupEnd, "ncclGroupEnd"),
                          "ncclGroupEnd", nullptr);
   }
-  ncclResult_t init_result = ncclSuccess;
-  if (outermost && !terse::pending_inits().empty()) {
-    std::vector<terse::PendingInit> inits;
-    inits.swap(terse::pending_inits());
-    init_result = terse::run_pending_inits(std::move(inits));
-  }
-  const ncclResult_t group_result = terse::end_api_group();
-  ncclResult_t finalize_result = ncclSuccess;
-  if (outermost && !terse::pending_finalizes().empty()) {
-    std::vector<ncclComm*> comms;
-    comms.swap(terse::pending_finalizes());
-    finalize_result = terse::run_pending_finalizes(std::move(comms));
-  }
+  const ncclResult_t terse_result =
+      outermost ? terse::end_outermost_group([] { return terse::end_api_group(); })
+                : terse::end_api_group();
   if (real_result != ncclSuccess && real_result != ncclInProgress) return real_result;
-  if (init_result != ncclSuccess) return init_result;
-  if (group_result != ncclSuccess) return group_result;
-  if (finalize_result != ncclSuccess) return finalize_result;
+  if (terse_result != ncclSuccess) return terse_result;
   // ncclInProgress (a nonblocking real communicator) when terse's part succeeded.
   return real_result;
 } catch (...) {
   return terse::result_of_current_exception("ncclGroupEnd");
 }
 TERSE_PROFILER_ALIAS(ncclGroupEnd)
+
+TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) try {
+  TERSE_FORWARD_NESTED(ncclGroupSimulateEnd, simInfo);
+  const int depth = terse::api_group_depth();
+  if (depth == 0) {
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without a matching ncclGroupStart");
+  }
+  // Refused before anything ends: the group stays open (ncclGroupEnd may still end it). NCCL
+  // closes it and discards it instead; either way nothing of it runs.
+  TERSE_CHECK(terse::check_sim_info(simInfo));
+  const bool wrap = terse::wrap_mode();
+  if (wrap && terse::real_nccl()->ncclGroupSimulateEnd == nullptr) {
+    return fail(ncclInvalidUsage,
+                "ncclGroupSimulateEnd: the real NCCL (%s) has no ncclGroupSimulateEnd (NCCL "
+                "before 2.22), so its part of the group cannot be simulated; the group stays "
+                "open for ncclGroupEnd",
+                terse::real_nccl()->path.c_str());
+  }
+  // The real library writes its estimate here, never into the caller's struct directly.
+  ncclSimInfo_t real_info = NCCL_SIM_INFO_INITIALIZER;
+  ncclResult_t real_result = ncclSuccess;
+  if (wrap) {
+    real_result = terse::forwarded(terse::call_real(terse::real_nccl()->ncclGroupSimulateEnd,
+                                                    "ncclGroupSimulateEnd", &real_info),
+                                   "ncclGroupSimulateEnd", nullptr);
+  }
+  double seconds = 0;
+  size_t simulated = 0;
+  // As in NCCL, an inner level only closes itself; the outermost end decides what the group
+  // does, and only it fills simInfo.
+  if (depth > 1) return terse::simulate_api_group(&seconds, &simulated);
+  const ncclResult_t terse_result =
+      terse::end_outermost_group([&] { return terse::simulate_api_group(&seconds, &simulated); });
+  if (real_result != ncclSuccess && real_result != ncclInProgress) return real_result;
+  if (terse_result != ncclSuccess) return terse_result;
+  // NCCL leaves estimatedTime as the caller set it (NCCL_UNDEF_FLOAT) for a group without
+  // collectives: so does each part here, and an empty part adds nothing.
+  bool estimated = false;
+  float estimate = 0;
+  if (wrap && real_info.estimatedTime >= 0) {
+    estimate += real_info.estimatedTime;
+    estimated = true;
+  }
+  if (simulated > 0) {
+    estimate += static_cast<float>(seconds * 1e6);
+    estimated = true;
+  }
+  if (estimated) simInfo->estimatedTime = estimate;
+  return real_result;
+} catch (...) {
+  return terse::result_of_current_exception("ncclGroupSimulateEnd");
+}
+TERSE_PROFILER_ALIAS(ncclGroupSimulateEnd)

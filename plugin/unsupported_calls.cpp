@@ -2,9 +2,8 @@
 // ncclCommInitRankScalable works (every rank receives the same id array, so the first id names
 // one rendezvous for all); the calls terse does not implement yet fail with ncclInvalidUsage
 // and say so. In wrap mode (comm_mode.h) the symmetric-memory windows are the real NCCL's (they
-// serve its kernels only). ncclGroupSimulateEnd stays refused there too: a simulated end would
-// have to close terse's part of the group without running it. (Shrink and revoke:
-// comm_lifecycle.cpp.)
+// serve its kernels only). (Shrink and revoke: comm_lifecycle.cpp; ncclGroupSimulateEnd:
+// group_calls.cpp.)
 #include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/nccl_api.h"
@@ -57,11 +56,3 @@ TERSE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t wi
   return terse::result_of_current_exception("ncclCommWindowDeregister");
 }
 TERSE_PROFILER_ALIAS(ncclCommWindowDeregister)
-
-TERSE_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) try {
-  TERSE_FORWARD_NESTED(ncclGroupSimulateEnd, simInfo);
-  return fail(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by terse");
-} catch (...) {
-  return terse::result_of_current_exception("ncclGroupSimulateEnd");
-}
-TERSE_PROFILER_ALIAS(ncclGroupSimulateEnd)

@@ -40,9 +40,6 @@ struct CompressedAlgorithmInfo {
   // every rank asks residual memory for the same bytes (EntryOptions::stage_count). Null: none.
   size_t (*stage_residual_elements)(const Codec& codec, size_t count, DType dtype,
                                     const PeerGroup& group) = nullptr;
-  // Whether it runs its codec work through the call's execution backend (execution_backend.h),
-  // so that it can take device buffers; the others take host memory only.
-  bool any_memory = false;
 
   size_t stage_elements(const Codec& codec, size_t count, DType dtype,
                         const PeerGroup& group) const {

@@ -43,7 +43,8 @@ struct CompressionCounters {
   double decode_seconds = 0;  // time in Codec::decode
   double dense_seconds = 0;   // time in uncompressed phases (hierarchical intra-node steps)
   // Bytes a device backend copied between device and host memory (cuda_backend.h): encoded
-  // messages only, so they stay near wire_bytes, far below the tensor's bytes.
+  // messages, so they stay near wire_bytes, far below the tensor's bytes, except for what a
+  // hierarchical or rail call's intra-node phases exchange (execution_backend.h).
   uint64_t pcie_bytes_to_host = 0;
   uint64_t pcie_bytes_to_device = 0;
 };
@@ -92,8 +93,7 @@ struct CompressedContext {
   CompressionScratch* scratch = nullptr;
   CompressionCounters* counters = nullptr;
   // Where the codec work runs (execution_backend.h): null for host buffers (host_backend()).
-  // Only algorithms written against the backend accept another (`any_memory` in their table
-  // rows: scatter-reduce-allgather, the ring, recursive doubling, the tree).
+  // Every compressed algorithm is written against it, so each takes a device backend too.
   ExecutionBackend* backend = nullptr;
 };
 

@@ -58,18 +58,10 @@ ncclResult_t run_compressed_algorithm(const CompressedAlgorithmInfo& algorithm,
                                       const CompressedArgs& args,
                                       const CompressedContext& context) {
   const CompressedMutation mutation = compressed_mutation();
-  if (backend_of(context).memory() != Memory::kHost) {
-    if (!algorithm.any_memory) {
-      return fail(ncclInvalidUsage,
-                  "compressed algorithm %s runs on host memory only, and the call's buffers are "
-                  "device memory",
-                  algorithm.name);
-    }
-    // The mutations below touch the buffers from the host.
-    if (mutation != CompressedMutation::kNone) {
-      return fail(ncclInvalidUsage, "mutation %s is applied to host buffers only",
-                  compressed_mutation_name(mutation));
-    }
+  // The mutations below touch the buffers from the host.
+  if (backend_of(context).memory() != Memory::kHost && mutation != CompressedMutation::kNone) {
+    return fail(ncclInvalidUsage, "mutation %s is applied to host buffers only",
+                compressed_mutation_name(mutation));
   }
   if (mutation == CompressedMutation::kNone) return algorithm.run(args, context);
   CompressedArgs mutated = args;

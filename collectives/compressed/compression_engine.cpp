@@ -126,6 +126,8 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree,
   if (tensor != nullptr) plan->key.name = tensor->name;
   const auto step = steps_.find(plan->key);
   plan->step = step == steps_.end() ? 0 : step->second.calls;
+  const auto tentative = tentative_.find(plan->key);
+  if (tentative != tentative_.end()) plan->step += tentative->second;
 
   TensorInfo info;
   info.name = plan->key.name;
@@ -258,10 +260,6 @@ void CompressionEngine::forget_idle_tensors() {
   }
 }
 
-bool CompressionEngine::backend_runs(const Plan& plan) {
-  return plan.compressed && plan.algorithm->any_memory;
-}
-
 bool CompressionEngine::needs_entry(const Plan& plan) const {
   return plan.decision.memory != MemoryKind::kNone ||
          plan.codec->stateful(plan.key.count, plan.dtype, plan.shape);
@@ -364,13 +362,13 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
           : 0;
   if (!plan.compressed) return ncclSuccess;
 
-  // Device buffers run on the device backend when the plan allows it, with their residual in
-  // device memory; otherwise staged through host memory below (device_buffers.h).
+  // Device buffers run on the device backend (every compressed algorithm is written against
+  // it), with their residual in device memory (device_buffers.h).
   DeviceBuffers* device = args.device;
   std::shared_ptr<ResidualEntry> entry;
   if (needs_entry(plan)) {
     Admission admission;
-    const bool on_device = device != nullptr && backend_runs(plan);
+    const bool on_device = device != nullptr;
     TERSE_CHECK(residuals_->acquire(plan.key, *plan.codec, plan.decision.memory,
                                     entry_options(plan, on_device ? Memory::kDevice : Memory::kHost,
                                                   on_device ? device->stream() : nullptr),
@@ -382,9 +380,6 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
       note_admitted(plan.key);
     }
   }
-  const bool on_backend = device != nullptr && backend_runs(plan);
-  const bool staged = device != nullptr && !on_backend;
-
   CompressedArgs compressed;
   compressed.send = args.send;
   compressed.recv = args.recv;
@@ -409,7 +404,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed_context.scratch = &scratch_;
   CompressionCounters counters;
   compressed_context.counters = &counters;
-  compressed_context.backend = on_backend ? device->backend() : nullptr;
+  compressed_context.backend = device != nullptr ? device->backend() : nullptr;
 
   *handled = true;
   const uint64_t sent_before = transport_->bytes_sent();
@@ -418,17 +413,8 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   // residual resets) never waits for a transfer. The communicator's call lock keeps its other
   // calls out, and what the run uses stays put: codecs are never removed, the entry is shared.
   lock.unlock();
-  ncclResult_t result = ncclSuccess;
-  if (staged) {
-    CollectiveArgs host = args;
-    result = device->stage_in(&host);
-    compressed.send = host.send;
-    compressed.recv = host.recv;
-  }
-  if (result == ncclSuccess) {
-    result = run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
-  }
-  if (result == ncclSuccess && staged) result = device->stage_out();
+  const ncclResult_t result =
+      run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
   lock.lock();
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
@@ -452,19 +438,74 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
 }
 
 ncclResult_t CompressionEngine::hand_off_uncompressed(const CollectiveArgs& args,
-                                                      const char* runner, bool* elsewhere) {
+                                                      const char* runner, bool tentative,
+                                                      bool* elsewhere) {
   *elsewhere = false;
   std::lock_guard<std::mutex> lock(mutex_);
+  TentativeHandOff hand_off;
   if (!policy_.rules().empty() || args.tensor != nullptr) {
-    Plan plan;
-    TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
+    TERSE_CHECK(this->plan(args, /*may_agree=*/false, &hand_off.plan));
+    const Plan& plan = hand_off.plan;
     if (plan.compressed || (plan.automatic && !plan.call.agreed)) return ncclSuccess;
-    advance_clock(plan);
-    log_first_decision(plan, args);
+    hand_off.planned = true;
   }
   *elsewhere = true;
+  if (tentative) {
+    if (hand_off.planned) ++tentative_[hand_off.plan.key];
+    hand_off.args = args;
+    hand_off.runner = runner;
+    hand_offs_.push_back(std::move(hand_off));
+    return ncclSuccess;
+  }
+  if (hand_off.planned) {
+    advance_clock(hand_off.plan);
+    log_first_decision(hand_off.plan, args);
+  }
   record("none", runner, args.count * nccl_type_size(args.type), 0, CompressionCounters{}, 0,
          false);
+  return ncclSuccess;
+}
+
+void CompressionEngine::commit_tentative() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Counted in issue order, each at the step it was decided at: steps_ grows by what tentative_
+  // held, so that later plans see the same steps as before.
+  tentative_.clear();
+  for (const TentativeHandOff& hand_off : hand_offs_) {
+    if (hand_off.planned) {
+      advance_clock(hand_off.plan);
+      log_first_decision(hand_off.plan, hand_off.args);
+    }
+    record("none", hand_off.runner.c_str(),
+           hand_off.args.count * nccl_type_size(hand_off.args.type), 0, CompressionCounters{}, 0,
+           false);
+  }
+  hand_offs_.clear();
+}
+
+void CompressionEngine::discard_tentative() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tentative_.clear();
+  hand_offs_.clear();
+}
+
+ncclResult_t CompressionEngine::simulate(const CollectiveArgs& args, const char* dense_algorithm,
+                                         double* seconds) {
+  *seconds = 0;
+  if (args.count == 0) return ncclSuccess;  // nothing moves
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (args.kind == CollectiveKind::kAllReduce &&
+      (!policy_.rules().empty() || args.tensor != nullptr)) {
+    Plan plan;
+    TERSE_CHECK(predict(args, &plan));
+    ++tentative_[plan.key];
+    if (plan.compressed) {
+      *seconds = plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds;
+      return ncclSuccess;
+    }
+  }
+  *seconds = planner_->predict_uncompressed(collective_name(args.kind), dense_algorithm, args.count,
+                                            nccl_type_size(args.type));
   return ncclSuccess;
 }
 
@@ -546,7 +587,7 @@ ncclResult_t CompressionEngine::predicts_backend(const CollectiveArgs& args, boo
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   Plan plan;
   TERSE_CHECK(predict(args, &plan));
-  *backend = backend_runs(plan);
+  *backend = plan.compressed;
   return ncclSuccess;
 }
 

@@ -94,8 +94,8 @@ struct CompressionStats {
   // Tensors residual memory did not admit, each counted once (when its WARN was written).
   uint64_t residual_refused = 0;
   // Bytes copied between device and host memory for collectives on device buffers: encoded
-  // messages where the device backend ran an allreduce, whole tensors where a call was staged
-  // (count_staging_copies).
+  // messages (and a hierarchical or rail plan's intra-node bytes) where the device backend ran an
+  // allreduce, whole tensors where a call was staged (count_staging_copies).
   uint64_t pcie_bytes_to_host = 0;
   uint64_t pcie_bytes_to_device = 0;
 };
@@ -134,7 +134,10 @@ class CompressionEngine {
   // A tensor whose rule says `auto` is handed off when auto keeps it uncompressed on codec speeds
   // the ranks have agreed on (prepare_hand_off); otherwise it stays here (*elsewhere = false),
   // where allreduce() agrees on them and decides alike on every rank.
-  ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const char* runner,
+  // `tentative` (a call inside a group, which runs only at its end, or never when the group is
+  // simulated): the call is counted only as a tentative step of its tensor (later decisions see
+  // it) until commit_tentative() counts it for good or discard_tentative() forgets it.
+  ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const char* runner, bool tentative,
                                      bool* elsewhere);
   // Collective, once at creation of a communicator that hands calls off: when the policy has an
   // `auto` rule, agrees on the speeds of every codec auto weighs (a probe of each, then one
@@ -142,11 +145,29 @@ class CompressionEngine {
   ncclResult_t prepare_hand_off();
 
   // Device buffers (collectives/device_buffers.h): whether allreduce() would run `args` on the
-  // device backend at the tensor's next step, as this rank sees it now (no agreement: the
+  // device backend at the tensor's next step, as this rank sees it now: whether it would
+  // compress it (every compressed algorithm runs on the backend; the plan never depends on
+  // memory kinds, so every rank plans alike whatever its buffers). No agreement: the
   // algorithm's codec speeds may not be agreed yet, and calls queued before it have not moved
-  // the tensor's step yet). A prediction for the API layer's choice of route only; allreduce()
+  // the tensor's step yet. A prediction for the API layer's choice of route only; allreduce()
   // decides on its own plan, alike on every rank.
   ncclResult_t predicts_backend(const CollectiveArgs& args, bool* backend);
+  // ncclGroupSimulateEnd: the seconds the planner predicts for `args`, a call of a group that is
+  // simulated instead of run. An allreduce gets the plan allreduce() would make at the
+  // tensor's next step as decide() sees it (this rank's codec speeds where none were agreed
+  // yet, residual admission as it stands): the chosen candidate's prediction when it
+  // compresses, else the uncompressed allreduce the communicator runs (`dense_algorithm`, its
+  // table name). Other collectives: `dense_algorithm` through the cost model
+  // (Planner::predict_uncompressed). Nothing moves and nothing is counted, except a tentative
+  // step of the tensor, so that a later call of the same tensor in the group is planned as a
+  // run would plan it; discard_tentative() forgets it.
+  ncclResult_t simulate(const CollectiveArgs& args, const char* dense_algorithm, double* seconds);
+  // The tentative hand-offs (hand_off_uncompressed inside a group), in their order, counted as
+  // the calls they were when their group has ended: steps, statistics, the decision log.
+  void commit_tentative();
+  // Forgets every tentative step and hand-off (a simulated group: nothing of it ran).
+  void discard_tentative();
+
   // Bytes the API layer copied between device and host memory for this communicator's calls
   // (its staging of whole tensors), for the statistics.
   void count_staging_copies(uint64_t to_host, uint64_t to_device);
@@ -213,10 +234,6 @@ class CompressionEngine {
   // `memory`, `stream`: where the call's residual lives (EntryOptions).
   EntryOptions entry_options(const Plan& plan, Memory memory = Memory::kHost,
                              void* stream = nullptr) const;
-  // Whether the device backend runs `plan` on device buffers: a compressed plan whose algorithm
-  // is written against the execution backend (any_memory). Depends on the plan alone,
-  // never on memory kinds, so every rank's plan is the same whatever its buffers.
-  static bool backend_runs(const Plan& plan);
   // decide()'s plan (mutex_ held): the plan at the tensor's next step, its fallback when
   // residual memory would not admit it now.
   ncclResult_t predict(const CollectiveArgs& args, Plan* plan);
@@ -253,6 +270,16 @@ class CompressionEngine {
     uint64_t last_used = 0;
   };
   std::unordered_map<TensorKey, TensorRecord, TensorIdentityHash, TensorIdentityEqual> steps_;
+  // Calls of a group not run yet (hand-offs, simulated calls): per tensor, how many count as
+  // its steps beyond steps_ (plan() adds them), and the hand-offs to count at the group's end.
+  std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> tentative_;
+  struct TentativeHandOff {
+    bool planned = false;  // a plan was made (the policy has rules): its step moves
+    Plan plan;
+    CollectiveArgs args;
+    std::string runner;
+  };
+  std::vector<TentativeHandOff> hand_offs_;
   // The communicator step at which forget_idle_tensors() looks again.
   uint64_t next_forget_ = 0;
   // The communicator's step, residual memory's clock: the largest step of any tensor so far,

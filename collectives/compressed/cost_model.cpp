@@ -251,4 +251,57 @@ bool predict_rail(const std::string& inner, const CodecFigures& codec, const Gro
   return true;
 }
 
+bool predict_uncompressed(const std::string& collective, const std::string& algorithm, double bytes,
+                          double reduce_seconds_per_byte, const GroupShape& group,
+                          const LinkModel& links, Prediction* prediction) {
+  const int n = std::max(1, group.ranks);
+  const LinkCost& link = link_of(group, links);
+  const double hop = step_latency(group, links, bytes) + bytes / link.bytes_per_s;
+  const double add = bytes * reduce_seconds_per_byte;
+  Prediction p;
+  if (collective == "broadcast" && algorithm == "tree") {
+    p.wire_bytes = bytes;
+    p.wire_seconds = ceil_log2(n) * bytes / link.bytes_per_s;
+    p.seconds = ceil_log2(n) * hop;
+  } else if (collective == "broadcast" && algorithm == "chain") {
+    p.wire_bytes = bytes;
+    p.wire_seconds = bytes / link.bytes_per_s;
+    p.seconds = (n - 1) * step_latency(group, links, bytes) + p.wire_seconds;
+  } else if (collective == "reduce" && algorithm == "tree") {
+    p.wire_bytes = bytes;
+    p.wire_seconds = ceil_log2(n) * bytes / link.bytes_per_s;
+    p.codec_seconds = ceil_log2(n) * add;
+    p.seconds = ceil_log2(n) * (hop + add);
+  } else if (collective == "reduce" && algorithm == "chain") {
+    p.wire_bytes = bytes;
+    p.wire_seconds = bytes / link.bytes_per_s;
+    p.codec_seconds = add;
+    p.seconds = (n - 1) * step_latency(group, links, bytes) + p.wire_seconds + add;
+  } else if ((collective == "allgather" || collective == "reducescatter") && algorithm == "ring") {
+    const bool adds = collective == "reducescatter";
+    p.wire_bytes = (n - 1) * bytes;
+    p.wire_seconds = (n - 1) * bytes / link.bytes_per_s;
+    p.codec_seconds = adds ? (n - 1) * add : 0;
+    p.seconds = (n - 1) * hop + p.codec_seconds;
+  } else if (collective == "alltoall" && algorithm == "pairwise") {
+    p.wire_bytes = (n - 1) * bytes;
+    p.wire_seconds = all_to_all_wire(bytes, group, links);
+    p.seconds = all_to_all_latency(group, links, bytes) + p.wire_seconds;
+  } else if ((collective == "gather" || collective == "scatter") && algorithm == "direct") {
+    p.wire_bytes = (n - 1) * bytes;
+    p.wire_seconds = (n - 1) * bytes / link.bytes_per_s;
+    p.seconds = step_latency(group, links, bytes) + p.wire_seconds;
+  } else if ((collective == "send" || collective == "recv") && algorithm == "direct") {
+    p.wire_bytes = collective == "send" ? bytes : 0;
+    p.wire_seconds = bytes / link.bytes_per_s;
+    p.seconds = hop;
+  } else {
+    return false;
+  }
+  // One rank: a copy at most (send/recv to oneself still moves the message).
+  if (n == 1 && collective != "send" && collective != "recv") p = Prediction{};
+  *prediction = p;
+  return true;
+}
+
 }  // namespace terse

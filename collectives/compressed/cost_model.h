@@ -68,4 +68,28 @@ bool predict_hierarchical(const std::string& inner, const CodecFigures& codec,
 bool predict_rail(const std::string& inner, const CodecFigures& codec, const GroupShape& group,
                   const LinkModel& links, double piece_bytes, Prediction* prediction);
 
+// The other dense collectives, as collectives/algorithm_table.cpp runs them, for
+// ncclGroupSimulateEnd (an allreduce is predict_flat's "dense_ring" or
+// "dense_recursive_doubling"). `collective` and `algorithm` are the table's names
+// (collective_name(): "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
+// "scatter", "send", "recv"; "tree", "chain", "ring", "pairwise", "direct"), `bytes` the count
+// NCCL names in bytes (per rank for allgather, reduce-scatter, gather, scatter and alltoall's
+// blocks, the message for send and recv). Steps that follow each other add up, each a latency
+// and its message over the group's link (the network once it spans nodes):
+//   broadcast tree   ceil(log2 n) hops of the whole buffer
+//   broadcast chain  n - 1 latencies, the buffer once (its pieces flow down the chain)
+//   reduce tree      ceil(log2 n) hops of the whole buffer, each adding it
+//   reduce chain     n - 1 latencies, the buffer once, one addition of it
+//   allgather ring   n - 1 steps of one block
+//   reduce-scatter   n - 1 steps of one block, each adding it
+//   alltoall         every block to every rank at once (all-to-all, as sra's phases)
+//   gather, scatter  one latency, the n - 1 blocks through the root's link
+//   send, recv       one latency, the message
+// Additions run at codec.reduce_seconds_per_byte per byte of the buffer's own type (an
+// approximation for 16-bit and integer types, which the reduction widens). One rank: nothing
+// moves, 0. False for a name it does not model.
+bool predict_uncompressed(const std::string& collective, const std::string& algorithm, double bytes,
+                          double reduce_seconds_per_byte, const GroupShape& group,
+                          const LinkModel& links, Prediction* prediction);
+
 }  // namespace terse

@@ -56,6 +56,7 @@ CudaBackend::~CudaBackend() {
   for (Slot& slot : device_) retired_device_.push_back(slot);
   retired_device_.push_back(encoded_);
   retired_device_.push_back(received_);
+  retired_device_.push_back(loaded_);
   for (Slot& slot : pinned_) retired_pinned_.push_back(slot);
   for (const Slot& slot : retired_device_) {
     if (slot.data != nullptr) cudaFree(slot.data);
@@ -225,26 +226,42 @@ ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedCon
                           DType::kFloat32, accumulate, stream_);
 }
 
-ncclResult_t CudaBackend::copy_from_host(const CompressedContext& context, float* values,
-                                         const float* host_values, size_t count) {
-  const size_t bytes = count * sizeof(float);
+ncclResult_t CudaBackend::copy_bytes_from_host(const CompressedContext& context, void* values,
+                                               const uint8_t* host, size_t bytes) {
+  if (bytes == 0) return ncclSuccess;
   const cudaError_t error =
-      cudaMemcpyAsync(values, host_values, bytes, cudaMemcpyHostToDevice, cuda(stream_));
-  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of a sum to the device");
+      cudaMemcpyAsync(values, host, bytes, cudaMemcpyHostToDevice, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync to the device");
   count_copy(context, bytes, /*to_host=*/false);
   return ncclSuccess;
 }
 
-ncclResult_t CudaBackend::copy_to_host(const CompressedContext& context, float* host_values,
-                                       const float* values, size_t count) {
-  const size_t bytes = count * sizeof(float);
-  cudaError_t error =
-      cudaMemcpyAsync(host_values, values, bytes, cudaMemcpyDeviceToHost, cuda(stream_));
-  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync of factors to the host");
+ncclResult_t CudaBackend::copy_bytes_to_host(const CompressedContext& context, uint8_t* host,
+                                             const void* values, size_t bytes) {
+  if (bytes == 0) return ncclSuccess;
+  cudaError_t error = cudaMemcpyAsync(host, values, bytes, cudaMemcpyDeviceToHost, cuda(stream_));
+  if (error != cudaSuccess) return cuda_failure(error, "cudaMemcpyAsync to the host");
   count_copy(context, bytes, /*to_host=*/true);
   error = cudaEventRecord(event(messages_copied_), cuda(stream_));
   if (error != cudaSuccess) return cuda_failure(error, "cudaEventRecord");
   return ncclSuccess;
+}
+
+ncclResult_t CudaBackend::load(DType type, const void* input, float* values, size_t count,
+                               bool accumulate) {
+  if (accumulate) return compute_->add(type, input, values, count, stream_);
+  return compute_->compensate(type, input, nullptr, values, count, stream_);
+}
+
+ncclResult_t CudaBackend::load_from_host(const CompressedContext& context, DType type,
+                                         const uint8_t* host_input, float* values, size_t count,
+                                         bool accumulate) {
+  const size_t bytes = count * dtype_size(type);
+  // One scratch for every load: the stream runs each copy after the load before it has read it.
+  void* device_input = grow(&loaded_, bytes, /*device=*/true);
+  if (device_input == nullptr) return ncclUnhandledCudaError;
+  TERSE_CHECK(copy_bytes_from_host(context, device_input, host_input, bytes));
+  return load(type, device_input, values, count, accumulate);
 }
 
 ncclResult_t CudaBackend::clear(float* values, size_t count) {
@@ -258,7 +275,7 @@ ncclResult_t CudaBackend::low_rank(const LowRankStep& step) {
 }
 
 ncclResult_t CudaBackend::add(float* sum, const float* addend, size_t count) {
-  return compute_->add(sum, addend, count, stream_);
+  return compute_->add(DType::kFloat32, addend, sum, count, stream_);
 }
 
 ncclResult_t CudaBackend::write_result(const CompressedArgs& args, const float* sum,

@@ -16,6 +16,11 @@
 // events (and its stream waits for the collective's end the same way); the thread that runs the
 // algorithm (the communicator's stream proxy) waits on events only.
 //
+// The hierarchical and rail algorithms' uncompressed intra-node phases copy the tensor's bytes
+// that other ranks of the node send or receive (copy_bytes_to_host, copy_bytes_from_host,
+// load_from_host): the transport moves host memory only, so those bytes cross PCIe too, and are
+// counted with the messages.
+//
 // Scope: every codec. The casts and the blockwise quantizers, whose device encode knows its
 // message size without waiting; the sparsifiers (Top-K, threshold, DGC, Random-K), whose device
 // selection waits for the stream to learn how many elements it kept (sparse_select_kernels.h;
@@ -70,10 +75,15 @@ class CudaBackend final : public ExecutionBackend {
   ncclResult_t decode(const CompressedArgs& args, const CompressedContext& context,
                       const uint8_t* message, size_t message_bytes, float* output, size_t count,
                       bool accumulate) override;
-  ncclResult_t copy_from_host(const CompressedContext& context, float* values,
-                              const float* host_values, size_t count) override;
-  ncclResult_t copy_to_host(const CompressedContext& context, float* host_values,
-                            const float* values, size_t count) override;
+  ncclResult_t copy_bytes_from_host(const CompressedContext& context, void* values,
+                                    const uint8_t* host, size_t bytes) override;
+  ncclResult_t copy_bytes_to_host(const CompressedContext& context, uint8_t* host,
+                                  const void* values, size_t bytes) override;
+  ncclResult_t load(DType type, const void* input, float* values, size_t count,
+                    bool accumulate) override;
+  ncclResult_t load_from_host(const CompressedContext& context, DType type,
+                              const uint8_t* host_input, float* values, size_t count,
+                              bool accumulate) override;
   ncclResult_t clear(float* values, size_t count) override;
   ncclResult_t low_rank(const LowRankStep& step) override;
   ncclResult_t add(float* sum, const float* addend, size_t count) override;
@@ -124,6 +134,7 @@ class CudaBackend final : public ExecutionBackend {
   Slot pinned_[static_cast<int>(ScratchSlot::kCount)];
   Slot encoded_;   // device: the message being encoded
   Slot received_;  // device: the message being decoded
+  Slot loaded_;    // device: the tensor bytes load_from_host widens
   std::vector<Slot> retired_device_, retired_pinned_;
 };
 

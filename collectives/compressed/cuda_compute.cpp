@@ -26,8 +26,10 @@ class CudaCompute final : public DeviceCompute {
     // A cast decode from the input's type to fp32 is the conversion alone (In::load).
     return launch_cast_decode(input_type, input, DType::kFloat32, values, count, false, stream);
   }
-  ncclResult_t add(float* sum, const float* addend, size_t count, void* stream) override {
-    return launch_cast_decode(DType::kFloat32, addend, DType::kFloat32, sum, count, true, stream);
+  ncclResult_t add(DType addend_type, const void* addend, float* sum, size_t count,
+                   void* stream) override {
+    // A cast decode from the addend's type, accumulating, is the widening add (In::load).
+    return launch_cast_decode(addend_type, addend, DType::kFloat32, sum, count, true, stream);
   }
   ncclResult_t store(const float* values, float scale, DType output_type, void* output,
                      size_t count, void* stream) override {

@@ -27,8 +27,9 @@ class DeviceCompute {
   // values[i] = input[i] (as fp32) + residual[i] (residual may be null: the conversion alone).
   virtual ncclResult_t compensate(DType input_type, const void* input, const float* residual,
                                   float* values, size_t count, void* stream) = 0;
-  // sum[i] += addend[i].
-  virtual ncclResult_t add(float* sum, const float* addend, size_t count, void* stream) = 0;
+  // sum[i] += addend[i] (addend of `addend_type`, as fp32).
+  virtual ncclResult_t add(DType addend_type, const void* addend, float* sum, size_t count,
+                           void* stream) = 0;
   // output[i] = values[i] * scale in output_type (scale 1: the conversion alone).
   virtual ncclResult_t store(const float* values, float scale, DType output_type, void* output,
                              size_t count, void* stream) = 0;

@@ -13,6 +13,12 @@
 //     on a device backend, a host-to-device copy of the message and a kernel, asynchronously;
 //   - finish() waits until every step enqueued has run (the host backend has nothing to wait
 //     for): after it the result and the residuals are in place and the message buffers free.
+// The uncompressed intra-node phases of the hierarchical and rail algorithms move the tensor
+// itself between the ranks of a node, through host memory (the transport's): host_bytes gives
+// the host memory a range of it travels through (the range itself on the host backend, pinned
+// memory on a device backend), copy_bytes_to_host / copy_bytes_from_host move it there and back,
+// and load / load_from_host widen it into fp32 sums in memory(). On a device backend those
+// copies cross PCIe and are counted with the messages.
 // The thread that runs the algorithm may wait (wait_messages, finish); device work itself is
 // only ever enqueued, in call order, on one stream.
 #pragma once
@@ -79,18 +85,47 @@ class ExecutionBackend {
                               const uint8_t* message, size_t message_bytes, float* output,
                               size_t count, bool accumulate) = 0;
 
-  // values[0 .. count) = host_values[0 .. count) (values in memory(), host_values in host
-  // memory): for a sum the algorithm made on the host (sparse allgather's dense ring). Nothing
-  // to do on the host backend when the two are one buffer. host_values must stay as it is
-  // until finish().
-  virtual ncclResult_t copy_from_host(const CompressedContext& context, float* values,
-                                      const float* host_values, size_t count) = 0;
-  // host_values[0 .. count) = values[0 .. count) (values in memory(), host_values in host
-  // memory), counted as a message to the host: for factors the algorithm sums on the host
-  // (PowerSGD's P and Q). The values are there after wait_messages(). Nothing to do on the host
-  // backend when the two are one buffer.
-  virtual ncclResult_t copy_to_host(const CompressedContext& context, float* host_values,
-                                    const float* values, size_t count) = 0;
+  // values[0 .. bytes) = host[0 .. bytes) (values in memory(), host in host memory), counted as
+  // bytes to the device. Nothing to do on the host backend when the two are one buffer. host
+  // must stay as it is until finish().
+  virtual ncclResult_t copy_bytes_from_host(const CompressedContext& context, void* values,
+                                            const uint8_t* host, size_t bytes) = 0;
+  // host[0 .. bytes) = values[0 .. bytes) (values in memory(), host in host memory), counted as
+  // bytes to the host. They are there after wait_messages(). Nothing to do on the host backend
+  // when the two are one buffer.
+  virtual ncclResult_t copy_bytes_to_host(const CompressedContext& context, uint8_t* host,
+                                          const void* values, size_t bytes) = 0;
+  // copy_bytes_from_host of `count` floats: a sum the algorithm made on the host (sparse
+  // allgather's dense ring).
+  ncclResult_t copy_from_host(const CompressedContext& context, float* values,
+                              const float* host_values, size_t count) {
+    return copy_bytes_from_host(context, values, reinterpret_cast<const uint8_t*>(host_values),
+                                count * sizeof(float));
+  }
+  // copy_bytes_to_host of `count` floats: factors the algorithm sums on the host (PowerSGD's P
+  // and Q).
+  ncclResult_t copy_to_host(const CompressedContext& context, float* host_values,
+                            const float* values, size_t count) {
+    return copy_bytes_to_host(context, reinterpret_cast<uint8_t*>(host_values), values,
+                              count * sizeof(float));
+  }
+  // Host memory through which `bytes` of `values` (memory()) travel to or from the network:
+  // `values` itself on the host backend, where nothing needs copying, else the pinned message
+  // buffer of `slot`.
+  uint8_t* host_bytes(const CompressedContext& context, ScratchSlot slot, const void* values,
+                      size_t bytes) {
+    if (memory() == Memory::kHost) return static_cast<uint8_t*>(const_cast<void*>(values));
+    return message_buffer(context, slot, bytes);
+  }
+  // values[i] = input[i] as fp32, or values[i] += it when `accumulate`, for i < count (input of
+  // `type` and values both in memory()): a node's sum of its ranks' tensors.
+  virtual ncclResult_t load(DType type, const void* input, float* values, size_t count,
+                            bool accumulate) = 0;
+  // The same from `host_input` in host memory (what another rank of the node sent), counted as
+  // bytes to the device on a device backend. host_input must stay as it is until finish().
+  virtual ncclResult_t load_from_host(const CompressedContext& context, DType type,
+                                      const uint8_t* host_input, float* values, size_t count,
+                                      bool accumulate) = 0;
   // values[0 .. count) = 0 (memory()).
   virtual ncclResult_t clear(float* values, size_t count) = 0;
   // One of PowerSGD's tensor-sized steps (low_rank_step.h) on memory().

@@ -14,6 +14,14 @@
 // algorithm guarantees it). With one node, or one rank per node, the default algorithm runs on
 // the whole group instead: there is no intra-node traffic to spare.
 //
+// Device buffers (execution_backend.h): the node sums, the inner algorithm and the result stay in
+// the backend's memory, and the transport moves host memory, so what the intra-node phases send
+// crosses PCIe: a member copies its tensor to the host and the leader's result back (its dtype's
+// bytes, each way); a leader copies each member's pieces to the device, where they are added
+// (member count - 1 tensors), and its result to the host once for the broadcast; the inner
+// algorithm adds only its encoded messages. The host backend copies nothing: pieces are sent
+// from the caller's buffers and received into recv and the scratch, as before.
+//
 // Error feedback and codec state work at node level, where the compression happens: the leader
 // hands its residual entry to the inner algorithm, which adds the residual to the node sum and
 // keeps what the encode dropped (momentum and PowerSGD's warm start likewise). Members' entries
@@ -36,6 +44,7 @@
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
@@ -76,6 +85,7 @@ class HierarchicalAllreduce {
                         const NodeLayout& layout, const CompressedAlgorithmInfo& inner)
       : args_(args),
         context_(context),
+        backend_(backend_of(context)),
         layout_(layout),
         inner_(inner),
         node_(layout.node_of[static_cast<size_t>(context.group.index)]),
@@ -86,7 +96,12 @@ class HierarchicalAllreduce {
     pieces_ = pipeline_piece_count(args.count, piece_);
   }
 
-  ncclResult_t run() { return context_.group.index == members_.front() ? lead() : follow(); }
+  ncclResult_t run() {
+    const ncclResult_t result = context_.group.index == members_.front() ? lead() : follow();
+    // Before the call returns, also on failure: nothing enqueued may outlive it.
+    const ncclResult_t finished = backend_.finish();
+    return result != ncclSuccess ? result : finished;
+  }
 
  private:
   uint32_t operation(uint32_t step) const {
@@ -96,9 +111,6 @@ class HierarchicalAllreduce {
   ElementRange piece(size_t k) const {
     return pipeline_piece(ElementRange{0, args_.count}, piece_, k);
   }
-  const uint8_t* send_bytes(size_t offset) const {
-    return static_cast<const uint8_t*>(args_.send) + offset * element_bytes_;
-  }
   void add_dense_time(Clock::time_point start) const {
     if (context_.counters != nullptr) context_.counters->dense_seconds += seconds_since(start);
   }
@@ -107,26 +119,34 @@ class HierarchicalAllreduce {
   // (posted only once the sends are done: recv may be send).
   ncclResult_t follow() {
     const auto start = Clock::now();
+    const size_t bytes = args_.count * element_bytes_;
     {
+      uint8_t* tensor = backend_.host_bytes(context_, ScratchSlot::kOutgoing, args_.send, bytes);
+      if (tensor == nullptr) return ncclSystemError;  // an allocation failed (the last error)
+      TERSE_CHECK(backend_.copy_bytes_to_host(context_, tensor, args_.send, bytes));
+      TERSE_CHECK(backend_.wait_messages());
       InFlightTransfers sends(context_.transport, pieces_, context_.deadline);
       for (size_t k = 0; k < pieces_; ++k) {
         const ElementRange range = piece(k);
-        const size_t bytes = range.count * element_bytes_;
+        const size_t piece_bytes = range.count * element_bytes_;
         TERSE_CHECK(sends.send(k, leader_rank(), operation(static_cast<uint32_t>(k)),
-                               send_bytes(range.offset), bytes));
-        count_sent(context_, bytes);
+                               tensor + range.offset * element_bytes_, piece_bytes));
+        count_sent(context_, piece_bytes);
       }
       TERSE_CHECK(sends.wait_all());
     }
     add_dense_time(start);
-    InFlightTransfers result(context_.transport, 1, context_.deadline);
-    TERSE_CHECK(result.recv(0, leader_rank(), operation(kBroadcastStep), args_.recv,
-                            args_.count * element_bytes_));
-    return result.wait(0);
+    uint8_t* result = backend_.host_bytes(context_, ScratchSlot::kIncoming, args_.recv, bytes);
+    if (result == nullptr) return ncclSystemError;
+    InFlightTransfers receive(context_.transport, 1, context_.deadline);
+    TERSE_CHECK(receive.recv(0, leader_rank(), operation(kBroadcastStep), result, bytes));
+    TERSE_CHECK(receive.wait(0));
+    return backend_.copy_bytes_from_host(context_, args_.recv, result, bytes);
   }
 
   ncclResult_t lead() {
-    float* node_sum = context_.scratch->floats(ScratchSlot::kHierarchy, args_.count);
+    float* node_sum = backend_.floats(context_, ScratchSlot::kHierarchy, args_.count);
+    if (node_sum == nullptr) return ncclSystemError;  // an allocation failed (the last error)
     auto start = Clock::now();
     TERSE_CHECK(reduce(node_sum));
     add_dense_time(start);
@@ -141,8 +161,9 @@ class HierarchicalAllreduce {
   ncclResult_t reduce(float* node_sum) {
     const size_t others = members_.size() - 1;
     const size_t piece_bytes = piece_ * element_bytes_;
-    uint8_t* incoming =
-        context_.scratch->bytes(ScratchSlot::kIncoming, kPiecesInFlight * others * piece_bytes);
+    uint8_t* incoming = backend_.message_buffer(context_, ScratchSlot::kIncoming,
+                                                kPiecesInFlight * others * piece_bytes);
+    if (incoming == nullptr) return ncclSystemError;
     const auto slot = [&](size_t member, size_t k) {
       return (k % kPiecesInFlight) * others + member;
     };
@@ -157,26 +178,26 @@ class HierarchicalAllreduce {
       for (size_t member = 0; member < others; ++member) TERSE_CHECK(post(member, k));
     }
     // The own tensor while the first pieces arrive.
-    dispatch_dtype(args_.dtype, [&](auto type) {
-      using T = decltype(type);
-      const auto* send = static_cast<const typename T::Storage*>(args_.send);
-      for (size_t i = 0; i < args_.count; ++i) node_sum[i] = T::load(send[i]);
-    });
+    TERSE_CHECK(backend_.load(args_.dtype, args_.send, node_sum, args_.count, false));
     for (size_t k = 0; k < pieces_; ++k) {
       const ElementRange range = piece(k);
-      float* sum = node_sum + range.offset;
       for (size_t member = 0; member < others; ++member) {
         TERSE_CHECK(receives.wait(slot(member, k)));
-        dispatch_dtype(args_.dtype, [&](auto type) {
-          using T = decltype(type);
-          const auto* values = reinterpret_cast<const typename T::Storage*>(
-              incoming + slot(member, k) * piece_bytes);
-          for (size_t i = 0; i < range.count; ++i) sum[i] += T::load(values[i]);
-        });
-        if (k + kPiecesInFlight < pieces_) TERSE_CHECK(post(member, k + kPiecesInFlight));
+        TERSE_CHECK(backend_.load_from_host(context_, args_.dtype,
+                                            incoming + slot(member, k) * piece_bytes,
+                                            node_sum + range.offset, range.count, true));
+      }
+      if (k + kPiecesInFlight < pieces_) {
+        // Piece k's slots take piece k + kPiecesInFlight next: a device backend must have
+        // copied their bytes before they are overwritten.
+        TERSE_CHECK(backend_.finish());
+        for (size_t member = 0; member < others; ++member) {
+          TERSE_CHECK(post(member, k + kPiecesInFlight));
+        }
       }
     }
-    return ncclSuccess;
+    // The inner algorithm receives into the same message buffers.
+    return backend_.finish();
   }
 
   // The default algorithm among the leaders on the node sums. An fp32 result goes straight into
@@ -200,8 +221,8 @@ class HierarchicalAllreduce {
     }
     leaders.index = node_;
     TERSE_CHECK(inner_.run(inner, context));
-    if (!direct) write_result(args_, node_sum, ElementRange{0, args_.count});
-    return ncclSuccess;
+    if (direct) return ncclSuccess;
+    return backend_.write_result(args_, node_sum, ElementRange{0, args_.count});
   }
 
   // The finished result, in the output dtype, to every member at once.
@@ -209,10 +230,14 @@ class HierarchicalAllreduce {
     const size_t others = members_.size() - 1;
     if (others == 0) return ncclSuccess;
     const size_t bytes = args_.count * element_bytes_;
+    uint8_t* result = backend_.host_bytes(context_, ScratchSlot::kOutgoing, args_.recv, bytes);
+    if (result == nullptr) return ncclSystemError;
+    TERSE_CHECK(backend_.copy_bytes_to_host(context_, result, args_.recv, bytes));
+    TERSE_CHECK(backend_.wait_messages());
     InFlightTransfers sends(context_.transport, others, context_.deadline);
     for (size_t member = 0; member < others; ++member) {
       TERSE_CHECK(sends.send(member, context_.group.rank_at(members_[member + 1]),
-                             operation(kBroadcastStep), args_.recv, bytes));
+                             operation(kBroadcastStep), result, bytes));
       count_sent(context_, bytes);
     }
     return sends.wait_all();
@@ -220,6 +245,7 @@ class HierarchicalAllreduce {
 
   const CompressedArgs& args_;
   const CompressedContext& context_;
+  ExecutionBackend& backend_;
   const NodeLayout& layout_;
   const CompressedAlgorithmInfo& inner_;
   const int node_;

@@ -2,6 +2,7 @@
 // (execution_backend.h). Stateless: the scratch is the call's (CompressedContext::scratch).
 #include <cstring>
 
+#include "codecs/dtype.h"
 #include "collectives/compressed/contribution.h"
 #include "collectives/compressed/execution_backend.h"
 #include "common/result.h"
@@ -50,15 +51,32 @@ class HostBackend final : public ExecutionBackend {
     return decode_message(args, context, message, message_bytes, output, count, accumulate);
   }
 
-  ncclResult_t copy_from_host(const CompressedContext&, float* values, const float* host_values,
-                              size_t count) override {
-    if (values != host_values) std::memcpy(values, host_values, count * sizeof(float));
+  ncclResult_t copy_bytes_from_host(const CompressedContext&, void* values, const uint8_t* host,
+                                    size_t bytes) override {
+    if (values != host) std::memcpy(values, host, bytes);
     return ncclSuccess;
   }
-  ncclResult_t copy_to_host(const CompressedContext&, float* host_values, const float* values,
-                            size_t count) override {
-    if (values != host_values) std::memcpy(host_values, values, count * sizeof(float));
+  ncclResult_t copy_bytes_to_host(const CompressedContext&, uint8_t* host, const void* values,
+                                  size_t bytes) override {
+    if (values != host) std::memcpy(host, values, bytes);
     return ncclSuccess;
+  }
+  ncclResult_t load(DType type, const void* input, float* values, size_t count,
+                    bool accumulate) override {
+    dispatch_dtype(type, [&](auto tag) {
+      using T = decltype(tag);
+      const auto* typed = static_cast<const typename T::Storage*>(input);
+      if (accumulate) {
+        for (size_t i = 0; i < count; ++i) values[i] += T::load(typed[i]);
+      } else {
+        for (size_t i = 0; i < count; ++i) values[i] = T::load(typed[i]);
+      }
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t load_from_host(const CompressedContext&, DType type, const uint8_t* host_input,
+                              float* values, size_t count, bool accumulate) override {
+    return load(type, host_input, values, count, accumulate);
   }
   ncclResult_t clear(float* values, size_t count) override {
     std::memset(values, 0, count * sizeof(float));

@@ -381,6 +381,30 @@ ncclResult_t Planner::agree_auto_speeds() {
   return speeds_of(codecs, /*may_agree=*/true);
 }
 
+double Planner::predict_uncompressed(const std::string& collective, const std::string& algorithm,
+                                     size_t count, size_t element_bytes) const {
+  const double reduce = 1.0 / std::max(reduce_bytes_per_s_ * cpu_share_, 1.0);
+  Prediction prediction;
+  if (collective == "allreduce") {
+    CodecFigures raw;
+    raw.raw_bytes = static_cast<double>(count * element_bytes);
+    raw.input_bytes = static_cast<double>(count * sizeof(float));
+    raw.wire_bytes = raw.raw_bytes;
+    raw.reduce_seconds_per_byte = reduce;
+    if (!predict_flat("dense_" + algorithm, raw, shape_, links_,
+                      static_cast<double>(settings_.dense_piece_bytes), &prediction)) {
+      return 0;
+    }
+    return prediction.seconds;
+  }
+  if (!terse::predict_uncompressed(collective, algorithm,
+                                   static_cast<double>(count * element_bytes), reduce, shape_,
+                                   links_, &prediction)) {
+    return 0;
+  }
+  return prediction.seconds;
+}
+
 std::string Planner::dense_algorithm(double bytes) const {
   if (!settings_.dense_forced.empty()) return "dense_" + settings_.dense_forced;
   const double per_rank = bytes / std::max(1, shape_.ranks);

@@ -137,6 +137,14 @@ class Planner {
   // Whether the communicator spans several nodes (the policy's link class).
   bool multi_node() const { return shape_.nodes > 1; }
 
+  // Predicted seconds of an uncompressed collective as the communicator runs it: `collective`
+  // and `algorithm` are the dense table's names (collective_name(), algorithm_table.h), the
+  // call `count` elements of `element_bytes`. An allreduce is predict_flat's dense ring or
+  // recursive doubling, the rest cost_model.h's predict_uncompressed; on the agreed link model,
+  // so every rank predicts alike. 0 for what the model does not know.
+  double predict_uncompressed(const std::string& collective, const std::string& algorithm,
+                              size_t count, size_t element_bytes) const;
+
   // For tests: a planner over given figures, without a transport (speeds are never measured
   // or agreed: `speeds` must hold every codec the plans need, by spec, and "reduce").
   static std::unique_ptr<Planner> for_figures(int rank, const std::vector<std::string>& hosts,

@@ -21,6 +21,14 @@
 // codec must keep no per-tensor state (its state would describe the whole tensor, and each rank
 // encodes one chunk of it).
 //
+// Device buffers (execution_backend.h): the node chunk, the inner algorithm and the result stay
+// in the backend's memory; what the intra-node phases exchange goes through host memory, the
+// transport's, and so crosses PCIe: every rank copies the chunks it sends to its node's other
+// ranks (the reduce-scatter: all but its own) and its finished chunk (the allgather) to the
+// host, the tensor's bytes in all, and to the device the chunks it receives (local ranks - 1 of
+// its own for the sums, then every other chunk of the result); the inner algorithm adds only its
+// encoded messages. The host backend copies nothing, as before.
+//
 // Bound: the inner algorithm's over the node sums of each chunk; lossy_steps covers every inner
 // choice, as for the hierarchical algorithm.
 //
@@ -36,6 +44,7 @@
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
+#include "collectives/compressed/execution_backend.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
@@ -81,6 +90,7 @@ class RailAllreduce {
                 const NodeLayout& layout)
       : args_(args),
         context_(context),
+        backend_(backend_of(context)),
         layout_(layout),
         node_(layout.node_of[static_cast<size_t>(context.group.index)]),
         members_(layout.members[static_cast<size_t>(node_)]),
@@ -88,16 +98,10 @@ class RailAllreduce {
         element_bytes_(dtype_size(args.dtype)) {}
 
   ncclResult_t run() {
-    const ElementRange mine = chunk(local_);
-    float* node_chunk = context_.scratch->floats(ScratchSlot::kHierarchy, mine.count);
-    auto start = Clock::now();
-    TERSE_CHECK(reduce_scatter(node_chunk));
-    add_dense_time(start);
-    TERSE_CHECK(run_inner(node_chunk, mine));
-    start = Clock::now();
-    TERSE_CHECK(allgather());
-    add_dense_time(start);
-    return ncclSuccess;
+    const ncclResult_t result = run_phases();
+    // Before the call returns, also on failure: nothing enqueued may outlive it.
+    const ncclResult_t finished = backend_.finish();
+    return result != ncclSuccess ? result : finished;
   }
 
  private:
@@ -115,18 +119,39 @@ class RailAllreduce {
     if (context_.counters == nullptr) return;
     context_.counters->dense_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   }
+  uint8_t* at(const void* base, const ElementRange& range) const {
+    return static_cast<uint8_t*>(const_cast<void*>(base)) + range.offset * element_bytes_;
+  }
+
+  ncclResult_t run_phases() {
+    const ElementRange mine = chunk(local_);
+    float* node_chunk = backend_.floats(context_, ScratchSlot::kHierarchy, mine.count);
+    if (node_chunk == nullptr) return ncclSystemError;  // an allocation failed (the last error)
+    auto start = Clock::now();
+    TERSE_CHECK(reduce_scatter(node_chunk));
+    add_dense_time(start);
+    TERSE_CHECK(run_inner(node_chunk, mine));
+    start = Clock::now();
+    TERSE_CHECK(allgather());
+    add_dense_time(start);
+    return ncclSuccess;
+  }
 
   // node_chunk = the node's sum of this rank's chunk, members added in local-index order.
   ncclResult_t reduce_scatter(float* node_chunk) {
     const int local = local_count();
     const ElementRange mine = chunk(local_);
     const size_t others = static_cast<size_t>(local - 1);
-    uint8_t* incoming =
-        context_.scratch->bytes(ScratchSlot::kIncoming, others * mine.count * element_bytes_);
+    uint8_t* incoming = backend_.message_buffer(context_, ScratchSlot::kIncoming,
+                                                others * mine.count * element_bytes_);
+    uint8_t* send = backend_.host_bytes(context_, ScratchSlot::kOutgoing, args_.send,
+                                        args_.count * element_bytes_);
+    if (incoming == nullptr || send == nullptr) return ncclSystemError;
     const auto slot_of = [&](int member) {
       return static_cast<size_t>(member < local_ ? member : member - 1);
     };
-    // Receives first, then every other member's chunk from this rank's send buffer.
+    // Receives first, then every other member's chunk from this rank's send buffer (through the
+    // host on a device backend).
     InFlightTransfers transfers(context_.transport, 2 * others, context_.deadline);
     for (int member = 0; member < local; ++member) {
       if (member == local_) continue;
@@ -137,29 +162,34 @@ class RailAllreduce {
     for (int member = 0; member < local; ++member) {
       if (member == local_) continue;
       const ElementRange theirs = chunk(member);
+      TERSE_CHECK(backend_.copy_bytes_to_host(context_, at(send, theirs), at(args_.send, theirs),
+                                              theirs.count * element_bytes_));
+    }
+    TERSE_CHECK(backend_.wait_messages());
+    for (int member = 0; member < local; ++member) {
+      if (member == local_) continue;
+      const ElementRange theirs = chunk(member);
       const size_t bytes = theirs.count * element_bytes_;
-      TERSE_CHECK(transfers.send(
-          others + slot_of(member), member_rank(member), operation(kReduceScatterStep),
-          static_cast<const uint8_t*>(args_.send) + theirs.offset * element_bytes_, bytes));
+      TERSE_CHECK(transfers.send(others + slot_of(member), member_rank(member),
+                                 operation(kReduceScatterStep), at(send, theirs), bytes));
       count_sent(context_, bytes);
     }
     for (int member = 0; member < local; ++member) {
-      const uint8_t* values =
-          member == local_ ? static_cast<const uint8_t*>(args_.send) + mine.offset * element_bytes_
-                           : incoming + slot_of(member) * mine.count * element_bytes_;
-      if (member != local_) TERSE_CHECK(transfers.wait(slot_of(member)));
-      dispatch_dtype(args_.dtype, [&](auto type) {
-        using T = decltype(type);
-        const auto* typed = reinterpret_cast<const typename T::Storage*>(values);
-        if (member == 0) {
-          for (size_t i = 0; i < mine.count; ++i) node_chunk[i] = T::load(typed[i]);
-        } else {
-          for (size_t i = 0; i < mine.count; ++i) node_chunk[i] += T::load(typed[i]);
-        }
-      });
+      const bool first = member == 0;
+      if (member == local_) {
+        TERSE_CHECK(
+            backend_.load(args_.dtype, at(args_.send, mine), node_chunk, mine.count, !first));
+        continue;
+      }
+      TERSE_CHECK(transfers.wait(slot_of(member)));
+      TERSE_CHECK(backend_.load_from_host(context_, args_.dtype,
+                                          incoming + slot_of(member) * mine.count * element_bytes_,
+                                          node_chunk, mine.count, !first));
     }
     // recv may be send: the sends must have left before the allgather writes recv.
-    return transfers.wait_all();
+    TERSE_CHECK(transfers.wait_all());
+    // The inner algorithm receives into the same message buffers.
+    return backend_.finish();
   }
 
   // The inner algorithm on this rank's rail; an fp32 result goes straight into recv (scaled
@@ -188,37 +218,51 @@ class RailAllreduce {
     }
     rail.index = node_;
     TERSE_CHECK(inner_for(args_, context_, mine.count).run(inner, context));
-    if (!direct) write_result(args_, node_chunk, mine);
-    return ncclSuccess;
+    if (direct) return ncclSuccess;
+    return backend_.write_result(args_, node_chunk, mine);
   }
 
-  // This rank's finished chunk to every other member; theirs into recv.
+  // This rank's finished chunk to every other member; theirs into recv (each through the host on
+  // a device backend; the host backend sends and receives in recv itself).
   ncclResult_t allgather() {
     const int local = local_count();
     const size_t others = static_cast<size_t>(local - 1);
     const ElementRange mine = chunk(local_);
-    uint8_t* recv = static_cast<uint8_t*>(args_.recv);
+    const size_t bytes = args_.count * element_bytes_;
+    uint8_t* outgoing = backend_.host_bytes(context_, ScratchSlot::kOutgoing, args_.recv, bytes);
+    uint8_t* incoming = backend_.host_bytes(context_, ScratchSlot::kIncoming, args_.recv, bytes);
+    if (outgoing == nullptr || incoming == nullptr) return ncclSystemError;
+    TERSE_CHECK(backend_.copy_bytes_to_host(context_, at(outgoing, mine), at(args_.recv, mine),
+                                            mine.count * element_bytes_));
+    TERSE_CHECK(backend_.wait_messages());
     InFlightTransfers transfers(context_.transport, 2 * others, context_.deadline);
     size_t slot = 0;
     for (int member = 0; member < local; ++member) {
       if (member == local_) continue;
       const ElementRange theirs = chunk(member);
       TERSE_CHECK(transfers.recv(slot++, member_rank(member), operation(kAllgatherStep),
-                                 recv + theirs.offset * element_bytes_,
-                                 theirs.count * element_bytes_));
+                                 at(incoming, theirs), theirs.count * element_bytes_));
     }
     for (int member = 0; member < local; ++member) {
       if (member == local_) continue;
-      const size_t bytes = mine.count * element_bytes_;
+      const size_t chunk_bytes = mine.count * element_bytes_;
       TERSE_CHECK(transfers.send(slot++, member_rank(member), operation(kAllgatherStep),
-                                 recv + mine.offset * element_bytes_, bytes));
-      count_sent(context_, bytes);
+                                 at(outgoing, mine), chunk_bytes));
+      count_sent(context_, chunk_bytes);
     }
-    return transfers.wait_all();
+    TERSE_CHECK(transfers.wait_all());
+    for (int member = 0; member < local; ++member) {
+      if (member == local_) continue;
+      const ElementRange theirs = chunk(member);
+      TERSE_CHECK(backend_.copy_bytes_from_host(
+          context_, at(args_.recv, theirs), at(incoming, theirs), theirs.count * element_bytes_));
+    }
+    return ncclSuccess;
   }
 
   const CompressedArgs& args_;
   const CompressedContext& context_;
+  ExecutionBackend& backend_;
   const NodeLayout& layout_;
   const int node_;
   const std::vector<int>& members_;

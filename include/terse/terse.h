@@ -124,7 +124,9 @@ typedef struct {
   double last_predicted_seconds;
   /* Bytes copied between the GPU and host memory for this communicator's collectives on device
    * buffers (CUDA builds): where the device backend runs a compressed allreduce, its encoded
-   * messages only (those it sends copied to the host, those it receives copied to the device);
+   * messages (those it sends copied to the host, those it receives copied to the device), and
+   * for a hierarchical or rail plan also the tensor bytes its uncompressed intra-node phases
+   * exchange with the node's other ranks through host memory;
    * where a call is staged through pinned host memory, its whole inputs to the host and its
    * whole outputs to the device. 0 for host buffers. Zeroed by terseCommResetStats. */
   uint64_t pcie_bytes_to_host;

@@ -106,6 +106,43 @@ TEST(CostModel, RailsShareTheNodesNicsAndSpreadTheCodecWork) {
   EXPECT_LT(rails_one_nic.seconds, leaders.seconds);
 }
 
+// The other dense collectives (for ncclGroupSimulateEnd), as the algorithm table runs them: 5
+// ranks on one node (ceil(log2 5) = 3 tree hops), 4 KiB each (eager), and on 5 nodes of one rank
+// over the network with 1 MiB (rendezvous: 3 latencies a step).
+TEST(CostModel, TheOtherDenseCollectivesAreStepsOfLatencyAndBytes) {
+  const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
+  const double reduce = 1 / 8e9;
+  const auto seconds = [&](const char* collective, const char* algorithm, double bytes,
+                           const GroupShape& group) {
+    Prediction p;
+    EXPECT_TRUE(predict_uncompressed(collective, algorithm, bytes, reduce, group, model, &p))
+        << collective << " " << algorithm;
+    return p.seconds;
+  };
+  const GroupShape node{5, 1, 5}, network{5, 5, 1};
+  const double b = 4096, a = 2e-6, bw = 4e9;
+  EXPECT_NEAR(seconds("broadcast", "tree", b, node), 3 * (a + b / bw), 1e-12);
+  EXPECT_NEAR(seconds("broadcast", "chain", b, node), 4 * a + b / bw, 1e-12);
+  EXPECT_NEAR(seconds("reduce", "tree", b, node), 3 * (a + b / bw + b * reduce), 1e-12);
+  EXPECT_NEAR(seconds("reduce", "chain", b, node), 4 * a + b / bw + b * reduce, 1e-12);
+  EXPECT_NEAR(seconds("allgather", "ring", b, node), 4 * (a + b / bw), 1e-12);
+  EXPECT_NEAR(seconds("reducescatter", "ring", b, node), 4 * (a + b / bw + b * reduce), 1e-12);
+  // Shared memory: every rank's cores copy its four blocks one after another.
+  EXPECT_NEAR(seconds("alltoall", "pairwise", b, node), 4 * a + 4 * b / bw, 1e-12);
+  EXPECT_NEAR(seconds("gather", "direct", b, node), a + 4 * b / bw, 1e-12);
+  EXPECT_NEAR(seconds("scatter", "direct", b, node), a + 4 * b / bw, 1e-12);
+  EXPECT_NEAR(seconds("send", "direct", b, node), a + b / bw, 1e-12);
+  EXPECT_NEAR(seconds("recv", "direct", b, node), a + b / bw, 1e-12);
+  // Over the network a large step is a rendezvous, and all-to-all messages share one latency.
+  const double big = 1 << 20, step = 3 * 50e-6, net = 125e6;
+  EXPECT_NEAR(seconds("allgather", "ring", big, network), 4 * (step + big / net), 1e-12);
+  EXPECT_NEAR(seconds("alltoall", "pairwise", big, network), step + 4 * big / net, 1e-12);
+  // One rank moves nothing.
+  EXPECT_EQ(seconds("broadcast", "tree", b, GroupShape{1, 1, 1}), 0);
+  Prediction p;
+  EXPECT_FALSE(predict_uncompressed("broadcast", "ring", b, reduce, node, model, &p));
+}
+
 TEST(CostModel, UnknownAlgorithmsAreNotModelled) {
   Prediction p;
   EXPECT_FALSE(predict_flat("no_such", int8_figures(), GroupShape{2, 2, 1},

@@ -1,5 +1,6 @@
 #include "model/pcie_bytes.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace terse {
@@ -88,6 +89,56 @@ PcieBytes device_pcie_bytes(const std::string& algorithm, const Codec& codec, si
   if (algorithm == "recursive_doubling") return recursive_doubling(wire, count, nranks, rank);
   if (algorithm == "tree") return tree(wire, count, nranks, rank);
   return PcieBytes{};
+}
+
+PcieBytes grouped_device_pcie_bytes(const std::string& algorithm, const std::string& inner,
+                                    const Codec& codec, size_t count, size_t element_bytes,
+                                    const std::vector<std::string>& hosts, int rank) {
+  const int n = static_cast<int>(hosts.size());
+  std::vector<std::vector<int>> nodes;
+  std::vector<std::string> names;
+  for (int r = 0; r < n; ++r) {
+    const auto known = std::find(names.begin(), names.end(), hosts[static_cast<size_t>(r)]);
+    if (known == names.end()) {
+      names.push_back(hosts[static_cast<size_t>(r)]);
+      nodes.push_back({r});
+    } else {
+      nodes[static_cast<size_t>(known - names.begin())].push_back(r);
+    }
+  }
+  int node = 0, local = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto at = std::find(nodes[i].begin(), nodes[i].end(), rank);
+    if (at != nodes[i].end()) {
+      node = static_cast<int>(i);
+      local = static_cast<int>(at - nodes[i].begin());
+    }
+  }
+  const std::vector<int>& mine = nodes[static_cast<size_t>(node)];
+  const int node_ranks = static_cast<int>(mine.size());
+  const int node_count = static_cast<int>(nodes.size());
+  const uint64_t tensor = static_cast<uint64_t>(count * element_bytes);
+  bool several = false, equal = true;
+  for (const std::vector<int>& members : nodes) {
+    several = several || members.size() > 1;
+    equal = equal && members.size() == nodes.front().size();
+  }
+  if (algorithm == "hierarchical" && node_count > 1 && several) {
+    if (local > 0) return PcieBytes{tensor, tensor};
+    PcieBytes pcie = device_pcie_bytes(inner, codec, count, node_count, node);
+    pcie.to_device += static_cast<uint64_t>(node_ranks - 1) * tensor;
+    if (node_ranks > 1) pcie.to_host += tensor;
+    return pcie;
+  }
+  if (algorithm == "rail" && node_count > 1 && equal && node_ranks > 1) {
+    const size_t chunk = block_elements(count, node_ranks, local);
+    const uint64_t chunk_bytes = static_cast<uint64_t>(chunk * element_bytes);
+    PcieBytes pcie = device_pcie_bytes(inner, codec, chunk, node_count, node);
+    pcie.to_host += tensor;
+    pcie.to_device += static_cast<uint64_t>(node_ranks - 1) * chunk_bytes + (tensor - chunk_bytes);
+    return pcie;
+  }
+  return device_pcie_bytes(inner, codec, count, n, rank);
 }
 
 }  // namespace model

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "codecs/codec_registry.h"
@@ -94,8 +95,10 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
   errors->assign(static_cast<size_t>(n), "");
   const uint32_t sequence = next_sequence_++;
   const CompressedAlgorithmInfo* algorithm = find_compressed_algorithm(algorithm_);
-  if (algorithm == nullptr) {
-    errors->assign(static_cast<size_t>(n), "no compressed algorithm " + algorithm_);
+  const CompressedAlgorithmInfo* inner =
+      inner_.empty() ? nullptr : find_compressed_algorithm(inner_);
+  if (algorithm == nullptr || (!inner_.empty() && inner == nullptr)) {
+    errors->assign(static_cast<size_t>(n), "no compressed algorithm " + algorithm_ + " " + inner_);
     return;
   }
   world_->run([&](Communicator& comm) {
@@ -130,6 +133,8 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
     context.sequence = sequence;
     context.deadline = comm.transport()->default_deadline();
     context.group = PeerGroup::whole(r, n);
+    context.group.hosts = hosts_;
+    context.inner = inner;
     context.piece_bytes = piece_bytes_;
     context.scratch = &rank.scratch;
     context.counters = &rank.counters;
@@ -141,6 +146,15 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
       options.memory = Memory::kDevice;
       options.stream = rank.stream;
       options.stage_count = algorithm->stage_elements(*rank.codec, count, dtype, context.group);
+      if (inner != nullptr) {
+        // A chosen inner algorithm's stage residual on a group of two or more node leaders or
+        // rails, of the whole tensor: at least what any of them needs (the planner sizes it
+        // exactly; more is never refused).
+        PeerGroup two;
+        two.ranks = {0, 1};
+        options.stage_count = std::max(
+            options.stage_count, inner->stage_elements(*rank.codec, count, DType::kFloat32, two));
+      }
       result =
           rank.residuals->acquire(device_key(count, dtype), *rank.codec, memory_, options, &entry);
       if (result == ncclSuccess && entry == nullptr) {
@@ -165,6 +179,8 @@ void DeviceRanks::allreduce(DType dtype, size_t count,
   spec.step = step;
   spec.piece_bytes = piece_bytes_;
   spec.result_scale = result_scale;
+  spec.inner_algorithm = inner_;
+  spec.hosts = hosts_;
   expected_ = model_->call(spec, inputs);
   last_count_ = count;
   last_dtype_ = dtype;

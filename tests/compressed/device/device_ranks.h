@@ -51,6 +51,10 @@ class DeviceRanks {
   void set_piece_bytes(size_t bytes) { piece_bytes_ = bytes; }
   // The compressed algorithm's table name: "sra" (the default), "ring", "tree", ...
   void set_algorithm(const std::string& name) { algorithm_ = name; }
+  // hierarchical and rail: the algorithm between node leaders or along the rails ("": the
+  // table's default), and each rank's node (empty: one node), for the call and the model.
+  void set_inner(const std::string& name) { inner_ = name; }
+  void set_hosts(const std::vector<std::string>& hosts) { hosts_ = hosts; }
 
   struct Rank;
 
@@ -65,6 +69,8 @@ class DeviceRanks {
   uint32_t next_sequence_ = 1;
   size_t piece_bytes_ = size_t{1} << 20;
   std::string algorithm_ = "sra";
+  std::string inner_;
+  std::vector<std::string> hosts_;
   bool ok_ = true;
   std::string error_;
 };

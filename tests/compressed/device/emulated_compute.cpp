@@ -95,14 +95,14 @@ ncclResult_t EmulatedCompute::compensate(DType input_type, const void* input, co
   return launch(job, stream);
 }
 
-ncclResult_t EmulatedCompute::add(float* sum, const float* addend, size_t count, void* stream) {
+ncclResult_t EmulatedCompute::add(DType addend_type, const void* addend, float* sum, size_t count,
+                                  void* stream) {
   auto job = std::make_shared<Job>();
   job->add(sum, count * sizeof(float), true, true);
-  job->add(addend, count * sizeof(float), true, false);
+  job->add(addend, count * dtype_size(addend_type), true, false);
   job->run = [=](std::vector<Job::Buffer>& b) {
     float* s = reinterpret_cast<float*>(b[0].host.data());
-    const float* a = reinterpret_cast<const float*>(b[1].host.data());
-    for (size_t i = 0; i < count; ++i) s[i] += a[i];
+    for (size_t i = 0; i < count; ++i) s[i] += load_element(b[1].host.data(), addend_type, i);
     return std::string();
   };
   return launch(job, stream);

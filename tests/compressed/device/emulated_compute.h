@@ -21,7 +21,8 @@ class EmulatedCompute final : public DeviceCompute {
  public:
   ncclResult_t compensate(DType input_type, const void* input, const float* residual, float* values,
                           size_t count, void* stream) override;
-  ncclResult_t add(float* sum, const float* addend, size_t count, void* stream) override;
+  ncclResult_t add(DType addend_type, const void* addend, float* sum, size_t count,
+                   void* stream) override;
   ncclResult_t store(const float* values, float scale, DType output_type, void* output,
                      size_t count, void* stream) override;
   ncclResult_t encode(Codec& codec, const void* input, size_t count, DType dtype,

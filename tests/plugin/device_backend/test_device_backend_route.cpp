@@ -2,8 +2,9 @@
 // (plugin/backend_route.h), through the NCCL API as an application makes them: results equal to
 // the reference model (tests/model) bit for bit, only encoded messages across PCIe
 // (terseCommGetStats), the caller's stream order, the caller returning before its stream ran, and
-// a rank with host buffers beside one with device buffers. Plans the backend cannot run are
-// staged, whole tensors counted.
+// a rank with host buffers beside one with device buffers; hierarchical and rail plans on
+// emulated nodes (ranks as processes) with their intra-node traffic counted too. A plan the
+// backend cannot run (uncompressed) is staged, whole tensors counted.
 //
 // Runs on a GPU with the real kernels, and without one under the fake CUDA runtime with the
 // emulated kernels (CTest's plugin_device_backend_on_fake_cudart sets LD_LIBRARY_PATH and
@@ -20,6 +21,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,8 +32,11 @@
 
 #include "codecs/codec_registry.h"
 #include "codecs/powersgd.h"
+#include "launch/hex_bytes.h"
+#include "launch/rank_processes.h"
 #include "model/compressed_model.h"
 #include "model/pcie_bytes.h"
+#include "plugin/device_backend/device_rank_protocol.h"
 #include "plugin/plugin_ranks.h"
 
 namespace {
@@ -235,7 +242,7 @@ TEST(PluginDeviceBackendRoute, HostBufferRankAndDeviceBufferRankAgree) {
   expect_int8("sra", {true, false, true}, /*in_place=*/false);
 }
 
-// The decode-add-re-encode algorithms take the backend too (their rows are any_memory): on three
+// The decode-add-re-encode algorithms take the backend too: on three
 // device ranks, in place, and on four with one host-buffer rank among them.
 TEST(PluginDeviceBackendRoute, RingRecursiveDoublingAndTreeRunOnTheBackend) {
   REQUIRE_DEVICE();
@@ -245,11 +252,11 @@ TEST(PluginDeviceBackendRoute, RingRecursiveDoublingAndTreeRunOnTheBackend) {
   }
 }
 
-// Top-K's sparse allgather takes the backend too (its row is any_memory, the codec a sparse
-// one): on three device ranks, in place, and on three with a host-buffer rank among them, three
-// steps with error feedback, every result the model's bit for bit. A fixed k keeps the whole
-// way: each device rank copies its one message (header and k fp32 (index, value) pairs) to the
-// host and every rank's message, its own included, to the device; the tensor never crosses.
+// Top-K's sparse allgather takes the backend too: on three device ranks, in place, and on three
+// with a host-buffer rank among them, three steps with error feedback, every result the model's bit
+// for bit. A fixed k keeps the whole way: each device rank copies its one message (header and k
+// fp32 (index, value) pairs) to the host and every rank's message, its own included, to the device;
+// the tensor never crosses.
 TEST(PluginDeviceBackendRoute, TopKSparseAllgatherRunsOnTheBackend) {
   REQUIRE_DEVICE();
   const char* spec = "topk:k=60,method=exact";
@@ -323,27 +330,132 @@ TEST(PluginDeviceBackendRoute, PowerSgdRunsOnTheBackendFactorsAloneCounted) {
   }
 }
 
-// A plan the backend does not run (hierarchical, whose node sums are made on host memory) is
-// staged: the whole tensor crosses each way, and the result is still the model's (one step:
-// no residual yet).
-TEST(PluginDeviceBackendRoute, OtherAlgorithmsAreStagedWholeTensorsCounted) {
-  REQUIRE_DEVICE();
-  ScopedEnvironment codec("TERSE_CODEC", "int8");
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "hierarchical");
-  const size_t count = 5000;
-  const auto calls = run_steps({true, true}, count, 1, false);
-  terse::model::CompressedModel model("int8", 2, terse::MemoryKind::kResidual);
-  for (int r = 0; r < 2; ++r) ASSERT_EQ(calls[0][static_cast<size_t>(r)].error, "");
-  const terse::model::Expected expected = model_step(&model, 2, count, 0, calls[0][0].stats);
-  for (int r = 0; r < 2; ++r) {
-    const RankCall& call = calls[0][static_cast<size_t>(r)];
-    EXPECT_STREQ(call.stats.last_algorithm, "hierarchical");
-    EXPECT_EQ(
-        terse::model::compare(expected, DType::kFloat32, call.output.data(), count).mismatches, 0u);
-    EXPECT_EQ(call.stats.pcie_bytes_to_host, count * sizeof(float));
-    EXPECT_EQ(call.stats.pcie_bytes_to_device, count * sizeof(float));
-  }
+// Hierarchical and rail plans run on the backend too. Ranks as processes
+// (plugin_device_rank_process, device_rank_protocol.h), put on emulated nodes by TERSE_HOSTID:
+// int8 over three steps with error feedback, every rank's result the reference model's bit for
+// bit (the inner algorithm the planner chose, from the statistics), and its PCIe bytes exactly
+// the inner algorithm's encoded messages plus the tensor bytes the uncompressed intra-node phases
+// exchange through host memory (model::grouped_device_pcie_bytes: a hierarchical member's tensor
+// out and result in; a leader's members' tensors in and its result out; a rail rank's tensor's
+// bytes out and the parts of its chunk and the other chunks in).
+struct NodesRun {
+  const char* algorithm;
+  int nranks;
+  int ranks_per_node;
+};
+
+class PluginDeviceBackendNodes : public ::testing::TestWithParam<NodesRun> {};
+
+std::map<std::string, std::string> read_values(const std::string& path) {
+  std::map<std::string, std::string> values;
+  std::ifstream file(path);
+  std::string name, value;
+  while (file >> name >> value) values[name] = value;
+  return values;
 }
+
+TEST_P(PluginDeviceBackendNodes, RunOnTheBackendEqualToTheModel) {
+  REQUIRE_DEVICE();
+  const NodesRun& run = GetParam();
+  const int n = run.nranks;
+  using device_rank_test::kDeviceRankCount;
+  char dir_template[] = "/tmp/terse_device_nodes_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string per_node = std::to_string(run.ranks_per_node);
+  ScopedEnvironment codec("TERSE_CODEC", "int8");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", run.algorithm);
+  ScopedEnvironment nodes("PLUGIN_TEST_RANKS_PER_NODE", per_node.c_str());
+  ScopedEnvironment results("PLUGIN_TEST_RESULT_DIR", dir.c_str());
+  ScopedEnvironment ifname("TERSE_SOCKET_IFNAME", "lo");
+  ScopedEnvironment family("TERSE_SOCKET_FAMILY", "AF_INET");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<terse::test::CommandLine> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back({TERSE_PLUGIN_DEVICE_RANK_PROCESS_PATH, std::to_string(r), std::to_string(n),
+                     terse_test::bytes_to_hex(id.internal, sizeof(id.internal))});
+  }
+  const auto processes = terse::test::run_processes(ranks, 120);
+  ASSERT_EQ(processes.size(), static_cast<size_t>(n));
+  for (const auto& process : processes) {
+    ASSERT_TRUE(process.exited && process.exit_code == 0) << terse::test::describe(process);
+  }
+
+  std::vector<std::string> hosts;
+  std::vector<std::map<std::string, std::string>> values;
+  for (int r = 0; r < n; ++r) {
+    hosts.push_back("node" + std::to_string(r / run.ranks_per_node));
+    values.push_back(read_values(dir + "/rank" + std::to_string(r) + ".txt"));
+  }
+  const std::unique_ptr<terse::Codec> int8 = make_codec("int8");
+  ASSERT_NE(int8, nullptr);
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  std::vector<uint64_t> to_host(static_cast<size_t>(n), 0), to_device(static_cast<size_t>(n), 0);
+  for (int step = 0; step < device_rank_test::kDeviceRankSteps; ++step) {
+    const std::string prefix = "step" + std::to_string(step) + "_";
+    const auto& first = values[0];
+    ASSERT_EQ(first.count(prefix + "algorithm"), 1u) << "rank 0 wrote nothing of step " << step;
+    EXPECT_EQ(first.at(prefix + "algorithm"), run.algorithm);
+    const std::string inner = first.at(prefix + "inner") == "-" ? "" : first.at(prefix + "inner");
+    ASSERT_NE(inner, "") << "the statistics name no inner algorithm";
+    std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      std::vector<float> input(kDeviceRankCount);
+      for (size_t i = 0; i < kDeviceRankCount; ++i) {
+        input[i] = device_rank_test::device_rank_input(r, step, i);
+      }
+      inputs[static_cast<size_t>(r)].resize(kDeviceRankCount * sizeof(float));
+      std::memcpy(inputs[static_cast<size_t>(r)].data(), input.data(),
+                  kDeviceRankCount * sizeof(float));
+    }
+    terse::model::CallSpec spec;
+    spec.algorithm = run.algorithm;
+    spec.inner_algorithm = inner;
+    spec.dtype = DType::kFloat32;
+    spec.count = kDeviceRankCount;
+    spec.seed = std::stoull(first.at(prefix + "seed"));
+    spec.step = std::stoull(first.at(prefix + "step"));
+    spec.piece_bytes = std::stoull(first.at(prefix + "piece_bytes"));
+    spec.hosts = hosts;
+    const terse::model::Expected expected = model.call(spec, inputs);
+    for (int r = 0; r < n; ++r) {
+      const auto& mine = values[static_cast<size_t>(r)];
+      EXPECT_EQ(mine.at(prefix + "inner"), first.at(prefix + "inner")) << "rank " << r;
+      std::ifstream file(
+          dir + "/rank" + std::to_string(r) + "_step" + std::to_string(step) + ".bin",
+          std::ios::binary);
+      const std::vector<uint8_t> output((std::istreambuf_iterator<char>(file)),
+                                        std::istreambuf_iterator<char>());
+      ASSERT_EQ(output.size(), kDeviceRankCount * sizeof(float)) << "rank " << r;
+      const terse::model::Comparison c =
+          terse::model::compare(expected, DType::kFloat32, output.data(), kDeviceRankCount);
+      EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
+      const terse::model::PcieBytes pcie = terse::model::grouped_device_pcie_bytes(
+          run.algorithm, inner, *int8, kDeviceRankCount, sizeof(float), hosts, r);
+      const uint64_t host_now = std::stoull(mine.at(prefix + "to_host"));
+      const uint64_t device_now = std::stoull(mine.at(prefix + "to_device"));
+      EXPECT_EQ(host_now - to_host[static_cast<size_t>(r)], pcie.to_host)
+          << run.algorithm << "/" << inner << " rank " << r << " step " << step;
+      EXPECT_EQ(device_now - to_device[static_cast<size_t>(r)], pcie.to_device)
+          << run.algorithm << "/" << inner << " rank " << r << " step " << step;
+      to_host[static_cast<size_t>(r)] = host_now;
+      to_device[static_cast<size_t>(r)] = device_now;
+    }
+  }
+  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
+}
+
+// Two nodes of two, nodes of two and one (hierarchical only: rails need equal nodes), and the
+// rails of two nodes of two.
+INSTANTIATE_TEST_SUITE_P(Layouts, PluginDeviceBackendNodes,
+                         ::testing::Values(NodesRun{"hierarchical", 4, 2},
+                                           NodesRun{"hierarchical", 3, 2}, NodesRun{"rail", 4, 2}),
+                         [](const ::testing::TestParamInfo<NodesRun>& info) {
+                           return std::string(info.param.algorithm) + "_" +
+                                  std::to_string(info.param.nranks) + "ranks_" +
+                                  std::to_string(info.param.ranks_per_node) + "pernode";
+                         });
 
 // The route is chosen from a prediction made when the call is enqueued; the plan the proxy makes
 // later decides. Two calls of one tensor enqueued while the stream is held are both predicted

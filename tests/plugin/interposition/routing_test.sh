@@ -95,6 +95,15 @@ run wrap-auto-fast LD_PRELOAD="$libterse" TERSE_MODE=wrap TERSE_POLICY= TERSE_CO
   TERSE_CODEC_SPEED="$work/fast_codecs.txt" TERSE_SHM_GBPS=1 WRAP_EXPECT=wrap -- \
   "$app" routing 2 processes
 
+# ncclGroupSimulateEnd in wrap mode: the stand-in simulates its part, terse adds its own, and
+# hand-offs of a simulated group do not count as their tensors' steps (wrap_routing_app.cpp).
+for n in 2 3; do
+  run "wrap-simulate-processes-$n" LD_PRELOAD="$libterse" TERSE_MODE=wrap \
+    TERSE_POLICY="$(dirname "$policy")/simulate_schedule.yaml" -- "$app" simulate "$n" processes
+done
+run wrap-simulate-threads-2 LD_PRELOAD="$libterse" TERSE_MODE=wrap \
+  TERSE_POLICY="$(dirname "$policy")/simulate_schedule.yaml" -- "$app" simulate 2 threads
+
 # auto without a CUDA device: engine, and it says why.
 run auto-no-device LD_PRELOAD="$libterse" TERSE_DEBUG=INFO WRAP_EXPECT=engine -- \
   "$app" routing 2 threads

@@ -23,6 +23,15 @@
 //                            reaches the stand-in and a compressed one (4096) stays in terse,
 //                            both checked; then every rank revokes the parent on both sides
 //                            (its next allreduce refused) and destroys it.
+//              simulate:     ncclGroupSimulateEnd in wrap mode, under TERSE_POLICY =
+//                            simulate_schedule.yaml (float sums of 16 KiB and more: int8 from
+//                            a tensor's step 1, uncompressed, so forwarded, at step 0). The
+//                            estimate of a group holding a forwarded and a compressed allreduce
+//                            is the stand-in's (1000 us a call) plus terse's alone; no buffer
+//                            changes; a forwarded allreduce in a simulated group does not count
+//                            as a step of its tensor (its first real call is still forwarded),
+//                            one in a real group does (its next call is compressed). Checked by
+//                            results and, ranks as processes, by the stand-in's log.
 //              mode_error:   ncclGetUniqueId must fail with WRAP_EXPECT_ERROR (a result code
 //                            number) and a message naming every word of WRAP_EXPECT_WORDS.
 //     LAUNCH processes | threads | group-init (one thread creates every rank inside a group
@@ -318,6 +327,109 @@ void async_error(int rank, ncclComm_t comm) {
 bool one_rank_per_process = false;
 std::vector<std::string> my_log_lines();
 bool logged(const std::vector<std::string>& lines, const std::string& function, long count);
+int count_logged(const std::vector<std::string>& lines, const std::string& function, long count);
+
+// The exact sum of integer-valued floats (what a forwarded, uncompressed allreduce gives).
+std::vector<float> integer_input(int rank, size_t count) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = static_cast<float>(rank + static_cast<int>(i % 7));
+  return values;
+}
+std::vector<float> integer_sum(int n, size_t count) {
+  std::vector<float> sum(count, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> values = integer_input(r, count);
+    for (size_t i = 0; i < count; ++i) sum[i] += values[i];
+  }
+  return sum;
+}
+
+void simulate(int rank, ncclComm_t comm) {
+  int n = 0;
+  CHECK_NCCL(rank, ncclCommCount(comm, &n));
+  // One simulated group of `calls`; its estimate.
+  const auto simulated = [&](const std::vector<std::function<ncclResult_t()>>& calls,
+                             float* estimate) {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    ncclResult_t result = ncclGroupStart();
+    for (const auto& call : calls) {
+      if (result == ncclSuccess) result = call();
+    }
+    if (result == ncclSuccess) result = ncclGroupSimulateEnd(&info);
+    *estimate = info.estimatedTime;
+    return result;
+  };
+
+  // X, 8192: step 0 forwarded for real, so its step 1 is compressed on terse's side.
+  std::vector<float> x = integer_input(rank, 8192), x_out(8192, -7.0f);
+  CHECK_NCCL(rank, ncclAllReduce(x.data(), x_out.data(), 8192, ncclFloat, ncclSum, comm, 0));
+  expect_equal(rank, "step 0 of the 8192 tensor (forwarded)", x_out, integer_sum(n, 8192));
+  const std::vector<float> x_kept = x_out;
+  std::vector<int32_t> ints(121, rank), ints_out(121, -7);
+  const auto forwarded_call = [&] {
+    return ncclAllReduce(ints.data(), ints_out.data(), 121, ncclInt32, ncclSum, comm, 0);
+  };
+  const auto compressed_call = [&] {
+    return ncclAllReduce(x.data(), x_out.data(), 8192, ncclFloat, ncclSum, comm, 0);
+  };
+  float mixed = 0, terse_part = 0, real_part = 0;
+  CHECK_NCCL(rank, simulated({forwarded_call, compressed_call}, &mixed));
+  CHECK_NCCL(rank, simulated({compressed_call}, &terse_part));
+  CHECK_NCCL(rank, simulated({forwarded_call}, &real_part));
+  if (real_part != 1000.0f) {
+    report(rank, "the forwarded call alone is estimated " + std::to_string(real_part) +
+                     " us, not the stand-in's 1000");
+  }
+  if (!(terse_part > 0)) report(rank, "terse's part is estimated " + std::to_string(terse_part));
+  if (!(std::fabs(mixed - (1000.0f + terse_part)) <= 1e-4f * mixed)) {
+    report(rank, "the mixed group is estimated " + std::to_string(mixed) + " us, not 1000 + " +
+                     std::to_string(terse_part));
+  }
+  expect_equal(rank, "the 8192 tensor after simulations", x_out, x_kept);
+  expect_equal(rank, "the int32 output after simulations", ints_out, std::vector<int32_t>(121, -7));
+
+  // Y, 4096: simulated at step 0 (forwarded), then its first real call is still step 0.
+  std::vector<float> y = integer_input(rank, 4096), y_out(4096, -7.0f);
+  float y_estimate = 0;
+  CHECK_NCCL(rank, simulated({[&] {
+                               return ncclAllReduce(y.data(), y_out.data(), 4096, ncclFloat,
+                                                    ncclSum, comm, 0);
+                             }},
+                             &y_estimate));
+  if (y_estimate != 1000.0f) {
+    report(rank, "a step-0 allreduce of 4096 is estimated " + std::to_string(y_estimate) +
+                     " us, not the stand-in's 1000");
+  }
+  expect_equal(rank, "the 4096 output after its simulation", y_out,
+               std::vector<float>(4096, -7.0f));
+  CHECK_NCCL(rank, ncclAllReduce(y.data(), y_out.data(), 4096, ncclFloat, ncclSum, comm, 0));
+  expect_equal(rank, "step 0 of the 4096 tensor (forwarded)", y_out, integer_sum(n, 4096));
+  CHECK_NCCL(rank, ncclAllReduce(y.data(), y_out.data(), 4096, ncclFloat, ncclSum, comm, 0));
+
+  // Z, 6000: forwarded inside a real group, which counts its step at the group's end.
+  std::vector<float> z = integer_input(rank, 6000), z_out(6000, -7.0f);
+  CHECK_NCCL(rank, ncclGroupStart());
+  CHECK_NCCL(rank, ncclAllReduce(z.data(), z_out.data(), 6000, ncclFloat, ncclSum, comm, 0));
+  CHECK_NCCL(rank, ncclGroupEnd());
+  expect_equal(rank, "step 0 of the 6000 tensor (forwarded in a group)", z_out,
+               integer_sum(n, 6000));
+  CHECK_NCCL(rank, ncclAllReduce(z.data(), z_out.data(), 6000, ncclFloat, ncclSum, comm, 0));
+
+  if (!one_rank_per_process) return;  // the log tells processes apart, not threads
+  const std::vector<std::string> lines = my_log_lines();
+  if (!logged(lines, "ncclGroupSimulateEnd", -1)) {
+    report(rank, "the stand-in never saw ncclGroupSimulateEnd");
+  }
+  // 8192: step 0 only (its simulated step 1 was terse's). 4096: the simulated call and the real
+  // step 0 (step 1 compressed). 6000: the grouped step 0 only (step 1 compressed).
+  for (const auto& [count, times] : {std::pair<long, int>{8192, 1}, {4096, 2}, {6000, 1}}) {
+    const int seen = count_logged(lines, "ncclAllReduce", count);
+    if (seen != times) {
+      report(rank, "the stand-in saw " + std::to_string(seen) + " allreduces of " +
+                       std::to_string(count) + ", expected " + std::to_string(times));
+    }
+  }
+}
 
 void shrink(int rank, ncclComm_t comm) {
   int n = 0;
@@ -386,16 +498,21 @@ std::vector<std::string> my_log_lines() {
   return lines;
 }
 
-bool logged(const std::vector<std::string>& lines, const std::string& function, long count) {
+int count_logged(const std::vector<std::string>& lines, const std::string& function, long count) {
   const std::string name = " " + function + " ";
   const std::string counted = " count=" + std::to_string(count) + " ";
+  int seen = 0;
   for (const std::string& line : lines) {
     if (line.find(name) != std::string::npos &&
         (count < 0 || line.find(counted) != std::string::npos)) {
-      return true;
+      ++seen;
     }
   }
-  return false;
+  return seen;
+}
+
+bool logged(const std::vector<std::string>& lines, const std::string& function, long count) {
+  return count_logged(lines, function, count) > 0;
 }
 
 void check_log(int rank) {
@@ -549,7 +666,8 @@ int spawn_ranks(const char* self, const char* scenario, int n) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s routing|shrink|async_error|mode_error NRANKS LAUNCH\n", argv[0]);
+    fprintf(stderr, "usage: %s routing|shrink|simulate|async_error|mode_error NRANKS LAUNCH\n",
+            argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -559,9 +677,10 @@ int main(int argc, char** argv) {
     mode_error();
     return failures == 0 ? 0 : 1;
   }
-  const Body body = scenario == "routing"  ? Body(routing)
-                    : scenario == "shrink" ? Body(shrink)
-                                           : Body(async_error);
+  const Body body = scenario == "routing"    ? Body(routing)
+                    : scenario == "shrink"   ? Body(shrink)
+                    : scenario == "simulate" ? Body(simulate)
+                                             : Body(async_error);
   if (launch == "processes") return spawn_ranks(argv[0], argv[1], n);
   std::vector<ncclComm_t> comms(n, nullptr);
   if (launch == "rank") {  // one rank of "processes"

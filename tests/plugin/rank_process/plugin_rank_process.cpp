@@ -351,6 +351,8 @@ int run(int argc, char** argv) {
     code = run_compressed(comm, rank, nranks);
   } else if (scenario == kScenarioAutoAgreement) {
     code = run_auto_agreement(comm, rank, nranks);
+  } else if (scenario == kScenarioSimulate) {
+    code = run_simulate(comm, rank, nranks);
   } else if (scenario == kScenarioResidualAdmission) {
     code = run_residual_admission(comm, rank, nranks);
   } else if (scenario == kScenarioKilled) {

@@ -65,6 +65,26 @@ int run_init_result(const ncclUniqueId& id, int rank, int nranks);
 // (shrink_scenario.cpp). The communicator is destroyed there.
 constexpr const char* kScenarioShrink = "shrink";
 int run_shrink(ncclComm_t comm, int rank, int nranks);
+// ncclGroupSimulateEnd (simulate_scenario.cpp), with TERSE_CODEC=int8 and the planner's figures
+// pinned by the test: a real compressed allreduce of a tensor of kSimulateCount fp32 values
+// (step 0, inputs simulate_input(rank, 0, i)); then simulated groups: the tensor's next step
+// (inputs simulate_input(rank, 1, i), into the same buffer), a broadcast of
+// kSimulateBroadcastCount fp32 from rank 0, an int32 sum of kSimulateIntCount and a ring of
+// send/recv of kSimulateP2pCount fp32 (to rank + 1, from rank - 1) all together, then each
+// alone, then an allreduce of twice the tensor's size: every buffer unchanged after them, the
+// statistics unmoved; then the tensor's step 1 for real. The outputs and the estimates go to
+// files in PLUGIN_TEST_RESULT_DIR for the test to check against its models.
+constexpr const char* kScenarioSimulate = "simulate";
+int run_simulate(ncclComm_t comm, int rank, int nranks);
+constexpr size_t kSimulateCount = 50000;
+constexpr size_t kSimulateBroadcastCount = 3000;
+constexpr size_t kSimulateIntCount = 5000;
+constexpr size_t kSimulateP2pCount = 1000;
+inline float simulate_input(int rank, int step, size_t i) {
+  const size_t r = static_cast<size_t>(rank), s = static_cast<size_t>(step);
+  return static_cast<float>(((i * 37 + r * 101 + s * 7) % 1000) / 250.0 - 2.0) *
+         (1.0f + 0.25f * static_cast<float>(rank));
+}
 // The id argument that makes every rank call ncclGetUniqueId.
 constexpr const char* kIdFromEnvironment = "env";
 

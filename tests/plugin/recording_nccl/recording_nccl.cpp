@@ -14,6 +14,9 @@
 // - RECORDING_NCCL_ASYNC_ERROR_COUNT=n: after a collective of exactly n elements completes, the
 //   communicator's async error becomes ncclRemoteError and later calls fail with it (a real
 //   NCCL's asynchronous failure, made deterministic).
+// - ncclGroupSimulateEnd discards the group's calls (its inits still run) and estimates 1000 us
+//   per call it discarded (NCCL's estimate comes from its tuning model), so that a test can tell
+//   its part of an estimate from terse's.
 // - Its own collectives call ncclCommCount, and ncclCommInitRank calls ncclCommInitRankConfig,
 //   through the dynamic linker (as some NCCL builds call their exported functions): under
 //   libterse.so those calls reach terse first, which must hand them straight back
@@ -749,6 +752,24 @@ ncclResult_t ncclGroupEnd() {
   group.calls.clear();
   if (ncclResult_t result = on_threads(inits)) return result;
   return run_group(calls);
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  log_call("ncclGroupSimulateEnd", nullptr);
+  if (group.depth == 0) {
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+  }
+  if (simInfo == nullptr || simInfo->magic != 0x74685283) {
+    return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialised");
+  }
+  if (--group.depth > 0) return ncclSuccess;
+  auto inits = std::move(group.inits);
+  const size_t discarded = group.calls.size();
+  group.inits.clear();
+  group.calls.clear();
+  if (ncclResult_t result = on_threads(inits)) return result;
+  if (discarded > 0) simInfo->estimatedTime = 1000.0f * static_cast<float>(discarded);
+  return ncclSuccess;
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {
