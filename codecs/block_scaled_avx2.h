@@ -25,6 +25,7 @@
 #include "codecs/block_scaled_math.h"
 #include "codecs/minifloat.h"
 #include "codecs/rounding_random.h"
+#include "codecs/rounding_random_lanes.h"
 
 #if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__) && !defined(TERSE_NO_CLONES)
 #define TERSE_BLOCK_SCALED_AVX2 1
@@ -114,55 +115,37 @@ TERSE_AVX2_INLINE void store_lane_bytes(__m256i v, uint8_t* out) {
 
 // ---- Element conversion: minifloat.h's functions on 8 lanes.
 
-// The 24-bit uniform of rounding_random.h for the 8 consecutive indices from index_low, returned
-// as 1 - u (what the stochastic rounding compares against; exact in fp32).
-TERSE_AVX2_INLINE __m256i lowbias32(__m256i x) {
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-  x = _mm256_mullo_epi32(x, splat(0x7feb352du));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
-  x = _mm256_mullo_epi32(x, splat(0x846ca68bu));
-  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-}
-
-TERSE_AVX2_INLINE __m256 one_minus_uniform(RoundingKey key, uint32_t index_low,
-                                           uint32_t index_high) {
-  // index_low + j wraps as the generic path's uint32_t sum does.
-  const __m256i index =
-      _mm256_add_epi32(splat(index_low), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256i h = lowbias32(_mm256_xor_si256(index, splat(key.low)));
-  h = lowbias32(_mm256_xor_si256(h, splat(key.high ^ index_high)));
-  const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)),
-                                 _mm256_set1_ps(1.0f / 16777216.0f));
-  return _mm256_sub_ps(_mm256_set1_ps(1.0f), u);
-}
-
-// minifloat_magnitude_code<F, kStochastic>(y, u) for y >= 0 (not NaN) in each lane.
+// minifloat_magnitude_code<F, kStochastic>(y, u) for y >= 0 (not NaN) in each lane; for
+// stochastic rounding, `random24` holds the 24 random bits r of each lane's u = r * 2^-24
+// (rounding_random_lanes.h).
 template <typename F, bool kStochastic>
-TERSE_AVX2_INLINE __m256i magnitude_code(__m256 y, __m256 one_minus_u) {
+TERSE_AVX2_INLINE __m256i magnitude_code(__m256 y, __m256i random24) {
   const __m256i bits = _mm256_min_epu32(_mm256_castps_si256(y), splat(float_bits(F::kMaxNormal)));
   // k + 127 in the exponent field (bits 23..30), at least the smallest normal's: y's sign bit is
   // clear, so the field is bits >> 23 as in the generic code.
   const __m256i k = _mm256_max_epi32(_mm256_and_si256(bits, splat(0x7f800000u)),
                                      splat(static_cast<uint32_t>(127 + F::kMinExponent) << 23));
-  // 2^(kMantissaBits - k): its biased exponent 127 + kMantissaBits - k is (254 + kMantissaBits)
-  // minus k's field.
-  const __m256 factor = _mm256_castsi256_ps(
-      _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits) << 23), k));
-  const __m256 t = _mm256_mul_ps(_mm256_castsi256_ps(bits), factor);
   __m256i n;
   if (kStochastic) {
-    const __m256i floor_t = _mm256_cvttps_epi32(t);
-    const __m256 fraction = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor_t));
-    // Up unless bits(1 - u) > bits(fraction): both are non-negative floats, so a signed compare
-    // orders them as the generic code's unsigned one; `down` is -1 or 0.
-    const __m256i down =
-        _mm256_cmpgt_epi32(_mm256_castps_si256(one_minus_u), _mm256_castps_si256(fraction));
-    n = _mm256_add_epi32(_mm256_add_epi32(floor_t, splat(1)), down);
+    // The generic code's n = floor(t) + (frac(t) >= 1 - u) in integers: with T = floor(t * 2^24)
+    // = floor(t) * 2^24 + floor(frac(t) * 2^24), frac(t) >= 1 - r * 2^-24 holds exactly when
+    // floor(frac(t) * 2^24) >= 2^24 - r (an integer bound), so n = (T + r) >> 24. t * 2^24 =
+    // y * 2^(kMantissaBits - k + 24) is one exact product (a power-of-two scaling, below 2^28),
+    // and truncation is floor for t >= 0; where the generic t underflows to an fp32 subnormal
+    // (< 2^-126), both round down (T = 0, and frac(t) < 2^-24 <= 1 - u).
+    const __m256 factor = _mm256_castsi256_ps(
+        _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits + 24) << 23), k));
+    const __m256i t24 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(bits), factor));
+    n = _mm256_srli_epi32(_mm256_add_epi32(t24, random24), 24);
   } else {
-    // cvtps2dq rounds under MXCSR as the generic (t + 2^23) - 2^23 does (t < 2^23): to nearest
-    // even by default, and alike under every other mode.
-    (void)one_minus_u;
-    n = _mm256_cvtps_epi32(t);
+    // t = y * 2^(kMantissaBits - k): its biased exponent 127 + kMantissaBits - k is
+    // (254 + kMantissaBits) minus k's field. cvtps2dq rounds under MXCSR as the generic
+    // (t + 2^23) - 2^23 does (t < 2^23): to nearest even by default, and alike under every other
+    // mode.
+    (void)random24;
+    const __m256 factor = _mm256_castsi256_ps(
+        _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits) << 23), k));
+    n = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(bits), factor));
   }
   // ((k + bias - 1) << M) + n, with k's field = (k + 127) << 23.
   return _mm256_add_epi32(_mm256_add_epi32(_mm256_srli_epi32(k, 23 - F::kMantissaBits), n),
@@ -262,6 +245,7 @@ template <typename F, bool kStochastic, bool kError, bool kNv>
 TERSE_AVX2_INLINE void encode_chunk(const float* x, const BlockVectors& a, const BlockVectors& b,
                                     uint32_t index_low, uint32_t index_high, RoundingKey key,
                                     uint8_t* codes, float* error) {
+  const uint32_t middle = kStochastic ? rounding_lanes_middle(key, index_high) : 0u;
   __m256i c[4];
   for (int v = 0; v < 4; ++v) {
     const BlockVectors& block = v < 2 ? a : b;
@@ -269,9 +253,9 @@ TERSE_AVX2_INLINE void encode_chunk(const float* x, const BlockVectors& a, const
     const __m256 magnitude = _mm256_castsi256_ps(magnitude_bits(value));
     const __m256 y =
         kNv ? _mm256_div_ps(magnitude, block.param) : _mm256_mul_ps(magnitude, block.param);
-    const __m256 one_minus_u =
-        kStochastic ? one_minus_uniform(key, index_low + 8u * v, index_high) : _mm256_setzero_ps();
-    __m256i code = magnitude_code<F, kStochastic>(y, one_minus_u);
+    const __m256i random24 =
+        kStochastic ? rounding_bits24(key, index_low + 8u * v, middle) : _mm256_setzero_si256();
+    __m256i code = magnitude_code<F, kStochastic>(y, random24);
     if (kNv) code = _mm256_and_si256(code, block.keep);
     c[v] = _mm256_or_si256(code, sign_code<F>(value));
     if (kError) {
@@ -339,7 +323,7 @@ TERSE_AVX2_INLINE void nv_group_scales(__m256i amax, float tensor_scale, uint8_t
   if (tensor_scale != 0.0f) {
     scale = magnitude_code<E4M3, false>(
         _mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f * tensor_scale)),
-        _mm256_setzero_ps());
+        _mm256_setzero_si256());
   }
   store_lane_bytes(scale, scale_bytes);
   // nv_decode_scale, and nv_block_divisor: divide by 1 and keep no magnitude when D is 0.
