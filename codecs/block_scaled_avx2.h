@@ -231,8 +231,7 @@ TERSE_AVX2_INLINE __m256i widen8(__m128i v, int h) {
 
 // What the lanes of one vector need of their block.
 struct BlockVectors {
-  __m256 param;  // MX: the inverse scale 2^-e; nvfp4: the divisor
-  __m256i keep;  // nvfp4: the magnitude mask (0 when the block's decode scale is 0)
+  __m256 param;  // MX: the inverse scale 2^-e; nvfp4: the divisor (nv_group_scales)
   __m256 high;   // MX 8-bit, for the error: mx_decode_scale's factors
   __m256 low;
   __m256 table;  // 4-bit, for the error: the block's decoded magnitudes
@@ -256,7 +255,6 @@ TERSE_AVX2_INLINE void encode_chunk(const float* x, const BlockVectors& a, const
     const __m256i random24 =
         kStochastic ? rounding_bits24(key, index_low + 8u * v, middle) : _mm256_setzero_si256();
     __m256i code = magnitude_code<F, kStochastic>(y, random24);
-    if (kNv) code = _mm256_and_si256(code, block.keep);
     c[v] = _mm256_or_si256(code, sign_code<F>(value));
     if (kError) {
       // error = x - decoded, decoded as mx_element_value / nv_element_value compute it.
@@ -290,7 +288,6 @@ struct GroupScales {
   alignas(32) float param[kGroup];  // MX: the inverse scale 2^-e; nvfp4: the divisor
   alignas(32) float high[kGroup];   // MX: mx_decode_scale's factors; nvfp4: the decode scale D
   alignas(32) float low[kGroup];
-  alignas(32) uint32_t keep[kGroup];  // nvfp4: the magnitude mask
 };
 
 // MX: the E8M0 bytes of a group whose max |x| bits (finite) are `amax`, to scale_bytes, and the
@@ -315,24 +312,41 @@ TERSE_AVX2_INLINE void mx_group_scales(__m256i amax, uint8_t* scale_bytes, Group
 }
 
 // nvfp4: the E4M3 block scale bytes of a group (amax finite) under a finite tensor scale, and
-// the blocks' divisor, magnitude mask and decode scale.
+// the blocks' decode scale D and divisor. The divisor is D, or +infinity where D is 0: every
+// finite |x| / infinity is 0, whose code is magnitude 0, as nv_block_divisor's mask makes it
+// (a divisor of 1 and a mask per element would cost an instruction per vector).
 TERSE_AVX2_INLINE void nv_group_scales(__m256i amax, float tensor_scale, uint8_t* scale_bytes,
                                        GroupScales* s) {
-  // nv_block_scale_code: E4M3 of amax / (6 s_t), or 0 when s_t is 0.
+  // nv_block_scale_code: E4M3 of amax / (6 s_t) rounded to nearest (magnitude_code's nearest
+  // branch, written out for its n and k), or 0 when s_t is 0.
   __m256i scale = _mm256_setzero_si256();
+  __m256 value = _mm256_setzero_ps();
   if (tensor_scale != 0.0f) {
-    scale = magnitude_code<E4M3, false>(
-        _mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f * tensor_scale)),
-        _mm256_setzero_si256());
+    const __m256 y = _mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f * tensor_scale));
+    const __m256i bits =
+        _mm256_min_epu32(_mm256_castps_si256(y), splat(float_bits(E4M3::kMaxNormal)));
+    const __m256i k =
+        _mm256_max_epi32(_mm256_and_si256(bits, splat(0x7f800000u)),
+                         splat(static_cast<uint32_t>(127 + E4M3::kMinExponent) << 23));
+    const __m256 factor = _mm256_castsi256_ps(
+        _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + E4M3::kMantissaBits) << 23), k));
+    const __m256i n = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(bits), factor));
+    scale =
+        _mm256_add_epi32(_mm256_add_epi32(_mm256_srli_epi32(k, 23 - E4M3::kMantissaBits), n),
+                         splat(static_cast<uint32_t>(E4M3::kBias - 128) << E4M3::kMantissaBits));
+    // minifloat_magnitude_value<E4M3>(scale) is n quanta 2^(k - kMantissaBits) of y's binade
+    // (subnormal codes, normal ones, and n = 2^(kMantissaBits + 1), the next binade's first,
+    // alike): an exact conversion and product instead of decoding the code.
+    value = _mm256_mul_ps(_mm256_cvtepi32_ps(n),
+                          _mm256_castsi256_ps(_mm256_sub_epi32(
+                              k, splat(static_cast<uint32_t>(E4M3::kMantissaBits) << 23))));
   }
   store_lane_bytes(scale, scale_bytes);
-  // nv_decode_scale, and nv_block_divisor: divide by 1 and keep no magnitude when D is 0.
-  const __m256 decode = _mm256_mul_ps(minifloat_values<E4M3>(scale), _mm256_set1_ps(tensor_scale));
+  // nv_decode_scale, and the divisor.
+  const __m256 decode = _mm256_mul_ps(value, _mm256_set1_ps(tensor_scale));
   const __m256 zero = _mm256_cmp_ps(decode, _mm256_setzero_ps(), _CMP_EQ_OQ);
   _mm256_store_ps(s->high, decode);
-  _mm256_store_ps(s->param, _mm256_blendv_ps(decode, _mm256_set1_ps(1.0f), zero));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(s->keep),
-                     _mm256_andnot_si256(_mm256_castps_si256(zero), splat(0xfu)));
+  _mm256_store_ps(s->param, _mm256_blendv_ps(decode, _mm256_set1_ps(INFINITY), zero));
 }
 
 template <typename F, bool kStochastic, bool kError>
@@ -377,7 +391,6 @@ TERSE_AVX2 size_t nv_encode(const float* input, size_t begin, size_t end, float 
       BlockVectors pair[2];
       for (int k = 0; k < 2; ++k) {
         pair[k].param = _mm256_broadcast_ss(&s.param[b + k]);
-        pair[k].keep = splat(s.keep[b + k]);
         if (kError) {
           pair[k].table = _mm256_mul_ps(e2m1_magnitudes(), _mm256_broadcast_ss(&s.high[b + k]));
         }

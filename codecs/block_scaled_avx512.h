@@ -126,7 +126,6 @@ TERSE_AVX512_INLINE __m512 e2m1_values() {
 // What the lanes of one vector need of their block (block_scaled_avx2::BlockVectors).
 struct BlockVectors {
   __m512 param;
-  __m512i keep;
   __m512 high;
   __m512 low;
   __m512 table;  // 4-bit, for the error: the block's 16 decoded codes
@@ -149,7 +148,6 @@ TERSE_AVX512_INLINE void encode_chunk(const float* x, const BlockVectors& a, con
     const __m512 y =
         kNv ? _mm512_div_ps(magnitude, block.param) : _mm512_mul_ps(magnitude, block.param);
     __m512i code = magnitude_code<F, kStochastic>(y, random24);
-    if (kNv) code = _mm512_and_si512(code, block.keep);
     code = _mm512_or_si512(code, sign_code<F>(value));
     if (kError) {
       const __m512 decoded =
@@ -242,7 +240,6 @@ TERSE_AVX512 size_t nv_encode(const float* input, size_t begin, size_t end, floa
       BlockVectors pair[2];
       for (int k = 0; k < 2; ++k) {
         pair[k].param = _mm512_set1_ps(s.param[b + k]);
-        pair[k].keep = splat(s.keep[b + k]);
         if (kError) pair[k].table = _mm512_mul_ps(e2m1_values(), _mm512_set1_ps(s.high[b + k]));
       }
       encode_chunk<E2M1, kStochastic, kError, true>(

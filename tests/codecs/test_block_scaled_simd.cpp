@@ -126,6 +126,29 @@ TEST(BlockScaledSimd, KernelsEqualTheGenericLoops) {
   }
 }
 
+// nvfp4's block scales through every E4M3 code: under tensor scale 1 (a block maximum of 2688),
+// blocks whose maxima are 6 times each E4M3 value, the midpoints between neighbours (ties), and
+// the values just beside them, with the rest of each block random below its maximum.
+TEST(BlockScaledSimd, EveryNvfp4BlockScaleEqualsTheGenericLoops) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> fraction(-1.0f, 1.0f);
+  std::vector<float> maxima = {2688.0f};
+  for (uint32_t code = 0; code < 0x7e; ++code) {
+    const float v = minifloat_value<E4M3>(code), next = minifloat_value<E4M3>(code + 1);
+    const float mid = 6.0f * (v + (next - v) / 2);
+    for (float m : {6.0f * v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      maxima.push_back(m);
+    }
+  }
+  std::vector<float> x;
+  for (float m : maxima) {
+    for (uint32_t j = 0; j < kNvBlock; ++j) x.push_back(j == 7 ? -m : m * fraction(rng));
+  }
+  while (x.size() % (kNvBlock * block_scaled_avx2::kGroup) != 0) x.push_back(0.0f);
+  check_nv<false>(x);
+  check_nv<true>(x);
+}
+
 // Stochastic rounding exactly at its decision point: an element whose fraction t - floor(t) (t
 // its magnitude in quanta) equals 1 - u for its own draw u rounds up, one 2^-24 below it rounds
 // down (minifloat.h). The SIMD kernels decide this in integers (block_scaled_avx2.h's
