@@ -226,8 +226,10 @@ TERSE_AVX2_INLINE __m256i widen8(__m128i v, int h) {
 
 // ---- Encoders. Each takes the block range [begin, end) (multiples of kGroup), encodes group
 // after group, and returns the first block of the first group that holds a NaN or infinity (the
-// caller's generic loop encodes and marks that group), or end. `codes` points at the payload's
-// codes; `error` is the error output (kError), indexed like the input.
+// caller's generic loop encodes and marks that group), or end. `input` holds the elements of
+// those blocks, from block begin's first (the tensor's own, or a converted tile of them);
+// `scales` and `codes` point at the payload's; `error` is the error output (kError), indexed like
+// the tensor.
 
 // What the lanes of one vector need of their block.
 struct BlockVectors {
@@ -353,7 +355,7 @@ template <typename F, bool kStochastic, bool kError>
 TERSE_AVX2 size_t mx_encode(const float* input, size_t begin, size_t end, RoundingKey key,
                             uint8_t* scales, uint8_t* codes, float* error) {
   for (size_t group = begin; group < end; group += kGroup) {
-    const float* x = input + group * kMxBlock;
+    const float* x = input + (group - begin) * kMxBlock;
     const __m256i amax = group_max<kMxBlock>(x);
     if (any_not_finite(amax)) return group;
     GroupScales s;
@@ -381,7 +383,7 @@ template <bool kStochastic, bool kError>
 TERSE_AVX2 size_t nv_encode(const float* input, size_t begin, size_t end, float tensor_scale,
                             RoundingKey key, uint8_t* scales, uint8_t* codes, float* error) {
   for (size_t group = begin; group < end; group += kGroup) {
-    const float* x = input + group * kNvBlock;
+    const float* x = input + (group - begin) * kNvBlock;
     const __m256i amax = group_max<kNvBlock>(x);
     if (any_not_finite(amax)) return group;
     GroupScales s;
@@ -405,7 +407,8 @@ TERSE_AVX2 size_t nv_encode(const float* input, size_t begin, size_t end, float 
 }
 
 // ---- Decoders: blocks [begin, end) (multiples of kGroup) of a validated payload into fp32,
-// overwriting or adding (value + out, as the generic loop).
+// overwriting or adding (value + out, as the generic loop); `out` holds the elements of those
+// blocks, from block begin's first.
 
 template <bool kAccumulate>
 TERSE_AVX2_INLINE void store_values(float* out, __m256 value) {
@@ -426,6 +429,7 @@ TERSE_AVX2 void mx_decode(const uint8_t* scales, const uint8_t* codes, size_t be
     _mm256_store_ps(low, l);
     for (size_t b = 0; b < kGroup; ++b) {
       const size_t first = (group + b) * kMxBlock;
+      float* block_out = out + (group + b - begin) * kMxBlock;
       const __m256 block_high = _mm256_broadcast_ss(&high[b]);
       const __m256 block_low = _mm256_broadcast_ss(&low[b]);
       if (F::kBits == 8) {
@@ -433,7 +437,7 @@ TERSE_AVX2 void mx_decode(const uint8_t* scales, const uint8_t* codes, size_t be
           const __m256i code = _mm256_cvtepu8_epi32(
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + first + 8 * v)));
           store_values<kAccumulate>(
-              out + first + 8 * v,
+              block_out + 8 * v,
               _mm256_mul_ps(_mm256_mul_ps(minifloat_values<F>(code), block_high), block_low));
         }
       } else {
@@ -443,7 +447,7 @@ TERSE_AVX2 void mx_decode(const uint8_t* scales, const uint8_t* codes, size_t be
                        &upper);
         for (int v = 0; v < 4; ++v) {
           const __m256i code = widen8(v < 2 ? lower : upper, v % 2);
-          store_values<kAccumulate>(out + first + 8 * v, e2m1_lookup(table, code));
+          store_values<kAccumulate>(block_out + 8 * v, e2m1_lookup(table, code));
         }
       }
     }
@@ -462,6 +466,7 @@ TERSE_AVX2 void nv_decode(const uint8_t* scales, const uint8_t* codes, size_t be
                     _mm256_mul_ps(minifloat_values<E4M3>(scale), _mm256_set1_ps(tensor_scale)));
     for (size_t b = 0; b < kGroup; b += 2) {
       const size_t first = (group + b) * kNvBlock;
+      float* pair_out = out + (group + b - begin) * kNvBlock;
       __m128i lower, upper;
       unpack_nibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + first / 2)), &lower,
                      &upper);
@@ -469,8 +474,8 @@ TERSE_AVX2 void nv_decode(const uint8_t* scales, const uint8_t* codes, size_t be
         const __m256 table =
             _mm256_mul_ps(e2m1_magnitudes(), _mm256_broadcast_ss(&decode_scale[b + k]));
         const __m128i block_codes = k == 0 ? lower : upper;
-        store_values<kAccumulate>(out + first + 16 * k, e2m1_lookup(table, widen8(block_codes, 0)));
-        store_values<kAccumulate>(out + first + 16 * k + 8,
+        store_values<kAccumulate>(pair_out + 16 * k, e2m1_lookup(table, widen8(block_codes, 0)));
+        store_values<kAccumulate>(pair_out + 16 * k + 8,
                                   e2m1_lookup(table, widen8(block_codes, 1)));
       }
     }

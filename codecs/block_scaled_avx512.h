@@ -173,14 +173,14 @@ TERSE_AVX512 size_t mx_encode(const float* input, size_t begin, size_t end, Roun
   // Software-pipelined as nv_encode below.
   if (begin == end) return end;
   GroupScales scales_of[2];
-  if (block_scaled_avx2::any_not_finite(group_max<kMxBlock>(input + begin * kMxBlock))) {
+  if (block_scaled_avx2::any_not_finite(group_max<kMxBlock>(input))) {
     return begin;
   }
-  block_scaled_avx2::mx_group_scales<F, kError>(group_max<kMxBlock>(input + begin * kMxBlock),
-                                                scales + begin, &scales_of[0]);
+  block_scaled_avx2::mx_group_scales<F, kError>(group_max<kMxBlock>(input), scales + begin,
+                                                &scales_of[0]);
   int current = 0;
   for (size_t group = begin; group < end; group += kGroup, current ^= 1) {
-    const float* x = input + group * kMxBlock;
+    const float* x = input + (group - begin) * kMxBlock;
     bool next_finite = true;
     if (group + kGroup < end) {
       const __m256i amax = group_max<kMxBlock>(x + kGroup * kMxBlock);
@@ -217,14 +217,14 @@ TERSE_AVX512 size_t nv_encode(const float* input, size_t begin, size_t end, floa
   // computed before this group's elements, so that they overlap.
   if (begin == end) return end;
   GroupScales scales_of[2];
-  if (block_scaled_avx2::any_not_finite(group_max<kNvBlock>(input + begin * kNvBlock))) {
+  if (block_scaled_avx2::any_not_finite(group_max<kNvBlock>(input))) {
     return begin;
   }
-  block_scaled_avx2::nv_group_scales(group_max<kNvBlock>(input + begin * kNvBlock), tensor_scale,
-                                     scales + begin, &scales_of[0]);
+  block_scaled_avx2::nv_group_scales(group_max<kNvBlock>(input), tensor_scale, scales + begin,
+                                     &scales_of[0]);
   int current = 0;
   for (size_t group = begin; group < end; group += kGroup, current ^= 1) {
-    const float* x = input + group * kNvBlock;
+    const float* x = input + (group - begin) * kNvBlock;
     bool next_finite = true;
     if (group + kGroup < end) {
       const __m256i amax = group_max<kNvBlock>(x + kGroup * kNvBlock);

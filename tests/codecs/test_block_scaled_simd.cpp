@@ -40,10 +40,11 @@ size_t mx_encode_avx2(const std::vector<float>& x, uint64_t seed, uint8_t* paylo
                                                 nullptr);
   };
   const auto simd = [&](size_t begin, size_t end) {
-    return block_scaled_avx2::mx_encode<F, kStochastic, false>(
-        x.data(), begin, end, rounding_key(seed), payload, payload + layout.codes, nullptr);
+    return block_scaled_avx2::mx_encode<F, kStochastic, false>(x.data() + begin * kMxBlock, begin,
+                                                               end, rounding_key(seed), payload,
+                                                               payload + layout.codes, nullptr);
   };
-  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks<F32>(x.size(), kMxBlock),
+  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks(x.size(), kMxBlock),
                                    simd, range);
 }
 
@@ -56,12 +57,12 @@ size_t nv_encode_avx2(const std::vector<float>& x, float tensor_scale, uint64_t 
                                              payload, nullptr);
   };
   const auto simd = [&](size_t begin, size_t end) {
-    return block_scaled_avx2::nv_encode<kStochastic, false>(x.data(), begin, end, tensor_scale,
-                                                            rounding_key(seed), payload,
-                                                            payload + layout.codes, nullptr);
+    return block_scaled_avx2::nv_encode<kStochastic, false>(
+        x.data() + begin * kNvBlock, begin, end, tensor_scale, rounding_key(seed), payload,
+        payload + layout.codes, nullptr);
   };
   const size_t simd_blocks =
-      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks<F32>(x.size(), kNvBlock) : 0;
+      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks(x.size(), kNvBlock) : 0;
   return block_scaled_encode_split(layout.blocks, simd_blocks, simd, range);
 }
 
