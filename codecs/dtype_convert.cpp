@@ -47,7 +47,7 @@ struct Fp8Table {
 };
 
 template <typename F>
-void load_fp8(const uint8_t* in, size_t n, float* out) {
+void load_fp8_each(const uint8_t* in, size_t n, float* out) {
   static const Fp8Table<F> table;
   for (size_t i = 0; i < n; ++i) out[i] = table.value[in[i]];
 }
@@ -149,6 +149,43 @@ TERSE_F16C void store_bf16s(const float* values, size_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = store_one<BF16, kSaturate, kAccumulate>(values[i], out[i]);
 }
 
+// fp8 in 8 lanes: fp8_to_float's arithmetic (minifloat_value for numbers, the sign with infinity or
+// the quiet NaN for the rest). A table lookup per element ran at a quarter of this; a gather from
+// the table, slower still.
+template <typename F>
+TERSE_F16C void load_fp8s(const uint8_t* in, size_t n, float* out) {
+  const __m256i magnitude_mask = _mm256_set1_epi32(0x7f);
+  const __m256i rebias = _mm256_set1_epi32((127 - F::kBias) << 23);
+  // A subnormal code m stands for m * 2^(kMinExponent - kMantissaBits): exact as a float product.
+  const __m256 quantum = _mm256_set1_ps(
+      bits_float(static_cast<uint32_t>(127 + F::kMinExponent - F::kMantissaBits) << 23));
+  const uint32_t special = F::kInfinityCode != F::kNanCode ? 0x7f800000u : 0x7fc00000u;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i code =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i)));
+    const __m256i magnitude = _mm256_and_si256(code, magnitude_mask);
+    const __m256i normal =
+        _mm256_add_epi32(_mm256_slli_epi32(magnitude, 23 - F::kMantissaBits), rebias);
+    const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), quantum);
+    const __m256i is_subnormal =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << F::kMantissaBits), magnitude);
+    __m256i bits = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal,
+                                                        _mm256_castsi256_ps(is_subnormal)));
+    // Not numbers: the infinity code (E5M2) and the NaN codes above it.
+    const __m256i not_number =
+        _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(static_cast<int>(F::kFirstSpecial) - 1));
+    const __m256i nan =
+        _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(static_cast<int>(F::kInfinityCode)));
+    const __m256i special_bits = _mm256_blendv_epi8(_mm256_set1_epi32(static_cast<int>(special)),
+                                                    _mm256_set1_epi32(0x7fc00000), nan);
+    bits = _mm256_blendv_epi8(bits, special_bits, not_number);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(0x80)), 24);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_or_si256(bits, sign));
+  }
+  load_fp8_each<F>(in + i, n - i, out + i);
+}
+
 #endif  // TERSE_CONVERT_AVX2
 
 }  // namespace
@@ -176,12 +213,18 @@ void load_floats<BF16>(const uint16_t* in, size_t n, float* out) {
 
 template <>
 void load_floats<F8E4M3>(const uint8_t* in, size_t n, float* out) {
-  load_fp8<E4M3>(in, n, out);
+#if TERSE_CONVERT_AVX2
+  if (has_avx2_f16c()) return load_fp8s<E4M3>(in, n, out);
+#endif
+  load_fp8_each<E4M3>(in, n, out);
 }
 
 template <>
 void load_floats<F8E5M2>(const uint8_t* in, size_t n, float* out) {
-  load_fp8<E5M2>(in, n, out);
+#if TERSE_CONVERT_AVX2
+  if (has_avx2_f16c()) return load_fp8s<E5M2>(in, n, out);
+#endif
+  load_fp8_each<E5M2>(in, n, out);
 }
 
 template <typename Out, bool kSaturate, bool kAccumulate>

@@ -12,9 +12,10 @@
 // F16C (vcvtph2ps is exact; vcvtps2ph with round-to-nearest-even rounds as float_to_half does),
 // with the vectors that hold a NaN left to the per-element code (F16C quiets a signalling NaN,
 // and float_to_half writes its canonical NaN); bf16 as a shift and float_to_bf16's integer
-// rounding in vector lanes; fp8 through a table of all 256 values. AVX2 and F16C are checked at
-// run time; without them the per-element code runs. tests/codecs/test_dtype_convert.cpp checks
-// every fp16 and bf16 pattern.
+// rounding in vector lanes; fp8 reads as fp8_to_float's arithmetic in vector lanes (fp8 writes
+// stay per element). AVX2 and F16C are checked at run time; without them the per-element code
+// runs (for fp8 reads, a table of its 256 values). tests/codecs/test_dtype_convert.cpp checks
+// every fp16, bf16 and fp8 pattern.
 #pragma once
 
 #include <cstddef>

@@ -4,8 +4,8 @@
 // bit, just above and below them, the extremes and random ones), NaNs and infinities included;
 // saturation and accumulation as the decoders apply them; and short lengths at odd offsets, which
 // leave tails for the per-element code. The functions must equal the per-element code of dtype.h
-// too, which they replace (checked on the same inputs). fp8 reads go through a table of the
-// per-element code's values: checked against it for all 256 codes.
+// too, which they replace (checked on the same inputs). fp8 reads are checked against the
+// per-element code for all 256 codes (test_fp8_inputs.cpp checks that against the specification).
 #include <gtest/gtest.h>
 
 #include <cmath>
