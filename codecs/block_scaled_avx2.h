@@ -1,7 +1,8 @@
-// AVX2 kernels of the block-scaled codecs (mxfp8, mxfp4, nvfp4) for fp32 tensors, used by the
+// AVX2 kernels of the block-scaled codecs (mxfp8, mxfp4, nvfp4) on fp32 values, used by the
 // CPU loops of block_scaled_cpu.h on groups of 8 whole blocks (256 elements for MX, 128 for
-// nvfp4) when the CPU has AVX2; everything else (other dtypes, the last partial group, a group
-// holding a NaN or infinity) runs the generic loops there.
+// nvfp4) when the CPU has AVX2: an fp32 tensor's own elements, or a tile of another type's
+// converted to fp32 (dtype_convert.h); the rest (the last partial group, a group holding a NaN
+// or infinity) runs the generic loops there.
 //
 // Why a hand-written path: the generic loops convert one block per iteration, and GCC's
 // vectoriser leaves each block's max reduction, scale derivation, byte packing and nibble

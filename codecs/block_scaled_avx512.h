@@ -1,4 +1,4 @@
-// AVX-512 encoders of the block-scaled codecs for fp32 tensors: block_scaled_avx2.h's encoders
+// AVX-512 encoders of the block-scaled codecs on fp32 values: block_scaled_avx2.h's encoders
 // with the per-element work in 16 lanes, preferred where the CPU has AVX-512 (F, BW, DQ, VL).
 //
 // Why: per element the encoders are instruction-bound, not memory-bound, once stochastic
