@@ -1,7 +1,8 @@
-// AVX2 kernels of the block-scaled codecs (mxfp8, mxfp4, nvfp4) for fp32 tensors, used by the
+// AVX2 kernels of the block-scaled codecs (mxfp8, mxfp4, nvfp4) on fp32 values, used by the
 // CPU loops of block_scaled_cpu.h on groups of 8 whole blocks (256 elements for MX, 128 for
-// nvfp4) when the CPU has AVX2; everything else (other dtypes, the last partial group, a group
-// holding a NaN or infinity) runs the generic loops there.
+// nvfp4) when the CPU has AVX2: an fp32 tensor's own elements, or a tile of another type's
+// converted to fp32 (dtype_convert.h); the rest (the last partial group, a group holding a NaN
+// or infinity) runs the generic loops there.
 //
 // Why a hand-written path: the generic loops convert one block per iteration, and GCC's
 // vectoriser leaves each block's max reduction, scale derivation, byte packing and nibble
@@ -25,6 +26,7 @@
 #include "codecs/block_scaled_math.h"
 #include "codecs/minifloat.h"
 #include "codecs/rounding_random.h"
+#include "codecs/rounding_random_lanes.h"
 
 #if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__) && !defined(TERSE_NO_CLONES)
 #define TERSE_BLOCK_SCALED_AVX2 1
@@ -114,55 +116,37 @@ TERSE_AVX2_INLINE void store_lane_bytes(__m256i v, uint8_t* out) {
 
 // ---- Element conversion: minifloat.h's functions on 8 lanes.
 
-// The 24-bit uniform of rounding_random.h for the 8 consecutive indices from index_low, returned
-// as 1 - u (what the stochastic rounding compares against; exact in fp32).
-TERSE_AVX2_INLINE __m256i lowbias32(__m256i x) {
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-  x = _mm256_mullo_epi32(x, splat(0x7feb352du));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
-  x = _mm256_mullo_epi32(x, splat(0x846ca68bu));
-  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-}
-
-TERSE_AVX2_INLINE __m256 one_minus_uniform(RoundingKey key, uint32_t index_low,
-                                           uint32_t index_high) {
-  // index_low + j wraps as the generic path's uint32_t sum does.
-  const __m256i index =
-      _mm256_add_epi32(splat(index_low), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256i h = lowbias32(_mm256_xor_si256(index, splat(key.low)));
-  h = lowbias32(_mm256_xor_si256(h, splat(key.high ^ index_high)));
-  const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)),
-                                 _mm256_set1_ps(1.0f / 16777216.0f));
-  return _mm256_sub_ps(_mm256_set1_ps(1.0f), u);
-}
-
-// minifloat_magnitude_code<F, kStochastic>(y, u) for y >= 0 (not NaN) in each lane.
+// minifloat_magnitude_code<F, kStochastic>(y, u) for y >= 0 (not NaN) in each lane; for
+// stochastic rounding, `random24` holds the 24 random bits r of each lane's u = r * 2^-24
+// (rounding_random_lanes.h).
 template <typename F, bool kStochastic>
-TERSE_AVX2_INLINE __m256i magnitude_code(__m256 y, __m256 one_minus_u) {
+TERSE_AVX2_INLINE __m256i magnitude_code(__m256 y, __m256i random24) {
   const __m256i bits = _mm256_min_epu32(_mm256_castps_si256(y), splat(float_bits(F::kMaxNormal)));
   // k + 127 in the exponent field (bits 23..30), at least the smallest normal's: y's sign bit is
   // clear, so the field is bits >> 23 as in the generic code.
   const __m256i k = _mm256_max_epi32(_mm256_and_si256(bits, splat(0x7f800000u)),
                                      splat(static_cast<uint32_t>(127 + F::kMinExponent) << 23));
-  // 2^(kMantissaBits - k): its biased exponent 127 + kMantissaBits - k is (254 + kMantissaBits)
-  // minus k's field.
-  const __m256 factor = _mm256_castsi256_ps(
-      _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits) << 23), k));
-  const __m256 t = _mm256_mul_ps(_mm256_castsi256_ps(bits), factor);
   __m256i n;
   if (kStochastic) {
-    const __m256i floor_t = _mm256_cvttps_epi32(t);
-    const __m256 fraction = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor_t));
-    // Up unless bits(1 - u) > bits(fraction): both are non-negative floats, so a signed compare
-    // orders them as the generic code's unsigned one; `down` is -1 or 0.
-    const __m256i down =
-        _mm256_cmpgt_epi32(_mm256_castps_si256(one_minus_u), _mm256_castps_si256(fraction));
-    n = _mm256_add_epi32(_mm256_add_epi32(floor_t, splat(1)), down);
+    // The generic code's n = floor(t) + (frac(t) >= 1 - u) in integers: with T = floor(t * 2^24)
+    // = floor(t) * 2^24 + floor(frac(t) * 2^24), frac(t) >= 1 - r * 2^-24 holds exactly when
+    // floor(frac(t) * 2^24) >= 2^24 - r (an integer bound), so n = (T + r) >> 24. t * 2^24 =
+    // y * 2^(kMantissaBits - k + 24) is one exact product (a power-of-two scaling, below 2^28),
+    // and truncation is floor for t >= 0; where the generic t underflows to an fp32 subnormal
+    // (< 2^-126), both round down (T = 0, and frac(t) < 2^-24 <= 1 - u).
+    const __m256 factor = _mm256_castsi256_ps(
+        _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits + 24) << 23), k));
+    const __m256i t24 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(bits), factor));
+    n = _mm256_srli_epi32(_mm256_add_epi32(t24, random24), 24);
   } else {
-    // cvtps2dq rounds under MXCSR as the generic (t + 2^23) - 2^23 does (t < 2^23): to nearest
-    // even by default, and alike under every other mode.
-    (void)one_minus_u;
-    n = _mm256_cvtps_epi32(t);
+    // t = y * 2^(kMantissaBits - k): its biased exponent 127 + kMantissaBits - k is
+    // (254 + kMantissaBits) minus k's field. cvtps2dq rounds under MXCSR as the generic
+    // (t + 2^23) - 2^23 does (t < 2^23): to nearest even by default, and alike under every other
+    // mode.
+    (void)random24;
+    const __m256 factor = _mm256_castsi256_ps(
+        _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits) << 23), k));
+    n = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(bits), factor));
   }
   // ((k + bias - 1) << M) + n, with k's field = (k + 127) << 23.
   return _mm256_add_epi32(_mm256_add_epi32(_mm256_srli_epi32(k, 23 - F::kMantissaBits), n),
@@ -243,13 +227,14 @@ TERSE_AVX2_INLINE __m256i widen8(__m128i v, int h) {
 
 // ---- Encoders. Each takes the block range [begin, end) (multiples of kGroup), encodes group
 // after group, and returns the first block of the first group that holds a NaN or infinity (the
-// caller's generic loop encodes and marks that group), or end. `codes` points at the payload's
-// codes; `error` is the error output (kError), indexed like the input.
+// caller's generic loop encodes and marks that group), or end. `input` holds the elements of
+// those blocks, from block begin's first (the tensor's own, or a converted tile of them);
+// `scales` and `codes` point at the payload's; `error` is the error output (kError), indexed like
+// the tensor.
 
 // What the lanes of one vector need of their block.
 struct BlockVectors {
-  __m256 param;  // MX: the inverse scale 2^-e; nvfp4: the divisor
-  __m256i keep;  // nvfp4: the magnitude mask (0 when the block's decode scale is 0)
+  __m256 param;  // MX: the inverse scale 2^-e; nvfp4: the divisor (nv_group_scales)
   __m256 high;   // MX 8-bit, for the error: mx_decode_scale's factors
   __m256 low;
   __m256 table;  // 4-bit, for the error: the block's decoded magnitudes
@@ -262,6 +247,7 @@ template <typename F, bool kStochastic, bool kError, bool kNv>
 TERSE_AVX2_INLINE void encode_chunk(const float* x, const BlockVectors& a, const BlockVectors& b,
                                     uint32_t index_low, uint32_t index_high, RoundingKey key,
                                     uint8_t* codes, float* error) {
+  const uint32_t middle = kStochastic ? rounding_lanes_middle(key, index_high) : 0u;
   __m256i c[4];
   for (int v = 0; v < 4; ++v) {
     const BlockVectors& block = v < 2 ? a : b;
@@ -269,10 +255,9 @@ TERSE_AVX2_INLINE void encode_chunk(const float* x, const BlockVectors& a, const
     const __m256 magnitude = _mm256_castsi256_ps(magnitude_bits(value));
     const __m256 y =
         kNv ? _mm256_div_ps(magnitude, block.param) : _mm256_mul_ps(magnitude, block.param);
-    const __m256 one_minus_u =
-        kStochastic ? one_minus_uniform(key, index_low + 8u * v, index_high) : _mm256_setzero_ps();
-    __m256i code = magnitude_code<F, kStochastic>(y, one_minus_u);
-    if (kNv) code = _mm256_and_si256(code, block.keep);
+    const __m256i random24 =
+        kStochastic ? rounding_bits24(key, index_low + 8u * v, middle) : _mm256_setzero_si256();
+    __m256i code = magnitude_code<F, kStochastic>(y, random24);
     c[v] = _mm256_or_si256(code, sign_code<F>(value));
     if (kError) {
       // error = x - decoded, decoded as mx_element_value / nv_element_value compute it.
@@ -306,7 +291,6 @@ struct GroupScales {
   alignas(32) float param[kGroup];  // MX: the inverse scale 2^-e; nvfp4: the divisor
   alignas(32) float high[kGroup];   // MX: mx_decode_scale's factors; nvfp4: the decode scale D
   alignas(32) float low[kGroup];
-  alignas(32) uint32_t keep[kGroup];  // nvfp4: the magnitude mask
 };
 
 // MX: the E8M0 bytes of a group whose max |x| bits (finite) are `amax`, to scale_bytes, and the
@@ -331,31 +315,48 @@ TERSE_AVX2_INLINE void mx_group_scales(__m256i amax, uint8_t* scale_bytes, Group
 }
 
 // nvfp4: the E4M3 block scale bytes of a group (amax finite) under a finite tensor scale, and
-// the blocks' divisor, magnitude mask and decode scale.
+// the blocks' decode scale D and divisor. The divisor is D, or +infinity where D is 0: every
+// finite |x| / infinity is 0, whose code is magnitude 0, as nv_block_divisor's mask makes it
+// (a divisor of 1 and a mask per element would cost an instruction per vector).
 TERSE_AVX2_INLINE void nv_group_scales(__m256i amax, float tensor_scale, uint8_t* scale_bytes,
                                        GroupScales* s) {
-  // nv_block_scale_code: E4M3 of amax / (6 s_t), or 0 when s_t is 0.
+  // nv_block_scale_code: E4M3 of amax / (6 s_t) rounded to nearest (magnitude_code's nearest
+  // branch, written out for its n and k), or 0 when s_t is 0.
   __m256i scale = _mm256_setzero_si256();
+  __m256 value = _mm256_setzero_ps();
   if (tensor_scale != 0.0f) {
-    scale = magnitude_code<E4M3, false>(
-        _mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f * tensor_scale)),
-        _mm256_setzero_ps());
+    const __m256 y = _mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f * tensor_scale));
+    const __m256i bits =
+        _mm256_min_epu32(_mm256_castps_si256(y), splat(float_bits(E4M3::kMaxNormal)));
+    const __m256i k =
+        _mm256_max_epi32(_mm256_and_si256(bits, splat(0x7f800000u)),
+                         splat(static_cast<uint32_t>(127 + E4M3::kMinExponent) << 23));
+    const __m256 factor = _mm256_castsi256_ps(
+        _mm256_sub_epi32(splat(static_cast<uint32_t>(254 + E4M3::kMantissaBits) << 23), k));
+    const __m256i n = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(bits), factor));
+    scale =
+        _mm256_add_epi32(_mm256_add_epi32(_mm256_srli_epi32(k, 23 - E4M3::kMantissaBits), n),
+                         splat(static_cast<uint32_t>(E4M3::kBias - 128) << E4M3::kMantissaBits));
+    // minifloat_magnitude_value<E4M3>(scale) is n quanta 2^(k - kMantissaBits) of y's binade
+    // (subnormal codes, normal ones, and n = 2^(kMantissaBits + 1), the next binade's first,
+    // alike): an exact conversion and product instead of decoding the code.
+    value = _mm256_mul_ps(_mm256_cvtepi32_ps(n),
+                          _mm256_castsi256_ps(_mm256_sub_epi32(
+                              k, splat(static_cast<uint32_t>(E4M3::kMantissaBits) << 23))));
   }
   store_lane_bytes(scale, scale_bytes);
-  // nv_decode_scale, and nv_block_divisor: divide by 1 and keep no magnitude when D is 0.
-  const __m256 decode = _mm256_mul_ps(minifloat_values<E4M3>(scale), _mm256_set1_ps(tensor_scale));
+  // nv_decode_scale, and the divisor.
+  const __m256 decode = _mm256_mul_ps(value, _mm256_set1_ps(tensor_scale));
   const __m256 zero = _mm256_cmp_ps(decode, _mm256_setzero_ps(), _CMP_EQ_OQ);
   _mm256_store_ps(s->high, decode);
-  _mm256_store_ps(s->param, _mm256_blendv_ps(decode, _mm256_set1_ps(1.0f), zero));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(s->keep),
-                     _mm256_andnot_si256(_mm256_castps_si256(zero), splat(0xfu)));
+  _mm256_store_ps(s->param, _mm256_blendv_ps(decode, _mm256_set1_ps(INFINITY), zero));
 }
 
 template <typename F, bool kStochastic, bool kError>
 TERSE_AVX2 size_t mx_encode(const float* input, size_t begin, size_t end, RoundingKey key,
                             uint8_t* scales, uint8_t* codes, float* error) {
   for (size_t group = begin; group < end; group += kGroup) {
-    const float* x = input + group * kMxBlock;
+    const float* x = input + (group - begin) * kMxBlock;
     const __m256i amax = group_max<kMxBlock>(x);
     if (any_not_finite(amax)) return group;
     GroupScales s;
@@ -383,7 +384,7 @@ template <bool kStochastic, bool kError>
 TERSE_AVX2 size_t nv_encode(const float* input, size_t begin, size_t end, float tensor_scale,
                             RoundingKey key, uint8_t* scales, uint8_t* codes, float* error) {
   for (size_t group = begin; group < end; group += kGroup) {
-    const float* x = input + group * kNvBlock;
+    const float* x = input + (group - begin) * kNvBlock;
     const __m256i amax = group_max<kNvBlock>(x);
     if (any_not_finite(amax)) return group;
     GroupScales s;
@@ -393,7 +394,6 @@ TERSE_AVX2 size_t nv_encode(const float* input, size_t begin, size_t end, float 
       BlockVectors pair[2];
       for (int k = 0; k < 2; ++k) {
         pair[k].param = _mm256_broadcast_ss(&s.param[b + k]);
-        pair[k].keep = splat(s.keep[b + k]);
         if (kError) {
           pair[k].table = _mm256_mul_ps(e2m1_magnitudes(), _mm256_broadcast_ss(&s.high[b + k]));
         }
@@ -408,7 +408,8 @@ TERSE_AVX2 size_t nv_encode(const float* input, size_t begin, size_t end, float 
 }
 
 // ---- Decoders: blocks [begin, end) (multiples of kGroup) of a validated payload into fp32,
-// overwriting or adding (value + out, as the generic loop).
+// overwriting or adding (value + out, as the generic loop); `out` holds the elements of those
+// blocks, from block begin's first.
 
 template <bool kAccumulate>
 TERSE_AVX2_INLINE void store_values(float* out, __m256 value) {
@@ -429,6 +430,7 @@ TERSE_AVX2 void mx_decode(const uint8_t* scales, const uint8_t* codes, size_t be
     _mm256_store_ps(low, l);
     for (size_t b = 0; b < kGroup; ++b) {
       const size_t first = (group + b) * kMxBlock;
+      float* block_out = out + (group + b - begin) * kMxBlock;
       const __m256 block_high = _mm256_broadcast_ss(&high[b]);
       const __m256 block_low = _mm256_broadcast_ss(&low[b]);
       if (F::kBits == 8) {
@@ -436,7 +438,7 @@ TERSE_AVX2 void mx_decode(const uint8_t* scales, const uint8_t* codes, size_t be
           const __m256i code = _mm256_cvtepu8_epi32(
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + first + 8 * v)));
           store_values<kAccumulate>(
-              out + first + 8 * v,
+              block_out + 8 * v,
               _mm256_mul_ps(_mm256_mul_ps(minifloat_values<F>(code), block_high), block_low));
         }
       } else {
@@ -446,7 +448,7 @@ TERSE_AVX2 void mx_decode(const uint8_t* scales, const uint8_t* codes, size_t be
                        &upper);
         for (int v = 0; v < 4; ++v) {
           const __m256i code = widen8(v < 2 ? lower : upper, v % 2);
-          store_values<kAccumulate>(out + first + 8 * v, e2m1_lookup(table, code));
+          store_values<kAccumulate>(block_out + 8 * v, e2m1_lookup(table, code));
         }
       }
     }
@@ -465,6 +467,7 @@ TERSE_AVX2 void nv_decode(const uint8_t* scales, const uint8_t* codes, size_t be
                     _mm256_mul_ps(minifloat_values<E4M3>(scale), _mm256_set1_ps(tensor_scale)));
     for (size_t b = 0; b < kGroup; b += 2) {
       const size_t first = (group + b) * kNvBlock;
+      float* pair_out = out + (group + b - begin) * kNvBlock;
       __m128i lower, upper;
       unpack_nibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + first / 2)), &lower,
                      &upper);
@@ -472,8 +475,8 @@ TERSE_AVX2 void nv_decode(const uint8_t* scales, const uint8_t* codes, size_t be
         const __m256 table =
             _mm256_mul_ps(e2m1_magnitudes(), _mm256_broadcast_ss(&decode_scale[b + k]));
         const __m128i block_codes = k == 0 ? lower : upper;
-        store_values<kAccumulate>(out + first + 16 * k, e2m1_lookup(table, widen8(block_codes, 0)));
-        store_values<kAccumulate>(out + first + 16 * k + 8,
+        store_values<kAccumulate>(pair_out + 16 * k, e2m1_lookup(table, widen8(block_codes, 0)));
+        store_values<kAccumulate>(pair_out + 16 * k + 8,
                                   e2m1_lookup(table, widen8(block_codes, 1)));
       }
     }

@@ -1,4 +1,4 @@
-// AVX-512 encoders of the block-scaled codecs for fp32 tensors: block_scaled_avx2.h's encoders
+// AVX-512 encoders of the block-scaled codecs on fp32 values: block_scaled_avx2.h's encoders
 // with the per-element work in 16 lanes, preferred where the CPU has AVX-512 (F, BW, DQ, VL).
 //
 // Why: per element the encoders are instruction-bound, not memory-bound, once stochastic
@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "codecs/block_scaled_avx2.h"
+#include "codecs/rounding_random_lanes.h"
 
 #if TERSE_BLOCK_SCALED_AVX2
 
@@ -66,45 +67,24 @@ TERSE_AVX512_INLINE __m256i group_max(const float* x) {
 // ---- Element conversion on 16 lanes: block_scaled_avx2.h's functions (which say why each
 // step is the generic code's), written for 512-bit registers and mask compares.
 
-TERSE_AVX512_INLINE __m512i lowbias32(__m512i x) {
-  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-  x = _mm512_mullo_epi32(x, splat(0x7feb352du));
-  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-  x = _mm512_mullo_epi32(x, splat(0x846ca68bu));
-  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-}
-
-TERSE_AVX512_INLINE __m512 one_minus_uniform(RoundingKey key, uint32_t index_low,
-                                             uint32_t index_high) {
-  const __m512i index = _mm512_add_epi32(
-      splat(index_low), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  __m512i h = lowbias32(_mm512_xor_si512(index, splat(key.low)));
-  h = lowbias32(_mm512_xor_si512(h, splat(key.high ^ index_high)));
-  const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)),
-                                 _mm512_set1_ps(1.0f / 16777216.0f));
-  return _mm512_sub_ps(_mm512_set1_ps(1.0f), u);
-}
-
 template <typename F, bool kStochastic>
-TERSE_AVX512_INLINE __m512i magnitude_code(__m512 y, __m512 one_minus_u) {
+TERSE_AVX512_INLINE __m512i magnitude_code(__m512 y, __m512i random24) {
   const __m512i bits = _mm512_min_epu32(_mm512_castps_si512(y), splat(float_bits(F::kMaxNormal)));
   const __m512i k = _mm512_max_epi32(_mm512_and_si512(bits, splat(0x7f800000u)),
                                      splat(static_cast<uint32_t>(127 + F::kMinExponent) << 23));
-  const __m512 factor = _mm512_castsi512_ps(
-      _mm512_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits) << 23), k));
-  const __m512 t = _mm512_mul_ps(_mm512_castsi512_ps(bits), factor);
   __m512i n;
   if (kStochastic) {
-    const __m512i floor_t = _mm512_cvttps_epi32(t);
-    const __m512 fraction = _mm512_sub_ps(t, _mm512_cvtepi32_ps(floor_t));
-    // Up when bits(fraction) >= bits(1 - u), both non-negative floats.
-    const __mmask16 up =
-        _mm512_cmpge_epu32_mask(_mm512_castps_si512(fraction), _mm512_castps_si512(one_minus_u));
-    n = _mm512_mask_add_epi32(floor_t, up, floor_t, splat(1));
+    // floor((floor(t * 2^24) + random24) / 2^24), as block_scaled_avx2::magnitude_code says.
+    const __m512 factor = _mm512_castsi512_ps(
+        _mm512_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits + 24) << 23), k));
+    const __m512i t24 = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(bits), factor));
+    n = _mm512_srli_epi32(_mm512_add_epi32(t24, random24), 24);
   } else {
     // vcvtps2dq without embedded rounding: MXCSR's mode, as the AVX2 kernel.
-    (void)one_minus_u;
-    n = _mm512_cvtps_epi32(t);
+    (void)random24;
+    const __m512 factor = _mm512_castsi512_ps(
+        _mm512_sub_epi32(splat(static_cast<uint32_t>(254 + F::kMantissaBits) << 23), k));
+    n = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(bits), factor));
   }
   return _mm512_add_epi32(_mm512_add_epi32(_mm512_srli_epi32(k, 23 - F::kMantissaBits), n),
                           splat(static_cast<uint32_t>(F::kBias - 128) << F::kMantissaBits));
@@ -146,7 +126,6 @@ TERSE_AVX512_INLINE __m512 e2m1_values() {
 // What the lanes of one vector need of their block (block_scaled_avx2::BlockVectors).
 struct BlockVectors {
   __m512 param;
-  __m512i keep;
   __m512 high;
   __m512 low;
   __m512 table;  // 4-bit, for the error: the block's 16 decoded codes
@@ -157,18 +136,18 @@ template <typename F, bool kStochastic, bool kError, bool kNv>
 TERSE_AVX512_INLINE void encode_chunk(const float* x, const BlockVectors& a, const BlockVectors& b,
                                       uint32_t index_low, uint32_t index_high, RoundingKey key,
                                       uint8_t* codes, float* error) {
+  const uint32_t middle = kStochastic ? rounding_lanes_middle(key, index_high) : 0u;
   for (int v = 0; v < 2; ++v) {
     const BlockVectors& block = v == 0 ? a : b;
     const __m512 value = _mm512_loadu_ps(x + 16 * v);
     const __m512 magnitude = _mm512_castsi512_ps(magnitude_bits(value));
-    const __m512 one_minus_u =
-        kStochastic ? one_minus_uniform(key, index_low + 16u * v, index_high) : _mm512_setzero_ps();
+    const __m512i random24 = kStochastic ? rounding_bits24_x16(key, index_low + 16u * v, middle)
+                                         : _mm512_setzero_si512();
     // nvfp4's division is kept (its rounded quotient is the format's); a multiply by fl(1 / D)
     // with a division only where the product could round to another code measured slower.
     const __m512 y =
         kNv ? _mm512_div_ps(magnitude, block.param) : _mm512_mul_ps(magnitude, block.param);
-    __m512i code = magnitude_code<F, kStochastic>(y, one_minus_u);
-    if (kNv) code = _mm512_and_si512(code, block.keep);
+    __m512i code = magnitude_code<F, kStochastic>(y, random24);
     code = _mm512_or_si512(code, sign_code<F>(value));
     if (kError) {
       const __m512 decoded =
@@ -194,14 +173,14 @@ TERSE_AVX512 size_t mx_encode(const float* input, size_t begin, size_t end, Roun
   // Software-pipelined as nv_encode below.
   if (begin == end) return end;
   GroupScales scales_of[2];
-  if (block_scaled_avx2::any_not_finite(group_max<kMxBlock>(input + begin * kMxBlock))) {
+  if (block_scaled_avx2::any_not_finite(group_max<kMxBlock>(input))) {
     return begin;
   }
-  block_scaled_avx2::mx_group_scales<F, kError>(group_max<kMxBlock>(input + begin * kMxBlock),
-                                                scales + begin, &scales_of[0]);
+  block_scaled_avx2::mx_group_scales<F, kError>(group_max<kMxBlock>(input), scales + begin,
+                                                &scales_of[0]);
   int current = 0;
   for (size_t group = begin; group < end; group += kGroup, current ^= 1) {
-    const float* x = input + group * kMxBlock;
+    const float* x = input + (group - begin) * kMxBlock;
     bool next_finite = true;
     if (group + kGroup < end) {
       const __m256i amax = group_max<kMxBlock>(x + kGroup * kMxBlock);
@@ -238,14 +217,14 @@ TERSE_AVX512 size_t nv_encode(const float* input, size_t begin, size_t end, floa
   // computed before this group's elements, so that they overlap.
   if (begin == end) return end;
   GroupScales scales_of[2];
-  if (block_scaled_avx2::any_not_finite(group_max<kNvBlock>(input + begin * kNvBlock))) {
+  if (block_scaled_avx2::any_not_finite(group_max<kNvBlock>(input))) {
     return begin;
   }
-  block_scaled_avx2::nv_group_scales(group_max<kNvBlock>(input + begin * kNvBlock), tensor_scale,
-                                     scales + begin, &scales_of[0]);
+  block_scaled_avx2::nv_group_scales(group_max<kNvBlock>(input), tensor_scale, scales + begin,
+                                     &scales_of[0]);
   int current = 0;
   for (size_t group = begin; group < end; group += kGroup, current ^= 1) {
-    const float* x = input + group * kNvBlock;
+    const float* x = input + (group - begin) * kNvBlock;
     bool next_finite = true;
     if (group + kGroup < end) {
       const __m256i amax = group_max<kNvBlock>(x + kGroup * kNvBlock);
@@ -261,7 +240,6 @@ TERSE_AVX512 size_t nv_encode(const float* input, size_t begin, size_t end, floa
       BlockVectors pair[2];
       for (int k = 0; k < 2; ++k) {
         pair[k].param = _mm512_set1_ps(s.param[b + k]);
-        pair[k].keep = splat(s.keep[b + k]);
         if (kError) pair[k].table = _mm512_mul_ps(e2m1_values(), _mm512_set1_ps(s.high[b + k]));
       }
       encode_chunk<E2M1, kStochastic, kError, true>(

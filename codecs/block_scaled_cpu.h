@@ -13,6 +13,7 @@
 #include "codecs/block_scaled_avx512.h"
 #include "codecs/block_scaled_math.h"
 #include "codecs/dtype.h"
+#include "codecs/dtype_convert.h"
 #include "codecs/rounding_random.h"
 
 #if defined(__GNUC__)
@@ -319,16 +320,20 @@ TERSE_BLOCK_SCALED_DISPATCH size_t block_scaled_bad_code(const uint8_t* codes, s
   return n;
 }
 
-// ---- Entry points: fp32 tensors go through the SIMD kernels for whole groups of 8 blocks
-// where the CPU has AVX2 (block_scaled_avx2.h; the encoders of block_scaled_avx512.h where it
-// has AVX-512); the rest, and a group holding a NaN or infinity,
-// through the generic loops above. Both write the same bytes.
+// ---- Entry points: tensors go through the SIMD kernels for whole groups of 8 blocks where the
+// CPU has AVX2 (block_scaled_avx2.h; the encoders of block_scaled_avx512.h where it has
+// AVX-512), fp32 ones directly and the others through fp32 tiles converted by dtype_convert.h
+// (exact both ways, so the kernels see the values the generic loops compute with); the rest, and
+// a group holding a NaN or infinity, through the generic loops above on the tensor itself. Both
+// write the same bytes.
 
-// Whether the AVX2 kernels take In, and the number of blocks they may cover.
-template <typename In>
+// Elements per converted tile: 16 KiB of fp32, which stays in L1 between conversion and kernel.
+constexpr size_t kBlockScaledTile = 4096;
+
+// The number of blocks the SIMD kernels may cover.
 inline size_t block_scaled_simd_blocks(size_t count, uint32_t block) {
 #if TERSE_BLOCK_SCALED_AVX2
-  if (std::is_same<In, F32>::value && block_scaled_avx2::available()) {
+  if (block_scaled_avx2::available()) {
     return count / block / block_scaled_avx2::kGroup * block_scaled_avx2::kGroup;
   }
 #endif
@@ -337,12 +342,63 @@ inline size_t block_scaled_simd_blocks(size_t count, uint32_t block) {
   return 0;
 }
 
+// Runs the fp32 encoder `kernel(x, begin, end)` (x: the elements of blocks [begin, end); returns
+// where it stopped, as the kernels do) over blocks [begin, end) of a tensor of In: an fp32 tensor
+// directly, another a tile at a time.
+template <typename In, uint32_t kBlock, typename Kernel>
+inline size_t block_scaled_encode_tiles(const typename In::Storage* input, size_t begin, size_t end,
+                                        const Kernel& kernel) {
+  if constexpr (std::is_same<In, F32>::value) {
+    return kernel(input + begin * kBlock, begin, end);
+  } else {
+    constexpr size_t kTileBlocks = kBlockScaledTile / kBlock;  // a multiple of the group's 8
+    alignas(64) float tile[kBlockScaledTile];
+    for (size_t b = begin; b < end; b += kTileBlocks) {
+      const size_t tile_end = b + kTileBlocks < end ? b + kTileBlocks : end;
+      load_floats<In>(input + b * kBlock, (tile_end - b) * kBlock, tile);
+      const size_t stopped = kernel(tile, b, tile_end);
+      if (stopped != tile_end) return stopped;
+    }
+    return end;
+  }
+}
+
+// Runs the fp32 decoder `kernel(out, begin, end, accumulate)` over blocks [0, blocks) into a
+// tensor of Out: an fp32 one directly, another through a tile that store_floats then saturates,
+// adds (kAccumulate) and converts as block_scaled_decode_block does per element.
+template <typename Out, uint32_t kBlock, bool kAccumulate, typename Kernel>
+inline void block_scaled_decode_tiles(size_t blocks, typename Out::Storage* output,
+                                      const Kernel& kernel) {
+  if constexpr (std::is_same<Out, F32>::value) {
+    kernel(output, 0, blocks, std::integral_constant<bool, kAccumulate>{});
+  } else {
+    constexpr size_t kTileBlocks = kBlockScaledTile / kBlock;
+    alignas(64) float tile[kBlockScaledTile];
+    for (size_t b = 0; b < blocks; b += kTileBlocks) {
+      const size_t tile_end = b + kTileBlocks < blocks ? b + kTileBlocks : blocks;
+      kernel(tile, b, tile_end, std::false_type{});
+      store_floats<Out, true, kAccumulate>(tile, (tile_end - b) * kBlock, output + b * kBlock);
+    }
+  }
+}
+
 template <typename In>
 float block_scaled_tensor_max(const typename In::Storage* x, size_t count) {
 #if TERSE_BLOCK_SCALED_AVX2
-  if constexpr (std::is_same<In, F32>::value) {
-    if (block_scaled_avx2::available()) {
+  if (block_scaled_avx2::available()) {
+    if constexpr (std::is_same<In, F32>::value) {
       return bits_float(block_scaled_avx2::tensor_max_bits(x, count));
+    } else {
+      // The max of the tiles' maxima: magnitude bits, NaN above infinity, as the generic loop.
+      alignas(64) float tile[kBlockScaledTile];
+      uint32_t amax = 0;
+      for (size_t i = 0; i < count; i += kBlockScaledTile) {
+        const size_t n = count - i < kBlockScaledTile ? count - i : kBlockScaledTile;
+        load_floats<In>(x + i, n, tile);
+        const uint32_t tile_max = block_scaled_avx2::tensor_max_bits(tile, n);
+        amax = tile_max > amax ? tile_max : amax;
+      }
+      return bits_float(amax);
     }
   }
 #endif
@@ -380,26 +436,29 @@ size_t mx_encode_cpu(const typename In::Storage* input, size_t count, uint64_t s
   };
   const auto simd = [&](size_t begin, size_t end) -> size_t {
 #if TERSE_BLOCK_SCALED_AVX2
-    if constexpr (std::is_same<In, F32>::value) {
-      const RoundingKey key = rounding_key(seed);
-      uint8_t* codes = payload + layout.codes;
-      if (block_scaled_avx512::available()) {
-        return error != nullptr ? block_scaled_avx512::mx_encode<F, kStochastic, true>(
-                                      input, begin, end, key, payload, codes, error)
-                                : block_scaled_avx512::mx_encode<F, kStochastic, false>(
-                                      input, begin, end, key, payload, codes, error);
-      }
-      return error != nullptr ? block_scaled_avx2::mx_encode<F, kStochastic, true>(
-                                    input, begin, end, key, payload, codes, error)
-                              : block_scaled_avx2::mx_encode<F, kStochastic, false>(
-                                    input, begin, end, key, payload, codes, error);
-    }
-#endif
+    const RoundingKey key = rounding_key(seed);
+    uint8_t* codes = payload + layout.codes;
+    const bool avx512 = block_scaled_avx512::available();
+    return block_scaled_encode_tiles<In, kMxBlock>(
+        input, begin, end, [&](const float* x, size_t b, size_t e) {
+          if (avx512) {
+            return error != nullptr ? block_scaled_avx512::mx_encode<F, kStochastic, true>(
+                                          x, b, e, key, payload, codes, error)
+                                    : block_scaled_avx512::mx_encode<F, kStochastic, false>(
+                                          x, b, e, key, payload, codes, error);
+          }
+          return error != nullptr ? block_scaled_avx2::mx_encode<F, kStochastic, true>(
+                                        x, b, e, key, payload, codes, error)
+                                  : block_scaled_avx2::mx_encode<F, kStochastic, false>(
+                                        x, b, e, key, payload, codes, error);
+        });
+#else
     (void)begin;
     return end;
+#endif
   };
-  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks<In>(count, kMxBlock),
-                                   simd, range);
+  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks(count, kMxBlock), simd,
+                                   range);
 }
 
 // nvfp4 encode (the tensor scale already computed and finite, or NaN: then every block is
@@ -414,38 +473,41 @@ size_t nv_encode_cpu(const typename In::Storage* input, size_t count, float tens
   };
   const auto simd = [&](size_t begin, size_t end) -> size_t {
 #if TERSE_BLOCK_SCALED_AVX2
-    if constexpr (std::is_same<In, F32>::value) {
-      const RoundingKey key = rounding_key(seed);
-      uint8_t* codes = payload + layout.codes;
-      if (block_scaled_avx512::available()) {
-        return error != nullptr ? block_scaled_avx512::nv_encode<kStochastic, true>(
-                                      input, begin, end, tensor_scale, key, payload, codes, error)
-                                : block_scaled_avx512::nv_encode<kStochastic, false>(
-                                      input, begin, end, tensor_scale, key, payload, codes, error);
-      }
-      return error != nullptr ? block_scaled_avx2::nv_encode<kStochastic, true>(
-                                    input, begin, end, tensor_scale, key, payload, codes, error)
-                              : block_scaled_avx2::nv_encode<kStochastic, false>(
-                                    input, begin, end, tensor_scale, key, payload, codes, error);
-    }
-#endif
+    const RoundingKey key = rounding_key(seed);
+    uint8_t* codes = payload + layout.codes;
+    const bool avx512 = block_scaled_avx512::available();
+    return block_scaled_encode_tiles<In, kNvBlock>(
+        input, begin, end, [&](const float* x, size_t b, size_t e) {
+          if (avx512) {
+            return error != nullptr ? block_scaled_avx512::nv_encode<kStochastic, true>(
+                                          x, b, e, tensor_scale, key, payload, codes, error)
+                                    : block_scaled_avx512::nv_encode<kStochastic, false>(
+                                          x, b, e, tensor_scale, key, payload, codes, error);
+          }
+          return error != nullptr ? block_scaled_avx2::nv_encode<kStochastic, true>(
+                                        x, b, e, tensor_scale, key, payload, codes, error)
+                                  : block_scaled_avx2::nv_encode<kStochastic, false>(
+                                        x, b, e, tensor_scale, key, payload, codes, error);
+        });
+#else
     (void)begin;
     return end;
+#endif
   };
   const size_t simd_blocks =
-      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks<In>(count, kNvBlock) : 0;
+      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks(count, kNvBlock) : 0;
   return block_scaled_encode_split(layout.blocks, simd_blocks, simd, range);
 }
 
 template <typename Out, typename F, bool kAccumulate>
 void mx_decode_cpu(const uint8_t* payload, size_t count, typename Out::Storage* output) {
-  size_t begin = 0;
+  const size_t begin = block_scaled_simd_blocks(count, kMxBlock);
 #if TERSE_BLOCK_SCALED_AVX2
-  if constexpr (std::is_same<Out, F32>::value) {
-    begin = block_scaled_simd_blocks<Out>(count, kMxBlock);
-    const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
-    block_scaled_avx2::mx_decode<F, kAccumulate>(payload, payload + layout.codes, 0, begin, output);
-  }
+  const uint8_t* codes = payload + block_scaled_layout(count, kMxBlock, F::kBits).codes;
+  block_scaled_decode_tiles<Out, kMxBlock, kAccumulate>(
+      begin, output, [&](float* out, size_t b, size_t e, auto accumulate) {
+        block_scaled_avx2::mx_decode<F, decltype(accumulate)::value>(payload, codes, b, e, out);
+      });
 #endif
   mx_decode_range<Out, F, kAccumulate>(payload, count, begin, output);
 }
@@ -453,14 +515,14 @@ void mx_decode_cpu(const uint8_t* payload, size_t count, typename Out::Storage* 
 template <typename Out, bool kAccumulate>
 void nv_decode_cpu(const uint8_t* payload, size_t count, float tensor_scale,
                    typename Out::Storage* output) {
-  size_t begin = 0;
+  const size_t begin = block_scaled_simd_blocks(count, kNvBlock);
 #if TERSE_BLOCK_SCALED_AVX2
-  if constexpr (std::is_same<Out, F32>::value) {
-    begin = block_scaled_simd_blocks<Out>(count, kNvBlock);
-    const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, E2M1::kBits);
-    block_scaled_avx2::nv_decode<kAccumulate>(payload, payload + layout.codes, 0, begin,
-                                              tensor_scale, output);
-  }
+  const uint8_t* codes = payload + block_scaled_layout(count, kNvBlock, E2M1::kBits).codes;
+  block_scaled_decode_tiles<Out, kNvBlock, kAccumulate>(
+      begin, output, [&](float* out, size_t b, size_t e, auto accumulate) {
+        block_scaled_avx2::nv_decode<decltype(accumulate)::value>(payload, codes, b, e,
+                                                                  tensor_scale, out);
+      });
 #endif
   nv_decode_range<Out, kAccumulate>(payload, count, tensor_scale, begin, output);
 }

@@ -21,6 +21,7 @@
 #include "codecs/rounding_random.h"
 #include "codecs/wire_format.h"
 #include "common/result.h"
+#include "float16_reference.h"
 
 namespace terse::testing {
 namespace {
@@ -363,6 +364,50 @@ TEST_P(BlockScaled, BytesDecodeAndErrorEqualTheReference) {
                               true, DecodeContext{}),
                 ncclSuccess);
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(sum[i], initial[i] + ref.decoded[i]) << i;
+    }
+  }
+}
+
+// Decoding into fp16 and bf16 tensors, overwriting and accumulating: each element is the
+// reference's decoded value, saturated at the type's largest finite magnitude (65504, or bf16's
+// 0x7f7f), plus the old element when accumulating, rounded to nearest even (float16_reference.h).
+// Inputs reach beyond fp16's range, so saturation is exercised; lengths cover whole tiles of the
+// SIMD path (4096 elements) and partial groups after them.
+TEST_P(BlockScaled, DecodesIntoHalfAndBfloat16AsTheReference) {
+  const Case& c = GetParam();
+  auto codec = make(c.spec);
+  for (size_t count : {size_t(1000), size_t(8192 + 300)}) {
+    const uint64_t seed = 5 + count;
+    std::vector<float> values = varied_input(count, seed);
+    for (float& v : values) v = std::fmod(v, 1e6f);
+    const Reference ref = reference_of(c, values, seed);
+    EncodeContext context;
+    context.seed = seed;
+    const auto message =
+        encode_host(*codec, to_dtype(values, DType::kFloat32), DType::kFloat32, context);
+    ASSERT_EQ(message, reference_message(c, ref, count, DType::kFloat32, seed));
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      const bool half = dtype == DType::kFloat16;
+      const float limit = half ? 65504.0f : reference_float(0x7f7f0000u);
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " x " + std::to_string(count) +
+                     (accumulate ? " accumulating" : ""));
+        std::vector<uint16_t> output(count);
+        for (size_t i = 0; i < count; ++i) output[i] = uint16_t(0x3c00u + i % 0x3000u);
+        const std::vector<uint16_t> initial = output;
+        ASSERT_EQ(codec->decode(message.data(), message.size(), output.data(), count, dtype,
+                                accumulate, DecodeContext{}),
+                  ncclSuccess)
+            << last_error();
+        for (size_t i = 0; i < count; ++i) {
+          float v = std::min(std::max(ref.decoded[i], -limit), limit);
+          if (accumulate) {
+            v += half ? reference_half_to_float(initial[i]) : reference_bf16_to_float(initial[i]);
+          }
+          ASSERT_EQ(output[i], half ? reference_float_to_half(v) : reference_float_to_bf16(v))
+              << i << ": decoded " << ref.decoded[i];
+        }
+      }
     }
   }
 }

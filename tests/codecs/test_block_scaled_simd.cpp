@@ -40,10 +40,11 @@ size_t mx_encode_avx2(const std::vector<float>& x, uint64_t seed, uint8_t* paylo
                                                 nullptr);
   };
   const auto simd = [&](size_t begin, size_t end) {
-    return block_scaled_avx2::mx_encode<F, kStochastic, false>(
-        x.data(), begin, end, rounding_key(seed), payload, payload + layout.codes, nullptr);
+    return block_scaled_avx2::mx_encode<F, kStochastic, false>(x.data() + begin * kMxBlock, begin,
+                                                               end, rounding_key(seed), payload,
+                                                               payload + layout.codes, nullptr);
   };
-  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks<F32>(x.size(), kMxBlock),
+  return block_scaled_encode_split(layout.blocks, block_scaled_simd_blocks(x.size(), kMxBlock),
                                    simd, range);
 }
 
@@ -56,12 +57,12 @@ size_t nv_encode_avx2(const std::vector<float>& x, float tensor_scale, uint64_t 
                                              payload, nullptr);
   };
   const auto simd = [&](size_t begin, size_t end) {
-    return block_scaled_avx2::nv_encode<kStochastic, false>(x.data(), begin, end, tensor_scale,
-                                                            rounding_key(seed), payload,
-                                                            payload + layout.codes, nullptr);
+    return block_scaled_avx2::nv_encode<kStochastic, false>(
+        x.data() + begin * kNvBlock, begin, end, tensor_scale, rounding_key(seed), payload,
+        payload + layout.codes, nullptr);
   };
   const size_t simd_blocks =
-      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks<F32>(x.size(), kNvBlock) : 0;
+      block_scaled_is_finite(tensor_scale) ? block_scaled_simd_blocks(x.size(), kNvBlock) : 0;
   return block_scaled_encode_split(layout.blocks, simd_blocks, simd, range);
 }
 
@@ -123,6 +124,123 @@ TEST(BlockScaledSimd, KernelsEqualTheGenericLoops) {
     check_mx<E2M1, true>(x);
     check_nv<false>(x);
     check_nv<true>(x);
+  }
+}
+
+// nvfp4's block scales through every E4M3 code: under tensor scale 1 (a block maximum of 2688),
+// blocks whose maxima are 6 times each E4M3 value, the midpoints between neighbours (ties), and
+// the values just beside them, with the rest of each block random below its maximum.
+TEST(BlockScaledSimd, EveryNvfp4BlockScaleEqualsTheGenericLoops) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> fraction(-1.0f, 1.0f);
+  std::vector<float> maxima = {2688.0f};
+  for (uint32_t code = 0; code < 0x7e; ++code) {
+    const float v = minifloat_value<E4M3>(code), next = minifloat_value<E4M3>(code + 1);
+    const float mid = 6.0f * (v + (next - v) / 2);
+    for (float m : {6.0f * v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      maxima.push_back(m);
+    }
+  }
+  std::vector<float> x;
+  for (float m : maxima) {
+    for (uint32_t j = 0; j < kNvBlock; ++j) x.push_back(j == 7 ? -m : m * fraction(rng));
+  }
+  while (x.size() % (kNvBlock * block_scaled_avx2::kGroup) != 0) x.push_back(0.0f);
+  check_nv<false>(x);
+  check_nv<true>(x);
+}
+
+// Stochastic rounding exactly at its decision point: an element whose fraction t - floor(t) (t
+// its magnitude in quanta) equals 1 - u for its own draw u rounds up, one 2^-24 below it rounds
+// down (minifloat.h). The SIMD kernels decide this in integers (block_scaled_avx2.h's
+// magnitude_code); the inputs are built in the subnormal binade, where t < 1 is exact, with each
+// block's scale a power of two, and the expected code is the construction's.
+struct BoundaryCase {
+  std::vector<float> x;
+  std::vector<uint32_t> expected;  // element codes where known (kUnknown elsewhere)
+};
+constexpr uint32_t kUnknown = 0xffffffffu;
+
+// Blocks of `block` elements; element 0 of each is `anchor` (it sets the block's scale), the others
+// are t * `quantum` with t = 1 - u or 1 - u - 2^-24, alternating, and alternating signs.
+BoundaryCase boundary_case(size_t count, uint32_t block, float anchor, float quantum,
+                           uint32_t sign_bit, uint64_t seed) {
+  BoundaryCase c;
+  c.x.resize(count);
+  c.expected.assign(count, kUnknown);
+  const RoundingKey key = rounding_key(seed);
+  for (size_t i = 0; i < count; ++i) {
+    if (i % block == 0) {
+      c.x[i] = anchor;
+      continue;
+    }
+    const uint32_t r = static_cast<uint32_t>(rounding_uniform(key, uint64_t(i)) * 0x1p24f);
+    const bool up = i % 2 == 0;
+    const uint32_t steps = (1u << 24) - r - (up ? 0u : 1u);  // t * 2^24
+    if (r == 0 || steps == 0) {
+      c.x[i] = 0.0f;
+      c.expected[i] = 0;
+      continue;
+    }
+    const bool negative = i % 4 >= 2;
+    c.x[i] = (negative ? -1.0f : 1.0f) * std::ldexp(static_cast<float>(steps), -24) * quantum;
+    c.expected[i] = (negative ? sign_bit : 0u) | (up ? 1u : 0u);
+  }
+  return c;
+}
+
+template <typename F>
+void expect_codes(const std::vector<uint8_t>& payload, size_t codes_offset, const BoundaryCase& c,
+                  const char* path) {
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    if (c.expected[i] == kUnknown) continue;
+    const uint32_t code = F::kBits == 8 ? payload[codes_offset + i]
+                                        : (payload[codes_offset + i / 2] >> (4 * (i % 2))) & 0xfu;
+    ASSERT_EQ(code, c.expected[i]) << path << ": element " << i << " = " << c.x[i];
+  }
+}
+
+template <typename F>
+void check_mx_boundary(float anchor, float quantum) {
+  const size_t count = 1024;
+  const BoundaryCase c = boundary_case(count, kMxBlock, anchor, quantum, F::kSignBit, 7);
+  const BlockScaledLayout layout = block_scaled_layout(count, kMxBlock, F::kBits);
+  std::vector<uint8_t> generic(layout.bytes), entry(layout.bytes), avx2(layout.bytes);
+  mx_encode_range<F32, F, true>(c.x.data(), count, 7, 0, layout.blocks, generic.data(), nullptr);
+  expect_codes<F>(generic, layout.codes, c, "generic");
+  mx_encode_cpu<F32, F, true>(c.x.data(), count, 7, entry.data(), nullptr);
+  expect_codes<F>(entry, layout.codes, c, "entry point");
+  if (block_scaled_avx2::available()) {
+    mx_encode_avx2<F, true>(c.x, 7, avx2.data());
+    expect_codes<F>(avx2, layout.codes, c, "AVX2");
+  }
+}
+
+TEST(BlockScaledSimd, StochasticRoundingDecidesExactlyAtOneMinusU) {
+  // Block maxima 6, 448 and 57344 give the MX scale 2^0; the subnormal quantum is then 2^-1
+  // (E2M1), 2^-9 (E4M3), 2^-16 (E5M2).
+  check_mx_boundary<E2M1>(6.0f, 0.5f);
+  check_mx_boundary<E4M3>(448.0f, 0x1p-9f);
+  check_mx_boundary<E5M2>(57344.0f, 0x1p-16f);
+  // nvfp4: element 0 = 2688 makes the tensor scale 1; the other blocks' maxima 1536 give the
+  // block scale 256 (an E4M3 power of two), so |x| / 256 is exact and the quantum is 2^-1 * 256.
+  const size_t count = 1024;
+  BoundaryCase c = boundary_case(count, kNvBlock, 1536.0f, 128.0f, E2M1::kSignBit, 7);
+  c.x[0] = 2688.0f;  // and block 0's scale with it: its codes are not the construction's
+  for (size_t i = 0; i < kNvBlock; ++i) c.expected[i] = kUnknown;
+  const float tensor_scale =
+      nv_tensor_scale(block_scaled_tensor_max_generic<F32>(c.x.data(), count));
+  ASSERT_EQ(tensor_scale, 1.0f);
+  const BlockScaledLayout layout = block_scaled_layout(count, kNvBlock, 4);
+  std::vector<uint8_t> generic(layout.bytes), entry(layout.bytes), avx2(layout.bytes);
+  nv_encode_range<F32, true>(c.x.data(), count, tensor_scale, 7, 0, layout.blocks, generic.data(),
+                             nullptr);
+  expect_codes<E2M1>(generic, layout.codes, c, "generic");
+  nv_encode_cpu<F32, true>(c.x.data(), count, tensor_scale, 7, entry.data(), nullptr);
+  expect_codes<E2M1>(entry, layout.codes, c, "entry point");
+  if (block_scaled_avx2::available()) {
+    nv_encode_avx2<true>(c.x, tensor_scale, 7, avx2.data());
+    expect_codes<E2M1>(avx2, layout.codes, c, "AVX2");
   }
 }
 

@@ -14,6 +14,7 @@
 #include "codecs/codec_registry.h"
 #include "codecs/wire_format.h"
 #include "common/result.h"
+#include "float16_reference.h"
 
 namespace terse::testing {
 namespace {
@@ -419,6 +420,48 @@ TEST(IntQuantCodecs, ErrorOutputIsInputMinusDecoded) {
       // The same message as without error output.
       context.error = nullptr;
       EXPECT_EQ(encode_host(*codec, input, dtype, context), message);
+    }
+  }
+}
+
+// The codec computes in fp32 whatever the input type: an fp16 or bf16 tensor encodes to the
+// payload, and the error output, of the fp32 tensor holding its values (only the header's dtype
+// differs), over several of the CPU path's 4096-element tiles, blocks larger than a tile, and a
+// partial last block; and it decodes into fp16 and bf16 as its fp32 decode rounded to nearest even
+// (float16_reference.h).
+TEST(IntQuantCodecs, EncodesEveryDtypeAsItsFp32ValuesAndDecodesIntoIt) {
+  for (size_t block : {size_t(256), size_t(5000)}) {
+    for (const Config& config : all_configs(block)) {
+      auto codec = make(config.spec());
+      const size_t count = 256 * 40 + 77;
+      for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+        SCOPED_TRACE(config.spec() + " " + dtype_name(dtype));
+        const auto input = varied_input(count, block, 83, dtype);
+        const auto values = from_dtype(input, dtype);
+        std::vector<float> error(count), fp32_error(count);
+        EncodeContext context;
+        context.seed = 9;
+        context.error = error.data();
+        const auto message = encode_host(*codec, input, dtype, context);
+        context.error = fp32_error.data();
+        const auto fp32_message =
+            encode_host(*codec, to_dtype(values, DType::kFloat32), DType::kFloat32, context);
+        ASSERT_EQ(
+            std::vector<uint8_t>(message.begin() + kWireHeaderBytes, message.end()),
+            std::vector<uint8_t>(fp32_message.begin() + kWireHeaderBytes, fp32_message.end()));
+        ASSERT_EQ(memcmp(error.data(), fp32_error.data(), count * sizeof(float)), 0);
+        const auto decoded = decode_host(*codec, message, count, DType::kFloat32);
+        std::vector<uint16_t> output(count, 0x3c00u);  // 1.0 in fp16: overwritten, not added to
+        ASSERT_EQ(codec->decode(message.data(), message.size(), output.data(), count, dtype, false,
+                                DecodeContext{}),
+                  ncclSuccess)
+            << last_error();
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(output[i], dtype == DType::kFloat16 ? reference_float_to_half(decoded[i])
+                                                        : reference_float_to_bf16(decoded[i]))
+              << i << ": " << decoded[i];
+        }
+      }
     }
   }
 }
