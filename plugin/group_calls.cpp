@@ -186,10 +186,12 @@ TERSE_API ncclResult_t ncclGroupEnd() try {
         terse::forwarded(terse::call_real(terse::real_nccl()->ncclGroupEnd, "ncclGroupEnd"),
                          "ncclGroupEnd", nullptr);
   }
+  // A real group that failed ran none of the calls handed to it.
+  const bool real_ran = real_result == ncclSuccess || real_result == ncclInProgress;
   const ncclResult_t terse_result =
-      outermost ? terse::end_outermost_group([] { return terse::end_api_group(); })
-                : terse::end_api_group();
-  if (real_result != ncclSuccess && real_result != ncclInProgress) return real_result;
+      outermost ? terse::end_outermost_group([&] { return terse::end_api_group(real_ran); })
+                : terse::end_api_group(real_ran);
+  if (!real_ran) return real_result;
   if (terse_result != ncclSuccess) return terse_result;
   // ncclInProgress (a nonblocking real communicator) when terse's part succeeded.
   return real_result;

@@ -3,9 +3,10 @@
 // caller set it, a nested simulated end closing one level only (ranks as threads); and, with
 // ranks as processes (rank_process/simulate_scenario.cpp), every estimate equal to the cost
 // model written out here from the figures the test pins (cost_model.h's rules), the whole
-// group's estimate the sum of its calls', a larger tensor's estimate larger, every buffer and
-// statistic untouched, and the tensor's next real step equal to the reference model that never
-// saw the simulated one (residual memory, tensor step and operation numbers unmoved).
+// group's estimate the sum of its calls', a larger tensor's estimate larger, two calls of a
+// tensor in one group planned at consecutive steps, every buffer and statistic untouched, and
+// the tensor's next real step equal to the reference model that never saw the simulated one
+// (residual memory, tensor step and operation numbers unmoved).
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <sched.h>
@@ -153,9 +154,10 @@ double sra_seconds(size_t count, int n) {
   return 2 * (n - 1) * kLatency + wire + codec;
 }
 
-// The uncompressed int32 ring (2 KiB per rank and more, allreduce_selection.h): 2(n - 1) steps,
-// 2(n - 1)/n of the buffer through the copy, (n - 1)/n of it added (as fp32 bytes).
-double int_ring_seconds(size_t count, int n) {
+// The uncompressed ring of 4-byte values, int32 or fp32 (2 KiB per rank and more,
+// allreduce_selection.h): 2(n - 1) steps, 2(n - 1)/n of the buffer through the copy,
+// (n - 1)/n of it added (as fp32 bytes).
+double ring_seconds(size_t count, int n) {
   const double raw = 4.0 * static_cast<double>(count);
   EXPECT_GE(raw / n, 2048.0) << "the ring's regime";
   return 2 * (n - 1) * kLatency + 2.0 * (n - 1) / n * raw / kBandwidth +
@@ -199,7 +201,9 @@ class PluginGroupSimulateProcesses : public ::testing::TestWithParam<int> {
     fclose(table);
   }
   void TearDown() override {
-    if (!dir_.empty()) EXPECT_EQ(system(("rm -rf " + dir_).c_str()), 0);
+    if (!dir_.empty()) {
+      EXPECT_EQ(system(("rm -rf " + dir_).c_str()), 0);
+    }
   }
   std::string dir_;
 };
@@ -242,7 +246,7 @@ TEST_P(PluginGroupSimulateProcesses, EstimatesTheCostModelAndRunsNothing) {
 
   const double tensor = sra_seconds(plugin_test::kSimulateCount, n) * 1e6;
   const double broadcast = broadcast_seconds(plugin_test::kSimulateBroadcastCount, n) * 1e6;
-  const double integers = int_ring_seconds(plugin_test::kSimulateIntCount, n) * 1e6;
+  const double integers = ring_seconds(plugin_test::kSimulateIntCount, n) * 1e6;
   const double p2p = send_recv_seconds(plugin_test::kSimulateP2pCount) * 1e6;
   // estimatedTime is a float: its rounding, and the sums made in another order.
   const auto near = [](double value) { return 1e-5 * value; };
@@ -264,6 +268,10 @@ TEST_P(PluginGroupSimulateProcesses, EstimatesTheCostModelAndRunsNothing) {
                 number("tensor") + number("broadcast") + number("int") + number("p2p"), near(sum))
         << "rank " << r << ": the group's estimate is the sum of its calls'";
     EXPECT_GT(number("larger"), number("tensor")) << "rank " << r;
+    // Steps 2 and 3 of the tensor in one group: the second is planned at the step after the
+    // first (every second step compresses), not at the same one.
+    const double twice = tensor + ring_seconds(plugin_test::kSimulateCount, n) * 1e6;
+    EXPECT_NEAR(number("twice"), twice, near(twice)) << "rank " << r;
     // The real step 1 ran the plan the simulation predicted, at the tensor's step 1: the
     // simulated step counted for nothing.
     EXPECT_NEAR(number("step1_predicted_seconds") * 1e6, number("tensor"), near(tensor));

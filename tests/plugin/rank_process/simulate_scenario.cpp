@@ -149,6 +149,12 @@ int run_simulate(ncclComm_t comm, int rank, int nranks) {
   REQUIRE_OK(tensor_call());
   REQUIRE_OK(terseCommGetStats(comm, &stats1));
 
+  // Two calls of the tensor in one simulated group are its steps 2 and 3: under a schedule
+  // active every second step, the first compresses and the second does not.
+  REQUIRE_OK(terseCommSetPolicy(comm, "rules:\n  - codec: int8\n    schedule: {every: 2}\n"));
+  float twice = 0;
+  REQUIRE_OK(simulate({tensor_call, tensor_call}, &twice));
+
   const std::string prefix = std::string(dir) + "/rank" + std::to_string(rank);
   if (!write_file(prefix + "_step0.bin", step0.data(), step0.size() * sizeof(float)) ||
       !write_file(prefix + "_step1.bin", tensor.data(), tensor.size() * sizeof(float))) {
@@ -156,8 +162,9 @@ int run_simulate(ncclComm_t comm, int rank, int nranks) {
   }
   FILE* file = fopen((prefix + ".txt").c_str(), "w");
   if (file == nullptr) return fail_with(rank, "cannot write " + prefix + ".txt");
-  fprintf(file, "whole %.9g\ntensor %.9g\nbroadcast %.9g\nint %.9g\np2p %.9g\nlarger %.9g\n", whole,
-          tensor_alone, bcast_alone, int_alone, p2p_alone, larger);
+  fprintf(file,
+          "whole %.9g\ntensor %.9g\nbroadcast %.9g\nint %.9g\np2p %.9g\nlarger %.9g\ntwice %.9g\n",
+          whole, tensor_alone, bcast_alone, int_alone, p2p_alone, larger, twice);
   const terseStats* steps[] = {&stats0, &stats1};
   for (int s = 0; s < 2; ++s) {
     fprintf(file, "step%d_codec %s\nstep%d_algorithm %s\nstep%d_seed %llu\nstep%d_step %llu\n", s,

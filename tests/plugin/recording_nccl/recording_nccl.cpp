@@ -14,6 +14,9 @@
 // - RECORDING_NCCL_ASYNC_ERROR_COUNT=n: after a collective of exactly n elements completes, the
 //   communicator's async error becomes ncclRemoteError and later calls fail with it (a real
 //   NCCL's asynchronous failure, made deterministic).
+// - RECORDING_NCCL_REFUSE_COUNT=n: an allreduce of exactly n elements is refused when it is
+//   called (ncclInvalidArgument), as NCCL refuses a call's bad arguments; inside a group, as in
+//   NCCL, the refusal fails the group's end, which then runs nothing.
 // - ncclGroupSimulateEnd discards the group's calls (its inits still run) and estimates 1000 us
 //   per call it discarded (NCCL's estimate comes from its tuning model), so that a test can tell
 //   its part of an estimate from terse's.
@@ -310,8 +313,14 @@ struct Group {
   int depth = 0;
   std::vector<std::pair<ncclComm*, Call>> calls;
   std::vector<std::function<ncclResult_t()>> inits;
+  ncclResult_t error = ncclSuccess;  // the first call refused inside the group
 };
 thread_local Group group;
+
+size_t refuse_count() {
+  const char* text = getenv("RECORDING_NCCL_REFUSE_COUNT");
+  return text != nullptr ? static_cast<size_t>(strtoull(text, nullptr, 10)) : 0;
+}
 
 // Runs `work` for each item on a thread of its own; the first failure.
 ncclResult_t on_threads(const std::vector<std::function<ncclResult_t()>>& work) {
@@ -367,8 +376,16 @@ ncclResult_t submit(const char* function, ncclComm* comm, const Call& call) {
     return fail(ncclInternalError, "%s: ncclCommCount says %d, not %d", function, count,
                 comm->nranks);
   }
+  ncclResult_t refused = ncclSuccess;
   if (static_cast<int>(call.type) < 0 || static_cast<int>(call.type) >= ncclNumTypes) {
-    return fail(ncclInvalidArgument, "%s: datatype %d", function, static_cast<int>(call.type));
+    refused = fail(ncclInvalidArgument, "%s: datatype %d", function, static_cast<int>(call.type));
+  } else if (call.kind == Kind::kAllReduce && call.count > 0 && call.count == refuse_count()) {
+    refused = fail(ncclInvalidArgument, "%s: count %zu is refused (RECORDING_NCCL_REFUSE_COUNT)",
+                   function, call.count);
+  }
+  if (refused != ncclSuccess) {
+    if (group.depth > 0 && group.error == ncclSuccess) group.error = refused;
+    return refused;
   }
   if (group.depth > 0) {
     group.calls.emplace_back(comm, call);
@@ -417,6 +434,13 @@ void leave(ncclComm* comm) {
     }
     remove_directory(comm->dir);
   }
+}
+
+// The outermost group taken off the thread: its inits, calls and state.
+Group take_group() {
+  Group taken = std::move(group);
+  group = Group{};
+  return taken;
 }
 
 }  // namespace
@@ -746,12 +770,10 @@ ncclResult_t ncclGroupEnd() {
   log_call("ncclGroupEnd", nullptr);
   if (group.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--group.depth > 0) return ncclSuccess;
-  auto inits = std::move(group.inits);
-  auto calls = std::move(group.calls);
-  group.inits.clear();
-  group.calls.clear();
-  if (ncclResult_t result = on_threads(inits)) return result;
-  return run_group(calls);
+  const Group taken = take_group();
+  if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
+  if (ncclResult_t result = on_threads(taken.inits)) return result;
+  return run_group(taken.calls);
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
@@ -763,12 +785,12 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialised");
   }
   if (--group.depth > 0) return ncclSuccess;
-  auto inits = std::move(group.inits);
-  const size_t discarded = group.calls.size();
-  group.inits.clear();
-  group.calls.clear();
-  if (ncclResult_t result = on_threads(inits)) return result;
-  if (discarded > 0) simInfo->estimatedTime = 1000.0f * static_cast<float>(discarded);
+  const Group taken = take_group();
+  if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
+  if (ncclResult_t result = on_threads(taken.inits)) return result;
+  if (!taken.calls.empty()) {
+    simInfo->estimatedTime = 1000.0f * static_cast<float>(taken.calls.size());
+  }
   return ncclSuccess;
 }
 
