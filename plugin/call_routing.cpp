@@ -281,6 +281,17 @@ ncclResult_t simulate_api_group(double* seconds, size_t* simulated) {
   return ncclSuccess;
 }
 
+ncclResult_t discard_api_group() {
+  bool outermost = false;
+  EndedGroup ended;
+  TERSE_CHECK(close_level("ncclGroupSimulateEnd", &outermost, &ended));
+  if (ended.refused != ncclSuccess) {
+    return fail(ended.refused, "the group ran nothing because a call in it failed: %s",
+                ended.refused_message.c_str());
+  }
+  return ncclSuccess;
+}
+
 int api_group_depth() {
   return api_group().depth;
 }

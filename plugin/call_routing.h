@@ -52,11 +52,15 @@ ncclResult_t end_api_group(bool hand_offs_ran);
 // group's hand-offs are dropped uncounted. A group a refused call failed returns that failure,
 // as end_api_group does.
 ncclResult_t simulate_api_group(double* seconds, size_t* simulated);
+// The outermost level closed with nothing of it run or counted (a simulated end NCCL refuses:
+// a simInfo without NCCL_SIM_INFO_INITIALIZER's magic). Returns the failure of a call the group
+// refused, which NCCL reports first.
+ncclResult_t discard_api_group();
 // Group levels open on this thread (0 outside a group).
 int api_group_depth();
 // Wrap mode: the steps the open group's hand-offs to the real NCCL take on `comm`
 // (CompressionEngine::count_hand_off), made at its first; the outermost end_api_group commits
-// them, simulate_api_group drops them. Keeps a use of `comm` until then:
+// them, simulate_api_group and discard_api_group drop them. Keeps a use of `comm` until then:
 // fails only when `comm` is being destroyed or aborted, before anything was handed off.
 ncclResult_t group_steps(ncclComm* comm, CompressionEngine::PendingSteps** steps);
 // A call inside the open group was refused (`result`, with this thread's last error): the

@@ -1,6 +1,8 @@
 // ncclGroupSimulateEnd through the NCCL API of libterse.so (plugin/group_calls.cpp): simInfo
-// checked, a group outside of which it is called refused, an empty group's estimate left as the
-// caller set it, a nested simulated end closing one level only (ranks as threads); and, with
+// read, checked and refused as NCCL does (a null one runs the group, a bad magic closes and
+// discards it, after a refused call of the group is reported), a group outside of which it is
+// called refused, an empty group's estimate left as the caller set it, a nested simulated end
+// closing one level only (ranks as threads); and, with
 // ranks as processes (rank_process/simulate_scenario.cpp), every estimate equal to the cost
 // model written out here from the figures the test pins (cost_model.h's rules), the whole
 // group's estimate the sum of its calls', a larger tensor's estimate larger, two calls of a
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -34,40 +37,129 @@ using plugin_test::failed;
 using plugin_test::run_ranks;
 using terse::test::ScopedEnv;
 
-// Every rank: a group holding one float allreduce of `count`, ended by `end` (which may refuse
-// and leave the group open), then ncclGroupEnd if the group is still open; the result must be
-// the exact sum.
-TEST(PluginGroupSimulate, ABadSimInfoIsRefusedAndTheGroupStaysOpen) {
+// What NCCL does with simInfo (src/group.cc, ncclGroupEndInternal): a null simInfo ends the
+// group as ncclGroupEnd does, and it runs.
+TEST(PluginGroupSimulate, ANullSimInfoRunsTheGroup) {
   ScopedEnv codec("TERSE_CODEC", nullptr);
   ScopedEnv policy("TERSE_POLICY", nullptr);
-  const int n = 2;
   const size_t count = 64;
-  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
-    if (failed(ncclGroupStart(), "ncclGroupStart")) return;
-    if (failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+    if (failed(ncclGroupStart(), "ncclGroupStart") ||
+        failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+               "ncclAllReduce") ||
+        failed(ncclGroupSimulateEnd(nullptr), "ncclGroupSimulateEnd(nullptr)")) {
+      return;
+    }
+    for (float value : recv) ASSERT_EQ(value, 3.0f);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the group is still open";
+  });
+  EXPECT_EQ(failure, "");
+}
+
+// The inits of a group a bad magic discards are dropped too, as NCCL drops its group's jobs:
+// the communicators stay uncreated (their calls refused, saying so) and can be destroyed.
+TEST(PluginGroupSimulate, ABadMagicDropsTheGroupsInits) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(ncclCommInitRank(&comms[rank], 2, id, rank), ncclSuccess)
+        << ncclGetLastError(nullptr);
+  }
+  ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
+  unmarked.magic = 0;
+  EXPECT_EQ(ncclGroupSimulateEnd(&unmarked), ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
+  for (ncclComm_t comm : comms) {
+    int count = 0;
+    EXPECT_EQ(ncclCommCount(comm, &count), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not created"), std::string::npos)
+        << ncclGetLastError(nullptr);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess) << ncclGetLastError(nullptr);
+  }
+}
+
+// A simInfo without NCCL_SIM_INFO_INITIALIZER's magic: refused, and the group is closed with
+// nothing of it run (NCCL's failed group end). The ranks stay in step: the next call meets.
+TEST(PluginGroupSimulate, ABadMagicClosesAndDiscardsTheGroup) {
+  ScopedEnv codec("TERSE_CODEC", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  const size_t count = 64;
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
+    if (failed(ncclGroupStart(), "ncclGroupStart") ||
+        failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
                "ncclAllReduce")) {
       return;
     }
-    EXPECT_EQ(ncclGroupSimulateEnd(nullptr), ncclInvalidArgument);
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("simInfo is null"), std::string::npos)
-        << ncclGetLastError(nullptr);
-    ncclSimInfo_t small = NCCL_SIM_INFO_INITIALIZER;
-    small.size = sizeof(ncclSimInfo_t) - 1;
-    EXPECT_EQ(ncclGroupSimulateEnd(&small), ncclInvalidArgument);
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("simInfo->size"), std::string::npos)
-        << ncclGetLastError(nullptr);
     ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
     unmarked.magic = 0;
     EXPECT_EQ(ncclGroupSimulateEnd(&unmarked), ncclInvalidArgument);
     EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("simInfo->magic"), std::string::npos)
         << ncclGetLastError(nullptr);
-    EXPECT_EQ(small.estimatedTime, NCCL_UNDEF_FLOAT);
     EXPECT_EQ(unmarked.estimatedTime, NCCL_UNDEF_FLOAT);
     for (float value : recv) ASSERT_EQ(value, -1.0f) << "a refused simulation ran the call";
-    // Still open: ncclGroupEnd runs the allreduce.
-    if (failed(ncclGroupEnd(), "ncclGroupEnd")) return;
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
+    if (failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+               "ncclAllReduce after the refused group")) {
+      return;
+    }
     for (float value : recv) ASSERT_EQ(value, 3.0f);
+  });
+  EXPECT_EQ(failure, "");
+}
+
+// NCCL reads the caller's `size` bytes of simInfo (at most the whole struct) and writes back as
+// many: one too small to hold the magic has none; one that holds the magic but not
+// estimatedTime is simulated and gets no estimate.
+TEST(PluginGroupSimulate, ASmallSimInfoIsReadAsNcclReadsIt) {
+  ScopedEnv codec("TERSE_CODEC", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  const size_t count = 64;
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
+    const auto simulate_with = [&](size_t size, ncclSimInfo_t* info) {
+      *info = NCCL_SIM_INFO_INITIALIZER;
+      info->size = size;
+      ncclResult_t result = ncclGroupStart();
+      if (result == ncclSuccess) {
+        result =
+            ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+      }
+      return result == ncclSuccess ? ncclGroupSimulateEnd(info) : result;
+    };
+    ncclSimInfo_t without_magic, without_estimate;
+    EXPECT_EQ(simulate_with(offsetof(ncclSimInfo_t, magic), &without_magic), ncclInvalidArgument);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
+    EXPECT_EQ(simulate_with(offsetof(ncclSimInfo_t, estimatedTime), &without_estimate), ncclSuccess)
+        << ncclGetLastError(nullptr);
+    EXPECT_EQ(without_estimate.estimatedTime, NCCL_UNDEF_FLOAT);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the simulated group is still open";
+    for (float value : recv) ASSERT_EQ(value, -1.0f) << "a simulation ran the call";
+  });
+  EXPECT_EQ(failure, "");
+}
+
+// NCCL reports a group's refused call before it reads simInfo, and closes the group.
+TEST(PluginGroupSimulate, ARefusedCallIsReportedBeforeTheMagic) {
+  ScopedEnv codec("TERSE_CODEC", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  const size_t count = 64;
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
+    if (failed(ncclGroupStart(), "ncclGroupStart")) return;
+    EXPECT_EQ(ncclAllReduce(send.data(), recv.data(), count, static_cast<ncclDataType_t>(99),
+                            ncclSum, comm, nullptr),
+              ncclInvalidArgument);
+    ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
+    unmarked.magic = 0;
+    EXPECT_EQ(ncclGroupSimulateEnd(&unmarked), ncclInvalidArgument);
+    const std::string error = ncclGetLastError(nullptr);
+    EXPECT_NE(error.find("a call in it failed"), std::string::npos) << error;
+    EXPECT_NE(error.find("datatype 99"), std::string::npos) << error;
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
   });
   EXPECT_EQ(failure, "");
 }
@@ -89,8 +181,8 @@ TEST(PluginGroupSimulate, AnEmptyGroupLeavesTheEstimateAsItWas) {
   EXPECT_EQ(info.estimatedTime, NCCL_UNDEF_FLOAT);
 }
 
-// As NCCL: a simulated end of an inner level only closes it; the outermost ncclGroupEnd runs
-// the whole group.
+// As NCCL: a simulated end of an inner level only closes it, whatever simInfo is (null, or
+// without the magic); the outermost ncclGroupEnd runs the whole group.
 TEST(PluginGroupSimulate, ANestedSimulatedEndClosesOneLevel) {
   ScopedEnv codec("TERSE_CODEC", nullptr);
   ScopedEnv policy("TERSE_POLICY", nullptr);
@@ -98,13 +190,20 @@ TEST(PluginGroupSimulate, ANestedSimulatedEndClosesOneLevel) {
   const std::string failure = run_ranks(3, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(count, 2.0f * rank), recv(count, -1.0f);
     ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-    if (failed(ncclGroupStart(), "ncclGroupStart") || failed(ncclGroupStart(), "ncclGroupStart") ||
-        failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+    ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
+    unmarked.magic = 0;
+    for (int level = 0; level < 4; ++level) {
+      if (failed(ncclGroupStart(), "ncclGroupStart")) return;
+    }
+    if (failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
                "ncclAllReduce") ||
-        failed(ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd")) {
+        failed(ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd") ||
+        failed(ncclGroupSimulateEnd(nullptr), "ncclGroupSimulateEnd(nullptr)") ||
+        failed(ncclGroupSimulateEnd(&unmarked), "ncclGroupSimulateEnd(unmarked)")) {
       return;
     }
     EXPECT_EQ(info.estimatedTime, NCCL_UNDEF_FLOAT);
+    EXPECT_EQ(unmarked.estimatedTime, NCCL_UNDEF_FLOAT);
     for (float value : recv) ASSERT_EQ(value, -1.0f);
     if (failed(ncclGroupEnd(), "ncclGroupEnd")) return;
     for (float value : recv) ASSERT_EQ(value, 6.0f);

@@ -32,7 +32,9 @@
 //                            in a simulated group does not count as a step of its tensor (its
 //                            first real call is still forwarded), one in a real group does (its
 //                            next call is compressed), one the stand-in refused does not, nor
-//                            does one in a group the refusal failed.
+//                            does one in a group the refusal failed; an inner level's end
+//                            returns the real NCCL's failure; a group of a nonblocking
+//                            communicator runs (ncclInProgress) and its hand-off counts.
 //                            Checked by results and terse's statistics and, ranks as processes,
 //                            by the stand-in's log.
 //              mode_error:   ncclGetUniqueId must fail with WRAP_EXPECT_ERROR (a result code
@@ -484,16 +486,86 @@ void simulate(int rank, ncclComm_t comm) {
   expect_equal(rank, "step 0 of the 7000 tensor (forwarded)", v_out, integer_sum(n, 7000));
   expect_counted(rank, comm, "after V's step 0", 6, 2);
 
+  // An inner level's end is the real NCCL's too: its failure is the call's. The real library's
+  // group is closed behind terse's back, so that its inner end fails.
+  void* real_library = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+  const auto real_group_end =
+      real_library != nullptr
+          ? reinterpret_cast<ncclResult_t (*)()>(dlsym(real_library, "ncclGroupEnd"))
+          : nullptr;
+  if (real_group_end == nullptr) {
+    report(rank, "the stand-in's own ncclGroupEnd is not found");
+  } else {
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank, real_group_end());
+    CHECK_NCCL(rank, real_group_end());
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    if (ncclGroupSimulateEnd(&info) != ncclInvalidUsage) {
+      report(rank, "the inner simulated end hid the real NCCL's failure");
+    }
+    if (ncclGroupEnd() != ncclInvalidUsage) {
+      report(rank, "the outer end hid the real NCCL's failure");
+    }
+  }
+  if (real_library != nullptr) dlclose(real_library);
+
+  // A nonblocking real communicator: NCCL launches the group instead of simulating it
+  // (ncclInProgress, simInfo untouched), so terse's part runs too and the hand-off counts.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nonblocking = nullptr;
+  CHECK_NCCL(rank, ncclCommSplit(comm, 0, rank, &nonblocking, &config));
+  std::vector<float> p(8192), p_out(8192, -7.0f);
+  std::vector<double> p_exact(8192, 0.0);
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] = compressed_input(rank, i);
+    for (int r = 0; r < n; ++r) p_exact[i] += compressed_input(r, i);
+  }
+  std::vector<float> q = integer_input(rank, 4096), q_out(4096, -7.0f);
+  CHECK_NCCL(rank, ncclAllReduce(p.data(), p_out.data(), 8192, ncclFloat, ncclSum, nonblocking, 0));
+  {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank,
+               ncclAllReduce(q.data(), q_out.data(), 4096, ncclFloat, ncclSum, nonblocking, 0));
+    CHECK_NCCL(rank,
+               ncclAllReduce(p.data(), p_out.data(), 8192, ncclFloat, ncclSum, nonblocking, 0));
+    const ncclResult_t ended = ncclGroupSimulateEnd(&info);
+    if (ended != ncclInProgress) {
+      report(rank, std::string("a nonblocking group's simulated end returned ") +
+                       ncclGetErrorString(ended) +
+                       ", not ncclInProgress: " + ncclGetLastError(nullptr));
+    }
+    if (info.estimatedTime != NCCL_UNDEF_FLOAT) {
+      report(rank, "a nonblocking group's simulated end wrote an estimate");
+    }
+  }
+  ncclResult_t async = ncclInProgress;
+  while (async == ncclInProgress) CHECK_NCCL(rank, ncclCommGetAsyncError(nonblocking, &async));
+  if (async != ncclSuccess) report(rank, "the nonblocking communicator failed");
+  expect_equal(rank, "step 0 of the 4096 tensor on the nonblocking communicator (ran)", q_out,
+               integer_sum(n, 4096));
+  expect_close(rank, "step 1 of the 8192 tensor on the nonblocking communicator (ran)", p_out,
+               p_exact);
+  expect_counted(rank, nonblocking, "after the nonblocking group", 3, 1);
+  // The hand-off counted: the 4096 tensor's next call is its step 1, compressed.
+  CHECK_NCCL(rank, ncclAllReduce(q.data(), q_out.data(), 4096, ncclFloat, ncclSum, nonblocking, 0));
+  expect_counted(rank, nonblocking, "after the 4096 tensor's step 1", 4, 2);
+  CHECK_NCCL(rank, ncclCommDestroy(nonblocking));
+
   if (!one_rank_per_process) return;  // the log tells processes apart, not threads
   const std::vector<std::string> lines = my_log_lines();
   if (!logged(lines, "ncclGroupSimulateEnd", -1)) {
     report(rank, "the stand-in never saw ncclGroupSimulateEnd");
   }
-  // 8192: step 0 only (its simulated step 1 was terse's). 4096: the simulated call and the real
-  // step 0 (step 1 compressed). 6000: the grouped step 0 only (step 1 compressed). 7000: the
-  // failed group's and its step 0. 5000: the two refused.
+  // 8192: X's step 0 (its simulated step 1 was terse's), and the nonblocking communicator's
+  // step 0 of its own 8192 tensor. 4096: Y's simulated call and its real step 0 (step 1
+  // compressed), and the nonblocking communicator's step 0 (step 1 compressed). 6000: the
+  // grouped step 0 only (step 1 compressed). 7000: the failed group's and its step 0. 5000: the
+  // two refused.
   for (const auto& [count, times] :
-       {std::pair<long, int>{8192, 1}, {4096, 2}, {6000, 1}, {7000, 2}, {5000, 2}}) {
+       {std::pair<long, int>{8192, 2}, {4096, 3}, {6000, 1}, {7000, 2}, {5000, 2}}) {
     const int seen = count_logged(lines, "ncclAllReduce", count);
     if (seen != times) {
       report(rank, "the stand-in saw " + std::to_string(seen) + " allreduces of " +

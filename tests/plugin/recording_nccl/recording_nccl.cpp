@@ -19,7 +19,12 @@
 //   NCCL, the refusal fails the group's end, which then runs nothing.
 // - ncclGroupSimulateEnd discards the group's calls (its inits still run) and estimates 1000 us
 //   per call it discarded (NCCL's estimate comes from its tuning model), so that a test can tell
-//   its part of an estimate from terse's.
+//   its part of an estimate from terse's. Its checks come in NCCL's order (an inner level ignores
+//   simInfo; the group's error, then simInfo's magic). A group holding a nonblocking
+//   communicator (ncclConfig_t blocking = 0; a split without a config inherits its parent's) is
+//   run instead, and its end returns ncclInProgress, as NCCL launches a nonblocking group and
+//   ignores simInfo; ncclGroupEnd of such a group returns ncclInProgress too. Its calls have
+//   completed all the same, and its async error says ncclSuccess.
 // - Its own collectives call ncclCommCount, and ncclCommInitRank calls ncclCommInitRankConfig,
 //   through the dynamic linker (as some NCCL builds call their exported functions): under
 //   libterse.so those calls reach terse first, which must hand them straight back
@@ -54,6 +59,7 @@ struct ncclComm {
   std::vector<uint64_t> sent, received;  // point-to-point messages per peer
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   bool finalized = false;
+  bool blocking = true;
   std::mutex ops_mutex;
   std::map<int, double> premul;  // PreMulSum operators: value -> scalar
   int next_op = ncclNumOps;
@@ -314,6 +320,7 @@ struct Group {
   std::vector<std::pair<ncclComm*, Call>> calls;
   std::vector<std::function<ncclResult_t()>> inits;
   ncclResult_t error = ncclSuccess;  // the first call refused inside the group
+  bool nonblocking = false;          // a call or init of a nonblocking communicator
 };
 thread_local Group group;
 
@@ -389,6 +396,7 @@ ncclResult_t submit(const char* function, ncclComm* comm, const Call& call) {
   }
   if (group.depth > 0) {
     group.calls.emplace_back(comm, call);
+    group.nonblocking = group.nonblocking || !comm->blocking;
     return ncclSuccess;
   }
   return run(comm, call);
@@ -443,6 +451,13 @@ Group take_group() {
   return taken;
 }
 
+// Runs a group's inits, then its calls; ncclInProgress for a nonblocking group that succeeded.
+ncclResult_t run_taken(const Group& taken) {
+  if (ncclResult_t result = on_threads(taken.inits)) return result;
+  if (ncclResult_t result = run_group(taken.calls)) return result;
+  return taken.nonblocking ? ncclInProgress : ncclSuccess;
+}
+
 }  // namespace
 }  // namespace recording_nccl
 
@@ -481,9 +496,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
     return fail(ncclInvalidArgument, "recording stand-in: not a recording stand-in unique id");
   }
   ncclComm* comm = new_comm(std::string(id.internal + sizeof(kIdMagic)), rank, nranks);
+  comm->blocking = config == nullptr || config->blocking != 0;
   *out = comm;
   if (group.depth > 0) {
     group.inits.push_back([comm] { return join(comm); });
+    group.nonblocking = group.nonblocking || !comm->blocking;
     return ncclSuccess;
   }
   const ncclResult_t result = join(comm);
@@ -513,7 +530,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* /*devlist*/
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t* /*config*/) {
+                           ncclConfig_t* config) {
   log_call("ncclCommSplit", comm, color, -1, key);
   if (comm == nullptr || newcomm == nullptr) return fail(ncclInvalidArgument, "bad ncclCommSplit");
   const uint64_t step = comm->exchanges;
@@ -534,6 +551,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   const std::string dir = comm->dir + ".s" + std::to_string(step) + "c" + std::to_string(color);
   mkdir(dir.c_str(), 0700);  // whoever comes first makes it
   ncclComm* made = new_comm(dir, new_rank, static_cast<int>(members.size()));
+  made->blocking = config == nullptr ? comm->blocking : config->blocking != 0;
   if (ncclResult_t result = join(made)) {
     delete made;
     return result;
@@ -772,8 +790,7 @@ ncclResult_t ncclGroupEnd() {
   if (--group.depth > 0) return ncclSuccess;
   const Group taken = take_group();
   if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
-  if (ncclResult_t result = on_threads(taken.inits)) return result;
-  return run_group(taken.calls);
+  return run_taken(taken);
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
@@ -781,12 +798,14 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (group.depth == 0) {
     return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
   }
-  if (simInfo == nullptr || simInfo->magic != 0x74685283) {
-    return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialised");
-  }
   if (--group.depth > 0) return ncclSuccess;
   const Group taken = take_group();
   if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
+  if (simInfo == nullptr) return run_taken(taken);
+  if (simInfo->magic != 0x74685283) {
+    return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialised");
+  }
+  if (taken.nonblocking) return run_taken(taken);
   if (ncclResult_t result = on_threads(taken.inits)) return result;
   if (!taken.calls.empty()) {
     simInfo->estimatedTime = 1000.0f * static_cast<float>(taken.calls.size());
