@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -346,6 +347,27 @@ struct NodesRun {
 
 class PluginDeviceBackendNodes : public ::testing::TestWithParam<NodesRun> {};
 
+// A directory made for one test and removed with everything in it when the test ends, also
+// when an ASSERT returns early.
+class TemporaryDirectory {
+ public:
+  explicit TemporaryDirectory(const char* prefix) {
+    std::string name = std::string("/tmp/") + prefix + "XXXXXX";
+    if (mkdtemp(name.data()) != nullptr) path_ = name;
+  }
+  ~TemporaryDirectory() {
+    std::error_code ignored;  // nothing left to report to: the test is over
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+  // "" when it could not be made.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 std::map<std::string, std::string> read_values(const std::string& path) {
   std::map<std::string, std::string> values;
   std::ifstream file(path);
@@ -359,9 +381,9 @@ TEST_P(PluginDeviceBackendNodes, RunOnTheBackendEqualToTheModel) {
   const NodesRun& run = GetParam();
   const int n = run.nranks;
   using device_rank_test::kDeviceRankCount;
-  char dir_template[] = "/tmp/terse_device_nodes_XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
+  const TemporaryDirectory made("terse_device_nodes_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  const std::string& dir = made.path();
   const std::string per_node = std::to_string(run.ranks_per_node);
   ScopedEnvironment codec("TERSE_CODEC", "int8");
   ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", run.algorithm);
@@ -443,7 +465,6 @@ TEST_P(PluginDeviceBackendNodes, RunOnTheBackendEqualToTheModel) {
       to_device[static_cast<size_t>(r)] = device_now;
     }
   }
-  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
 }
 
 // Two nodes of two, nodes of two and one (hierarchical only: rails need equal nodes), and the

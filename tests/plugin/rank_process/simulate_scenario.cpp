@@ -137,12 +137,22 @@ int run_simulate(ncclComm_t comm, int rank, int nranks) {
   for (float value : large_recv) {
     if (value != -7.0f) return fail_with(rank, "a simulated allreduce wrote its output");
   }
+  // Every field a call moves (terse.h): a simulated call must move none.
   if (after.calls != before.calls || after.compressed_calls != before.compressed_calls ||
+      after.raw_bytes != before.raw_bytes || after.wire_bytes != before.wire_bytes ||
       after.residual_step != before.residual_step ||
-      std::strcmp(after.last_codec, before.last_codec) != 0) {
+      after.residual_entries != before.residual_entries || after.last_step != before.last_step ||
+      after.last_seed != before.last_seed ||
+      after.last_predicted_seconds != before.last_predicted_seconds ||
+      after.pcie_bytes_to_host != before.pcie_bytes_to_host ||
+      after.pcie_bytes_to_device != before.pcie_bytes_to_device ||
+      std::strcmp(after.last_codec, before.last_codec) != 0 ||
+      std::strcmp(after.last_algorithm, before.last_algorithm) != 0) {
     return fail_with(rank, "a simulated group moved the statistics (calls " +
                                std::to_string(before.calls) + " -> " + std::to_string(after.calls) +
-                               ")");
+                               ", last_predicted_seconds " +
+                               std::to_string(before.last_predicted_seconds) + " -> " +
+                               std::to_string(after.last_predicted_seconds) + ")");
   }
 
   // The tensor's next step for real: its peers must be at the same point.
