@@ -314,14 +314,15 @@ ncclResult_t Communicator::run_locked(const CollectiveArgs& args, const Algorith
   return result;
 }
 
-ncclResult_t Communicator::simulate(const CollectiveArgs& args, double* seconds) {
+ncclResult_t Communicator::simulate(const CollectiveArgs& args,
+                                    CompressionEngine::PendingSteps* pending, double* seconds) {
   *seconds = 0;
   const AlgorithmInfo* algorithm = selection_.choose(args, nranks_);
   if (algorithm == nullptr) {
     return fail(ncclInvalidUsage, "rank %d: no algorithm implements %s (known: %s)", rank_,
                 collective_name(args.kind), algorithm_names().c_str());
   }
-  return compression_->simulate(args, algorithm->name, seconds);
+  return compression_->simulate(args, algorithm->name, pending, seconds);
 }
 
 ncclResult_t Communicator::run_batch(const std::vector<CollectiveArgs>& calls) {

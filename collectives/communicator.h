@@ -77,9 +77,11 @@ class Communicator {
 
   // ncclGroupSimulateEnd: the seconds the cost model predicts for `args` as run() would run it
   // (CompressionEngine::simulate, with the dense algorithm run() would choose), moving nothing:
-  // no operation number, no message, no buffer, no tensor step. The arguments must have been
-  // checked.
-  ncclResult_t simulate(const CollectiveArgs& args, double* seconds);
+  // no operation number, no message, no buffer, no tensor step. The call's step goes into
+  // `pending`, the simulated group's own, which later calls of the group are planned after. The
+  // arguments must have been checked.
+  ncclResult_t simulate(const CollectiveArgs& args, CompressionEngine::PendingSteps* pending,
+                        double* seconds);
 
   // The algorithm run() would use for `args`.
   const AlgorithmInfo* choose_algorithm(const CollectiveArgs& args) const {

@@ -1,5 +1,6 @@
 #include "plugin/call_routing.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,19 +13,23 @@
 namespace terse {
 namespace {
 
+// The steps the hand-offs of an open group took on one communicator (wrap mode): the group's
+// alone until its end (CompressionEngine::PendingSteps).
+using GroupSteps = std::pair<ncclComm*, std::unique_ptr<CompressionEngine::PendingSteps>>;
+
 struct ApiGroup {
   int depth = 0;
   std::vector<std::pair<ncclComm*, QueuedCall>> calls;  // in issue order
   ncclResult_t error = ncclSuccess;                     // the first refusal inside the group
   std::string error_message;
-  std::vector<ncclComm*> tentative;  // communicators with tentative hand-offs, each once
+  std::vector<GroupSteps> steps;  // communicators with hand-offs, each once
 };
 
-// An outermost group taken off the thread's queue: its calls and communicators, each holding a
-// use of its communicator until this goes.
+// An outermost group taken off the thread's queue: its calls and hand-offs, each holding a use
+// of its communicator until this goes.
 struct EndedGroup {
   std::vector<std::pair<ncclComm*, QueuedCall>> calls;
-  std::vector<ncclComm*> tentative;
+  std::vector<GroupSteps> steps;
   ncclResult_t refused = ncclSuccess;
   std::string refused_message;
 
@@ -33,7 +38,7 @@ struct EndedGroup {
   EndedGroup& operator=(const EndedGroup&) = delete;
   ~EndedGroup() {
     for (auto& queued : calls) release_comm(queued.first);
-    for (ncclComm* comm : tentative) release_comm(comm);
+    for (auto& held : steps) release_comm(held.first);
   }
 };
 
@@ -186,30 +191,48 @@ void begin_api_group() {
   ++api_group().depth;
 }
 
+namespace {
+
 // Moves the thread's outermost group into `ended` (the queue starts empty again).
 void take_group(ApiGroup* group, EndedGroup* ended) {
   ended->calls = std::move(group->calls);
   group->calls.clear();
-  ended->tentative = std::move(group->tentative);
-  group->tentative.clear();
+  ended->steps = std::move(group->steps);
+  group->steps.clear();
   ended->refused = group->error;
   ended->refused_message = std::move(group->error_message);
   group->error = ncclSuccess;
   group->error_message.clear();
 }
 
-ncclResult_t end_api_group() {
+// One level less of the thread's group; at the outermost level its calls move into `ended` and
+// *outermost is set.
+ncclResult_t close_level(const char* function, bool* outermost, EndedGroup* ended) {
+  *outermost = false;
   ApiGroup& group = api_group();
   if (group.depth == 0) {
-    return fail(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
+    return fail(ncclInvalidUsage, "%s without a matching ncclGroupStart", function);
   }
   if (--group.depth > 0) return ncclSuccess;
+  *outermost = true;
+  take_group(&group, ended);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t end_api_group(bool hand_offs_ran) {
+  bool outermost = false;
   // Each queued call's use of its communicator ends when the group has run (or refused) it.
   EndedGroup ended;
-  take_group(&group, &ended);
+  TERSE_CHECK(close_level("ncclGroupEnd", &outermost, &ended));
+  if (!outermost) return ncclSuccess;
   // The real NCCL's group has ended (group_calls.cpp ends it first): the calls handed to it ran
-  // there (or failed there), and count as their tensors' steps before terse's calls run.
-  for (ncclComm* comm : ended.tentative) comm->engine->compression()->commit_tentative();
+  // there, and count as their tensors' steps before terse's calls run. When it failed, they
+  // did not run, and are dropped with the group.
+  if (hand_offs_ran) {
+    for (auto& [comm, steps] : ended.steps) comm->engine->compression()->commit(steps.get());
+  }
   if (ended.refused != ncclSuccess) {
     return fail(ended.refused, "the group ran nothing because a call in it failed: %s",
                 ended.refused_message.c_str());
@@ -221,34 +244,51 @@ ncclResult_t end_api_group() {
 ncclResult_t simulate_api_group(double* seconds, size_t* simulated) {
   *seconds = 0;
   *simulated = 0;
-  ApiGroup& group = api_group();
-  if (group.depth == 0) {
-    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without a matching ncclGroupStart");
-  }
-  if (--group.depth > 0) return ncclSuccess;
+  bool outermost = false;
+  // Nothing of the group runs: its calls and the steps its hand-offs took go with `ended`.
   EndedGroup ended;
-  take_group(&group, &ended);
-  // Nothing of the group runs: forget what its calls counted tentatively, whatever happens
-  // below (a communicator may appear in both lists; forgetting twice is harmless).
-  struct Discard {
-    EndedGroup* ended;
-    ~Discard() {
-      for (auto& queued : ended->calls) queued.first->engine->compression()->discard_tentative();
-      for (ncclComm* comm : ended->tentative) comm->engine->compression()->discard_tentative();
-    }
-  } discard{&ended};
+  TERSE_CHECK(close_level("ncclGroupSimulateEnd", &outermost, &ended));
+  if (!outermost) return ncclSuccess;
   if (ended.refused != ncclSuccess) {
     return fail(ended.refused,
-                "the simulated group predicted nothing because a call in it "
-                "failed: %s",
+                "the simulated group predicted nothing because a call in it failed: %s",
                 ended.refused_message.c_str());
   }
+  // Each communicator's calls are planned after the steps the group took before them (its
+  // hand-offs, its earlier calls), in steps of the group's own: the engine never sees them.
+  std::vector<GroupSteps>& steps = ended.steps;
+  std::vector<GroupSteps> simulated_only;  // communicators without hand-offs
   for (auto& [comm, call] : ended.calls) {
+    const auto owner = [&, comm = comm](const GroupSteps& held) { return held.first == comm; };
+    auto found = std::find_if(steps.begin(), steps.end(), owner);
+    CompressionEngine::PendingSteps* pending = nullptr;
+    if (found != steps.end()) {
+      pending = found->second.get();
+    } else {
+      auto other = std::find_if(simulated_only.begin(), simulated_only.end(), owner);
+      if (other == simulated_only.end()) {
+        // The queued call holds the use of `comm` that this needs.
+        simulated_only.emplace_back(comm, std::make_unique<CompressionEngine::PendingSteps>());
+        other = simulated_only.end() - 1;
+      }
+      pending = other->second.get();
+    }
     double call_seconds = 0;
-    TERSE_CHECK(comm->engine->simulate(call.args, &call_seconds));
+    TERSE_CHECK(comm->engine->simulate(call.args, pending, &call_seconds));
     *seconds += call_seconds;
   }
   *simulated = ended.calls.size();
+  return ncclSuccess;
+}
+
+ncclResult_t discard_api_group() {
+  bool outermost = false;
+  EndedGroup ended;
+  TERSE_CHECK(close_level("ncclGroupSimulateEnd", &outermost, &ended));
+  if (ended.refused != ncclSuccess) {
+    return fail(ended.refused, "the group ran nothing because a call in it failed: %s",
+                ended.refused_message.c_str());
+  }
   return ncclSuccess;
 }
 
@@ -256,18 +296,22 @@ int api_group_depth() {
   return api_group().depth;
 }
 
-ncclResult_t note_tentative_hand_off(ncclComm* comm) {
+ncclResult_t group_steps(ncclComm* comm, CompressionEngine::PendingSteps** steps) {
   ApiGroup& group = api_group();
-  for (ncclComm* known : group.tentative) {
-    if (known == comm) return ncclSuccess;
+  for (GroupSteps& held : group.steps) {
+    if (held.first == comm) {
+      *steps = held.second.get();
+      return ncclSuccess;
+    }
   }
   TERSE_CHECK(acquire_comm(comm, "a call handed to the real NCCL in a group"));
   try {
-    group.tentative.push_back(comm);
+    group.steps.emplace_back(comm, std::make_unique<CompressionEngine::PendingSteps>());
   } catch (...) {
     release_comm(comm);
     throw;
   }
+  *steps = group.steps.back().second.get();
   return ncclSuccess;
 }
 

@@ -25,6 +25,7 @@
 
 #include <functional>
 
+#include "collectives/compressed/compression_engine.h"
 #include "plugin/device_staging.h"
 
 struct ncclComm;
@@ -38,21 +39,30 @@ ncclResult_t route_call(ncclComm* comm, const QueuedCall& call);
 void begin_api_group();
 // ncclGroupEnd's part: one level less; at the outermost level runs every queued call and
 // returns the first error. Fails with ncclInvalidUsage when no group is open.
-ncclResult_t end_api_group();
+// `hand_offs_ran`: the real NCCL's group ended without error (wrap mode; true in engine mode),
+// so the calls handed to it in the group ran and count as their tensors' steps
+// (CompressionEngine::commit) before terse's calls run; otherwise they are dropped.
+ncclResult_t end_api_group(bool hand_offs_ran);
 // ncclGroupSimulateEnd's part: one level less; at the outermost level the queued calls are
 // discarded, not run: no message, no buffer, no stream, no operation number, no tensor step
 // (every rank simulates its group alike, so the ranks stay in step). *seconds is the sum of the
 // engine's predictions for them (Communicator::simulate, each communicator's calls in issue
-// order, as a run would plan them), *simulated how many there were (0 at an inner level).
-// Tentative hand-offs of the group (wrap mode) are forgotten. A group a refused call failed
-// returns that failure, as end_api_group does.
+// order, as a run would plan them: after the group's hand-offs and its earlier calls, in steps
+// the group keeps to itself), *simulated how many there were (0 at an inner level). The
+// group's hand-offs are dropped uncounted. A group a refused call failed returns that failure,
+// as end_api_group does.
 ncclResult_t simulate_api_group(double* seconds, size_t* simulated);
+// The outermost level closed with nothing of it run or counted (a simulated end NCCL refuses:
+// a simInfo without NCCL_SIM_INFO_INITIALIZER's magic). Returns the failure of a call the group
+// refused, which NCCL reports first.
+ncclResult_t discard_api_group();
 // Group levels open on this thread (0 outside a group).
 int api_group_depth();
-// Wrap mode: `comm` handed an allreduce of the open group to the real NCCL tentatively
-// (CompressionEngine::hand_off_uncompressed): the outermost end_api_group commits its tentative
-// calls, simulate_api_group discards them. Keeps a use of `comm` until then.
-ncclResult_t note_tentative_hand_off(ncclComm* comm);
+// Wrap mode: the steps the open group's hand-offs to the real NCCL take on `comm`
+// (CompressionEngine::count_hand_off), made at its first; the outermost end_api_group commits
+// them, simulate_api_group and discard_api_group drop them. Keeps a use of `comm` until then:
+// fails only when `comm` is being destroyed or aborted, before anything was handed off.
+ncclResult_t group_steps(ncclComm* comm, CompressionEngine::PendingSteps** steps);
 // A call inside the open group was refused (`result`, with this thread's last error): the
 // group will run nothing. No effect outside a group.
 void refuse_in_group(ncclResult_t result);

@@ -6,10 +6,11 @@
 // for the stream. A refused call inside a group fails the group.
 //
 // In wrap mode (comm_mode.h) a call goes to the real NCCL's communicator unless it is an
-// allreduce the policy compresses (CompressionEngine::hand_off_uncompressed decides, and counts
-// the call as one of the tensor's steps): inside a group, into the real NCCL's group, counted
-// tentatively until the group ends (a simulated group runs none of its calls, and its
-// hand-offs must not move their tensors' steps).
+// allreduce the policy compresses (CompressionEngine::hand_off_uncompressed decides); once the
+// real NCCL has taken it, the call counts as one of its tensor's steps. Inside a group it goes
+// into the real NCCL's group and counts only among the group's own steps until the group has
+// run (call_routing.h: group_steps): a simulated group runs none of its calls, and its
+// hand-offs must move no step that another plan, such as the stream proxy's, could see.
 #include "collectives/collective_args.h"
 #include "common/exception_guard.h"
 #include "common/result.h"
@@ -153,10 +154,20 @@ ncclResult_t forward_call(ncclComm* comm, const char* function, const Collective
   return forwarded(result, function, to);
 }
 
+// Wrap mode: an allreduce terse hands to the real NCCL, to be counted as a step of its tensor
+// once the real NCCL has taken it (a call it refuses never runs).
+struct RealHandOff {
+  CompressionEngine* engine = nullptr;  // null: nothing to count
+  CompressionEngine::HandOff hand_off;
+  // The open group's steps on the communicator (null outside a group): the call runs only at
+  // the group's end, or never when the group is simulated.
+  CompressionEngine::PendingSteps* pending = nullptr;
+};
+
 // Wrap mode: whether the call goes to the real NCCL (all but the allreduces the policy
 // compresses). A datatype or op terse cannot read goes there too, for the real NCCL to judge.
 ncclResult_t goes_to_real(ncclComm* comm, const char* function, const CollectiveArgs& args,
-                          int raw_type, int raw_op, bool* real) {
+                          int raw_type, int raw_op, bool* real, RealHandOff* hand_off) {
   *real = true;
   if (args.kind != CollectiveKind::kAllReduce) return ncclSuccess;
   Communicator* engine = nullptr;
@@ -169,9 +180,13 @@ ncclResult_t goes_to_real(ncclComm* comm, const char* function, const Collective
                         &device_scalar) != ncclSuccess) {
     return ncclSuccess;
   }
-  const bool in_group = api_group_depth() > 0;
-  TERSE_CHECK(engine->compression()->hand_off_uncompressed(decided, "nccl", in_group, real));
-  return *real && in_group ? note_tentative_hand_off(comm) : ncclSuccess;
+  // Taken before anything is handed off, so that a communicator being closed meanwhile
+  // refuses the call before the real NCCL has it.
+  if (api_group_depth() > 0) TERSE_CHECK(group_steps(comm, &hand_off->pending));
+  TERSE_CHECK(engine->compression()->hand_off_uncompressed(decided, hand_off->pending, real,
+                                                           &hand_off->hand_off));
+  if (*real) hand_off->engine = engine->compression();
+  return ncclSuccess;
 }
 
 ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs args, int raw_type,
@@ -183,9 +198,13 @@ ncclResult_t submit_call(ncclComm* comm, const char* function, CollectiveArgs ar
   }
   if (comm->real != nullptr) {
     bool real = true;
-    ncclResult_t result = goes_to_real(comm, function, args, raw_type, raw_op, &real);
+    RealHandOff hand_off;
+    ncclResult_t result = goes_to_real(comm, function, args, raw_type, raw_op, &real, &hand_off);
     if (result == ncclSuccess && real) {
       result = forward_call(comm, function, args, raw_type, raw_op, stream);
+      if (result == ncclSuccess && hand_off.engine != nullptr) {
+        hand_off.engine->count_hand_off(std::move(hand_off.hand_off), "nccl", hand_off.pending);
+      }
     }
     if (result != ncclSuccess) refuse_in_group(result);
     if (result != ncclSuccess || real) return result;

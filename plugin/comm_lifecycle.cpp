@@ -118,7 +118,8 @@ ncclResult_t engine_of(ncclComm* comm, const char* function, Communicator** engi
   if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is null", function);
   if (!comm->engine) {
     return fail(ncclInvalidUsage,
-                "%s: comm is still being created by the open group (call ncclGroupEnd first)",
+                "%s: comm is not created: the open group creates it (call ncclGroupEnd first), "
+                "or the group that was to create it failed or was discarded (destroy it)",
                 function);
   }
   *engine = comm->engine.get();

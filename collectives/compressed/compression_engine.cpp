@@ -116,7 +116,8 @@ ncclResult_t CompressionEngine::codec_for(const std::string& spec, const std::st
   return ncclSuccess;
 }
 
-ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree, Plan* plan) {
+ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree,
+                                     const PendingSteps* pending, Plan* plan) {
   *plan = Plan{};
   const TensorRequest* tensor = args.tensor.get();
   plan->key.comm = comm_id_;
@@ -126,8 +127,10 @@ ncclResult_t CompressionEngine::plan(const CollectiveArgs& args, bool may_agree,
   if (tensor != nullptr) plan->key.name = tensor->name;
   const auto step = steps_.find(plan->key);
   plan->step = step == steps_.end() ? 0 : step->second.calls;
-  const auto tentative = tentative_.find(plan->key);
-  if (tentative != tentative_.end()) plan->step += tentative->second;
+  if (pending != nullptr) {
+    const auto ahead = pending->steps_.find(plan->key);
+    if (ahead != pending->steps_.end()) plan->step += ahead->second;
+  }
 
   TensorInfo info;
   info.name = plan->key.name;
@@ -351,7 +354,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   // The common case of an application without any compression: nothing to decide.
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   Plan plan;
-  TERSE_CHECK(this->plan(args, /*may_agree=*/true, &plan));
+  TERSE_CHECK(this->plan(args, /*may_agree=*/true, /*pending=*/nullptr, &plan));
   advance_clock(plan);
   log_first_decision(plan, args);
   // `auto` plans uncompressed calls too; their prediction goes with the dense call's record.
@@ -438,67 +441,62 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
 }
 
 ncclResult_t CompressionEngine::hand_off_uncompressed(const CollectiveArgs& args,
-                                                      const char* runner, bool tentative,
-                                                      bool* elsewhere) {
+                                                      const PendingSteps* pending, bool* elsewhere,
+                                                      HandOff* hand_off) {
   *elsewhere = false;
+  *hand_off = HandOff{};
   std::lock_guard<std::mutex> lock(mutex_);
-  TentativeHandOff hand_off;
   if (!policy_.rules().empty() || args.tensor != nullptr) {
-    TERSE_CHECK(this->plan(args, /*may_agree=*/false, &hand_off.plan));
-    const Plan& plan = hand_off.plan;
+    TERSE_CHECK(this->plan(args, /*may_agree=*/false, pending, &hand_off->plan));
+    const Plan& plan = hand_off->plan;
     if (plan.compressed || (plan.automatic && !plan.call.agreed)) return ncclSuccess;
-    hand_off.planned = true;
+    hand_off->planned = true;
   }
+  hand_off->args = args;
   *elsewhere = true;
-  if (tentative) {
-    if (hand_off.planned) ++tentative_[hand_off.plan.key];
-    hand_off.args = args;
-    hand_off.runner = runner;
-    hand_offs_.push_back(std::move(hand_off));
-    return ncclSuccess;
-  }
-  if (hand_off.planned) {
-    advance_clock(hand_off.plan);
-    log_first_decision(hand_off.plan, args);
-  }
-  record("none", runner, args.count * nccl_type_size(args.type), 0, CompressionCounters{}, 0,
-         false);
   return ncclSuccess;
 }
 
-void CompressionEngine::commit_tentative() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Counted in issue order, each at the step it was decided at: steps_ grows by what tentative_
-  // held, so that later plans see the same steps as before.
-  tentative_.clear();
-  for (const TentativeHandOff& hand_off : hand_offs_) {
-    if (hand_off.planned) {
-      advance_clock(hand_off.plan);
-      log_first_decision(hand_off.plan, hand_off.args);
-    }
-    record("none", hand_off.runner.c_str(),
-           hand_off.args.count * nccl_type_size(hand_off.args.type), 0, CompressionCounters{}, 0,
-           false);
+void CompressionEngine::count_hand_off(HandOff hand_off, const char* runner,
+                                       PendingSteps* pending) {
+  hand_off.runner = runner;
+  if (pending != nullptr) {
+    if (hand_off.planned) ++pending->steps_[hand_off.plan.key];
+    pending->hand_offs_.push_back(std::move(hand_off));
+    return;
   }
-  hand_offs_.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  count_hand_off_locked(hand_off);
 }
 
-void CompressionEngine::discard_tentative() {
+void CompressionEngine::count_hand_off_locked(const HandOff& hand_off) {
+  // At the step it was planned at: a group's hand-offs are counted in issue order, each planned
+  // after the steps of those before it.
+  if (hand_off.planned) {
+    advance_clock(hand_off.plan);
+    log_first_decision(hand_off.plan, hand_off.args);
+  }
+  record("none", hand_off.runner, hand_off.args.count * nccl_type_size(hand_off.args.type), 0,
+         CompressionCounters{}, 0, false);
+}
+
+void CompressionEngine::commit(PendingSteps* pending) {
   std::lock_guard<std::mutex> lock(mutex_);
-  tentative_.clear();
-  hand_offs_.clear();
+  for (const HandOff& hand_off : pending->hand_offs_) count_hand_off_locked(hand_off);
+  pending->hand_offs_.clear();
+  pending->steps_.clear();
 }
 
 ncclResult_t CompressionEngine::simulate(const CollectiveArgs& args, const char* dense_algorithm,
-                                         double* seconds) {
+                                         PendingSteps* pending, double* seconds) {
   *seconds = 0;
   if (args.count == 0) return ncclSuccess;  // nothing moves
   std::lock_guard<std::mutex> lock(mutex_);
   if (args.kind == CollectiveKind::kAllReduce &&
       (!policy_.rules().empty() || args.tensor != nullptr)) {
     Plan plan;
-    TERSE_CHECK(predict(args, &plan));
-    ++tentative_[plan.key];
+    TERSE_CHECK(predict(args, pending, &plan));
+    ++pending->steps_[plan.key];
     if (plan.compressed) {
       *seconds = plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds;
       return ncclSuccess;
@@ -575,7 +573,7 @@ ncclResult_t CompressionEngine::decide(const CollectiveArgs& args, std::string* 
                                        std::string* algorithm) {
   std::lock_guard<std::mutex> lock(mutex_);
   Plan plan;
-  TERSE_CHECK(predict(args, &plan));
+  TERSE_CHECK(predict(args, /*pending=*/nullptr, &plan));
   *codec = plan.compressed ? plan.codec->spec() : "none";
   *algorithm = plan.compressed ? plan.algorithm->name : "";
   return ncclSuccess;
@@ -586,7 +584,7 @@ ncclResult_t CompressionEngine::predicts_backend(const CollectiveArgs& args, boo
   std::lock_guard<std::mutex> lock(mutex_);
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   Plan plan;
-  TERSE_CHECK(predict(args, &plan));
+  TERSE_CHECK(predict(args, /*pending=*/nullptr, &plan));
   *backend = plan.compressed;
   return ncclSuccess;
 }
@@ -597,9 +595,10 @@ void CompressionEngine::count_staging_copies(uint64_t to_host, uint64_t to_devic
   stats_.pcie_bytes_to_device += to_device;
 }
 
-ncclResult_t CompressionEngine::predict(const CollectiveArgs& args, Plan* out) {
+ncclResult_t CompressionEngine::predict(const CollectiveArgs& args, const PendingSteps* pending,
+                                        Plan* out) {
   Plan& plan = *out;
-  TERSE_CHECK(this->plan(args, /*may_agree=*/false, &plan));
+  TERSE_CHECK(this->plan(args, /*may_agree=*/false, pending, &plan));
   // As allreduce() would find residual memory at that step (an entry of the tensor that exists
   // counts as admitted).
   if (plan.compressed && needs_entry(plan) && !residuals_->contains(plan.key)) {

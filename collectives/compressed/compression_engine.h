@@ -127,18 +127,33 @@ class CompressionEngine {
                          bool* handled);
   void record_dense(const CollectiveArgs& args, const char* algorithm, uint64_t wire_bytes,
                     double seconds);
+  // Steps that the calls of an open group take before they run (or instead of running, when
+  // the group is simulated): kept by the caller that issues the group, never in the engine, so
+  // that they reach only the plans made for that group (hand_off_uncompressed, simulate) and
+  // never allreduce(), which the stream proxy may run at any moment for a call queued earlier.
+  class PendingSteps;
+  // A call hand_off_uncompressed gives to another runner, counted once that runner took it.
+  class HandOff;
+
   // Wrap mode (plugin/comm_mode.h) runs the allreduces the policy leaves alone on a real NCCL.
-  // *elsewhere = true when `args` is one: the policy's plan at the tensor's next step is no
-  // compression. The call is then counted here as allreduce() would count it (the tensor's step
-  // moves, so schedules see every call; the statistics record codec none, algorithm `runner`).
+  // *elsewhere = true when `args` is one: the policy's plan at the tensor's next step (after the
+  // steps `pending` holds, when the call is in a group) is no compression. Nothing is counted
+  // yet: once the runner has taken the call, count_hand_off counts it.
   // A tensor whose rule says `auto` is handed off when auto keeps it uncompressed on codec speeds
   // the ranks have agreed on (prepare_hand_off); otherwise it stays here (*elsewhere = false),
   // where allreduce() agrees on them and decides alike on every rank.
-  // `tentative` (a call inside a group, which runs only at its end, or never when the group is
-  // simulated): the call is counted only as a tentative step of its tensor (later decisions see
-  // it) until commit_tentative() counts it for good or discard_tentative() forgets it.
-  ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const char* runner, bool tentative,
-                                     bool* elsewhere);
+  ncclResult_t hand_off_uncompressed(const CollectiveArgs& args, const PendingSteps* pending,
+                                     bool* elsewhere, HandOff* hand_off);
+  // A call handed off (hand_off_uncompressed said *elsewhere) that `runner` accepted, counted as
+  // allreduce() would count it: the tensor's step moves, so that schedules see every call, and
+  // the statistics record codec none, algorithm `runner`. At once when `pending` is null; in a
+  // group (which runs at its end, or never when it is simulated) as a step of `pending` only,
+  // which later plans of the group see, until commit() counts it for good; a simulated group
+  // just drops `pending`.
+  void count_hand_off(HandOff hand_off, const char* runner, PendingSteps* pending);
+  // The hand-offs `pending` holds, in their order, counted as the calls they were once their
+  // group has run (steps, statistics, the decision log); `pending` is left empty.
+  void commit(PendingSteps* pending);
   // Collective, once at creation of a communicator that hands calls off: when the policy has an
   // `auto` rule, agrees on the speeds of every codec auto weighs (a probe of each, then one
   // allgather), so that hand_off_uncompressed can decide auto's calls alike on every rank.
@@ -155,18 +170,14 @@ class CompressionEngine {
   // ncclGroupSimulateEnd: the seconds the planner predicts for `args`, a call of a group that is
   // simulated instead of run. An allreduce gets the plan allreduce() would make at the
   // tensor's next step as decide() sees it (this rank's codec speeds where none were agreed
-  // yet, residual admission as it stands): the chosen candidate's prediction when it
-  // compresses, else the uncompressed allreduce the communicator runs (`dense_algorithm`, its
-  // table name). Other collectives: `dense_algorithm` through the cost model
-  // (Planner::predict_uncompressed). Nothing moves and nothing is counted, except a tentative
-  // step of the tensor, so that a later call of the same tensor in the group is planned as a
-  // run would plan it; discard_tentative() forgets it.
-  ncclResult_t simulate(const CollectiveArgs& args, const char* dense_algorithm, double* seconds);
-  // The tentative hand-offs (hand_off_uncompressed inside a group), in their order, counted as
-  // the calls they were when their group has ended: steps, statistics, the decision log.
-  void commit_tentative();
-  // Forgets every tentative step and hand-off (a simulated group: nothing of it ran).
-  void discard_tentative();
+  // yet, residual admission as it stands), after the steps `pending` holds: the chosen
+  // candidate's prediction when it compresses, else the uncompressed allreduce the
+  // communicator runs (`dense_algorithm`, its table name). Other collectives:
+  // `dense_algorithm` through the cost model (Planner::predict_uncompressed). Nothing here
+  // moves and nothing is counted; the call becomes a step of `pending`, so that a later call of
+  // the same tensor in the group is planned at the step after it, as a run would plan it.
+  ncclResult_t simulate(const CollectiveArgs& args, const char* dense_algorithm,
+                        PendingSteps* pending, double* seconds);
 
   // Bytes the API layer copied between device and host memory for this communicator's calls
   // (its staging of whole tensors), for the statistics.
@@ -215,9 +226,11 @@ class CompressionEngine {
   };
 
   CompressionEngine() = default;
-  // The tensor key, its step, the decision, codec and algorithm for `args` (mutex_ held);
-  // `may_agree`: inside an allreduce, where the planner may agree on codec speeds.
-  ncclResult_t plan(const CollectiveArgs& args, bool may_agree, Plan* plan);
+  // The tensor key, its step (after those `pending` holds, when not null), the decision, codec
+  // and algorithm for `args` (mutex_ held); `may_agree`: inside an allreduce, where the planner
+  // may agree on codec speeds.
+  ncclResult_t plan(const CollectiveArgs& args, bool may_agree, const PendingSteps* pending,
+                    Plan* plan);
   // The planner's plan for `codec` (null: auto within `max_rel_err`) on `plan`'s tensor.
   ncclResult_t plan_call(Codec* codec, double max_rel_err, bool may_agree, Plan* plan);
   // The codec of canonical spec `spec`, made once from `name` and `params`.
@@ -234,9 +247,9 @@ class CompressionEngine {
   // `memory`, `stream`: where the call's residual lives (EntryOptions).
   EntryOptions entry_options(const Plan& plan, Memory memory = Memory::kHost,
                              void* stream = nullptr) const;
-  // decide()'s plan (mutex_ held): the plan at the tensor's next step, its fallback when
-  // residual memory would not admit it now.
-  ncclResult_t predict(const CollectiveArgs& args, Plan* plan);
+  // decide()'s plan (mutex_ held): the plan at the tensor's next step (after those `pending`
+  // holds), its fallback when residual memory would not admit it now.
+  ncclResult_t predict(const CollectiveArgs& args, const PendingSteps* pending, Plan* plan);
   // Turns `plan` into its rule's fallback: the fallback codec with memory none when the rule
   // names one and the algorithm can run it, else uncompressed; `path` says which, for messages.
   ncclResult_t switch_to_fallback(Plan* plan, bool may_agree, std::string* path);
@@ -248,6 +261,8 @@ class CompressionEngine {
   ncclResult_t decide_with_spec(const std::string& spec, const TensorInfo& info,
                                 Decision* decision);
   void log_first_decision(const Plan& plan, const CollectiveArgs& args);
+  // count_hand_off's counting (mutex_ held).
+  void count_hand_off_locked(const HandOff& hand_off);
   void record(const std::string& codec, const std::string& algorithm, uint64_t raw_bytes,
               uint64_t wire_bytes, const CompressionCounters& counters, double seconds,
               bool compressed);
@@ -270,16 +285,6 @@ class CompressionEngine {
     uint64_t last_used = 0;
   };
   std::unordered_map<TensorKey, TensorRecord, TensorIdentityHash, TensorIdentityEqual> steps_;
-  // Calls of a group not run yet (hand-offs, simulated calls): per tensor, how many count as
-  // its steps beyond steps_ (plan() adds them), and the hand-offs to count at the group's end.
-  std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> tentative_;
-  struct TentativeHandOff {
-    bool planned = false;  // a plan was made (the policy has rules): its step moves
-    Plan plan;
-    CollectiveArgs args;
-    std::string runner;
-  };
-  std::vector<TentativeHandOff> hand_offs_;
   // The communicator step at which forget_idle_tensors() looks again.
   uint64_t next_forget_ = 0;
   // The communicator's step, residual memory's clock: the largest step of any tensor so far,
@@ -292,6 +297,27 @@ class CompressionEngine {
   std::unordered_map<TensorKey, bool, TensorIdentityHash, TensorIdentityEqual> refused_;
   CompressionStats stats_;
   CompressionScratch scratch_;
+};
+
+class CompressionEngine::HandOff {
+ private:
+  friend class CompressionEngine;
+  bool planned = false;  // a plan was made (the policy has rules): the tensor's step moves
+  Plan plan;
+  CollectiveArgs args;
+  std::string runner;
+};
+
+class CompressionEngine::PendingSteps {
+ public:
+  bool empty() const { return steps_.empty() && hand_offs_.empty(); }
+
+ private:
+  friend class CompressionEngine;
+  // Per tensor, how many of the group's calls count as its steps beyond those of the engine.
+  std::unordered_map<TensorKey, uint64_t, TensorIdentityHash, TensorIdentityEqual> steps_;
+  // The group's hand-offs, in issue order, to count when the group has run.
+  std::vector<HandOff> hand_offs_;
 };
 
 }  // namespace terse

@@ -131,6 +131,35 @@ TEST(CompressionEngine, ScheduleCountsStepsPerTensor) {
   });
 }
 
+// ncclGroupSimulateEnd plans a group's calls without running them. The steps its calls take
+// are the simulation's alone: a plan made meanwhile by anyone else, such as the stream proxy
+// running an allreduce of the tensor queued before the group, must see the tensor's steps as
+// they are, or that rank runs the call at another step than its peers.
+TEST(CompressionEngine, SimulatedStepsAreSeenByNoOtherPlan) {
+  CommunicatorWorld world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  world.run([&](Communicator& comm) {
+    comm.compression()->set_policy(
+        policy_from("rules:\n"
+                    "  - codec: int8\n"
+                    "    schedule: {start: 1}\n"));
+    std::vector<float> send(4096, 0.5f), recv(4096);
+    const CollectiveArgs args = allreduce_args(send, &recv, "a");
+    ASSERT_EQ(comm.run(args), ncclSuccess);  // step 0
+    // Two simulated calls of the tensor (its steps 1 and 2 in the simulation), then a real call
+    // while the simulation is still in progress.
+    CompressionEngine::PendingSteps simulation;
+    double first = 0, second = 0;
+    ASSERT_EQ(comm.simulate(args, &simulation, &first), ncclSuccess);
+    ASSERT_EQ(comm.simulate(args, &simulation, &second), ncclSuccess);
+    ASSERT_EQ(comm.run(args), ncclSuccess);
+    EXPECT_EQ(comm.compression()->stats().last_step, 1u);
+    EXPECT_EQ(comm.compression()->residual_stats().step, 1u);
+    ASSERT_EQ(comm.run(args), ncclSuccess);
+    EXPECT_EQ(comm.compression()->stats().last_step, 2u);
+  });
+}
+
 TEST(CompressionEngine, ForcedAlgorithmMustAcceptTheCodec) {
   CommunicatorWorld world(2,
                           {{"TERSE_CODEC", "topk:ratio=0.1"}, {"TERSE_COMPRESSED_ALGO", "ring"}});

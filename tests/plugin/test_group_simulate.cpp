@@ -1,11 +1,14 @@
 // ncclGroupSimulateEnd through the NCCL API of libterse.so (plugin/group_calls.cpp): simInfo
-// checked, a group outside of which it is called refused, an empty group's estimate left as the
-// caller set it, a nested simulated end closing one level only (ranks as threads); and, with
+// read, checked and refused as NCCL does (a null one runs the group, a bad magic closes and
+// discards it, after a refused call of the group is reported), a group outside of which it is
+// called refused, an empty group's estimate left as the caller set it, a nested simulated end
+// closing one level only (ranks as threads); and, with
 // ranks as processes (rank_process/simulate_scenario.cpp), every estimate equal to the cost
 // model written out here from the figures the test pins (cost_model.h's rules), the whole
-// group's estimate the sum of its calls', a larger tensor's estimate larger, every buffer and
-// statistic untouched, and the tensor's next real step equal to the reference model that never
-// saw the simulated one (residual memory, tensor step and operation numbers unmoved).
+// group's estimate the sum of its calls', a larger tensor's estimate larger, two calls of a
+// tensor in one group planned at consecutive steps, every buffer and statistic untouched, and
+// the tensor's next real step equal to the reference model that never saw the simulated one
+// (residual memory, tensor step and operation numbers unmoved).
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <sched.h>
@@ -14,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -33,40 +37,129 @@ using plugin_test::failed;
 using plugin_test::run_ranks;
 using terse::test::ScopedEnv;
 
-// Every rank: a group holding one float allreduce of `count`, ended by `end` (which may refuse
-// and leave the group open), then ncclGroupEnd if the group is still open; the result must be
-// the exact sum.
-TEST(PluginGroupSimulate, ABadSimInfoIsRefusedAndTheGroupStaysOpen) {
+// What NCCL does with simInfo (src/group.cc, ncclGroupEndInternal): a null simInfo ends the
+// group as ncclGroupEnd does, and it runs.
+TEST(PluginGroupSimulate, ANullSimInfoRunsTheGroup) {
   ScopedEnv codec("TERSE_CODEC", nullptr);
   ScopedEnv policy("TERSE_POLICY", nullptr);
-  const int n = 2;
   const size_t count = 64;
-  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
-    if (failed(ncclGroupStart(), "ncclGroupStart")) return;
-    if (failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+    if (failed(ncclGroupStart(), "ncclGroupStart") ||
+        failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+               "ncclAllReduce") ||
+        failed(ncclGroupSimulateEnd(nullptr), "ncclGroupSimulateEnd(nullptr)")) {
+      return;
+    }
+    for (float value : recv) ASSERT_EQ(value, 3.0f);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the group is still open";
+  });
+  EXPECT_EQ(failure, "");
+}
+
+// The inits of a group a bad magic discards are dropped too, as NCCL drops its group's jobs:
+// the communicators stay uncreated (their calls refused, saying so) and can be destroyed.
+TEST(PluginGroupSimulate, ABadMagicDropsTheGroupsInits) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(ncclCommInitRank(&comms[rank], 2, id, rank), ncclSuccess)
+        << ncclGetLastError(nullptr);
+  }
+  ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
+  unmarked.magic = 0;
+  EXPECT_EQ(ncclGroupSimulateEnd(&unmarked), ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
+  for (ncclComm_t comm : comms) {
+    int count = 0;
+    EXPECT_EQ(ncclCommCount(comm, &count), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not created"), std::string::npos)
+        << ncclGetLastError(nullptr);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess) << ncclGetLastError(nullptr);
+  }
+}
+
+// A simInfo without NCCL_SIM_INFO_INITIALIZER's magic: refused, and the group is closed with
+// nothing of it run (NCCL's failed group end). The ranks stay in step: the next call meets.
+TEST(PluginGroupSimulate, ABadMagicClosesAndDiscardsTheGroup) {
+  ScopedEnv codec("TERSE_CODEC", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  const size_t count = 64;
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
+    if (failed(ncclGroupStart(), "ncclGroupStart") ||
+        failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
                "ncclAllReduce")) {
       return;
     }
-    EXPECT_EQ(ncclGroupSimulateEnd(nullptr), ncclInvalidArgument);
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("simInfo is null"), std::string::npos)
-        << ncclGetLastError(nullptr);
-    ncclSimInfo_t small = NCCL_SIM_INFO_INITIALIZER;
-    small.size = sizeof(ncclSimInfo_t) - 1;
-    EXPECT_EQ(ncclGroupSimulateEnd(&small), ncclInvalidArgument);
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("simInfo->size"), std::string::npos)
-        << ncclGetLastError(nullptr);
     ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
     unmarked.magic = 0;
     EXPECT_EQ(ncclGroupSimulateEnd(&unmarked), ncclInvalidArgument);
     EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("simInfo->magic"), std::string::npos)
         << ncclGetLastError(nullptr);
-    EXPECT_EQ(small.estimatedTime, NCCL_UNDEF_FLOAT);
     EXPECT_EQ(unmarked.estimatedTime, NCCL_UNDEF_FLOAT);
     for (float value : recv) ASSERT_EQ(value, -1.0f) << "a refused simulation ran the call";
-    // Still open: ncclGroupEnd runs the allreduce.
-    if (failed(ncclGroupEnd(), "ncclGroupEnd")) return;
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
+    if (failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+               "ncclAllReduce after the refused group")) {
+      return;
+    }
     for (float value : recv) ASSERT_EQ(value, 3.0f);
+  });
+  EXPECT_EQ(failure, "");
+}
+
+// NCCL reads the caller's `size` bytes of simInfo (at most the whole struct) and writes back as
+// many: one too small to hold the magic has none; one that holds the magic but not
+// estimatedTime is simulated and gets no estimate.
+TEST(PluginGroupSimulate, ASmallSimInfoIsReadAsNcclReadsIt) {
+  ScopedEnv codec("TERSE_CODEC", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  const size_t count = 64;
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
+    const auto simulate_with = [&](size_t size, ncclSimInfo_t* info) {
+      *info = NCCL_SIM_INFO_INITIALIZER;
+      info->size = size;
+      ncclResult_t result = ncclGroupStart();
+      if (result == ncclSuccess) {
+        result =
+            ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+      }
+      return result == ncclSuccess ? ncclGroupSimulateEnd(info) : result;
+    };
+    ncclSimInfo_t without_magic, without_estimate;
+    EXPECT_EQ(simulate_with(offsetof(ncclSimInfo_t, magic), &without_magic), ncclInvalidArgument);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
+    EXPECT_EQ(simulate_with(offsetof(ncclSimInfo_t, estimatedTime), &without_estimate), ncclSuccess)
+        << ncclGetLastError(nullptr);
+    EXPECT_EQ(without_estimate.estimatedTime, NCCL_UNDEF_FLOAT);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the simulated group is still open";
+    for (float value : recv) ASSERT_EQ(value, -1.0f) << "a simulation ran the call";
+  });
+  EXPECT_EQ(failure, "");
+}
+
+// NCCL reports a group's refused call before it reads simInfo, and closes the group.
+TEST(PluginGroupSimulate, ARefusedCallIsReportedBeforeTheMagic) {
+  ScopedEnv codec("TERSE_CODEC", nullptr);
+  ScopedEnv policy("TERSE_POLICY", nullptr);
+  const size_t count = 64;
+  const std::string failure = run_ranks(2, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count, 1.0f + rank), recv(count, -1.0f);
+    if (failed(ncclGroupStart(), "ncclGroupStart")) return;
+    EXPECT_EQ(ncclAllReduce(send.data(), recv.data(), count, static_cast<ncclDataType_t>(99),
+                            ncclSum, comm, nullptr),
+              ncclInvalidArgument);
+    ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
+    unmarked.magic = 0;
+    EXPECT_EQ(ncclGroupSimulateEnd(&unmarked), ncclInvalidArgument);
+    const std::string error = ncclGetLastError(nullptr);
+    EXPECT_NE(error.find("a call in it failed"), std::string::npos) << error;
+    EXPECT_NE(error.find("datatype 99"), std::string::npos) << error;
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the refused group is still open";
   });
   EXPECT_EQ(failure, "");
 }
@@ -88,8 +181,8 @@ TEST(PluginGroupSimulate, AnEmptyGroupLeavesTheEstimateAsItWas) {
   EXPECT_EQ(info.estimatedTime, NCCL_UNDEF_FLOAT);
 }
 
-// As NCCL: a simulated end of an inner level only closes it; the outermost ncclGroupEnd runs
-// the whole group.
+// As NCCL: a simulated end of an inner level only closes it, whatever simInfo is (null, or
+// without the magic); the outermost ncclGroupEnd runs the whole group.
 TEST(PluginGroupSimulate, ANestedSimulatedEndClosesOneLevel) {
   ScopedEnv codec("TERSE_CODEC", nullptr);
   ScopedEnv policy("TERSE_POLICY", nullptr);
@@ -97,13 +190,20 @@ TEST(PluginGroupSimulate, ANestedSimulatedEndClosesOneLevel) {
   const std::string failure = run_ranks(3, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(count, 2.0f * rank), recv(count, -1.0f);
     ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-    if (failed(ncclGroupStart(), "ncclGroupStart") || failed(ncclGroupStart(), "ncclGroupStart") ||
-        failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
+    ncclSimInfo_t unmarked = NCCL_SIM_INFO_INITIALIZER;
+    unmarked.magic = 0;
+    for (int level = 0; level < 4; ++level) {
+      if (failed(ncclGroupStart(), "ncclGroupStart")) return;
+    }
+    if (failed(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr),
                "ncclAllReduce") ||
-        failed(ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd")) {
+        failed(ncclGroupSimulateEnd(&info), "ncclGroupSimulateEnd") ||
+        failed(ncclGroupSimulateEnd(nullptr), "ncclGroupSimulateEnd(nullptr)") ||
+        failed(ncclGroupSimulateEnd(&unmarked), "ncclGroupSimulateEnd(unmarked)")) {
       return;
     }
     EXPECT_EQ(info.estimatedTime, NCCL_UNDEF_FLOAT);
+    EXPECT_EQ(unmarked.estimatedTime, NCCL_UNDEF_FLOAT);
     for (float value : recv) ASSERT_EQ(value, -1.0f);
     if (failed(ncclGroupEnd(), "ncclGroupEnd")) return;
     for (float value : recv) ASSERT_EQ(value, 6.0f);
@@ -153,9 +253,10 @@ double sra_seconds(size_t count, int n) {
   return 2 * (n - 1) * kLatency + wire + codec;
 }
 
-// The uncompressed int32 ring (2 KiB per rank and more, allreduce_selection.h): 2(n - 1) steps,
-// 2(n - 1)/n of the buffer through the copy, (n - 1)/n of it added (as fp32 bytes).
-double int_ring_seconds(size_t count, int n) {
+// The uncompressed ring of 4-byte values, int32 or fp32 (2 KiB per rank and more,
+// allreduce_selection.h): 2(n - 1) steps, 2(n - 1)/n of the buffer through the copy,
+// (n - 1)/n of it added (as fp32 bytes).
+double ring_seconds(size_t count, int n) {
   const double raw = 4.0 * static_cast<double>(count);
   EXPECT_GE(raw / n, 2048.0) << "the ring's regime";
   return 2 * (n - 1) * kLatency + 2.0 * (n - 1) / n * raw / kBandwidth +
@@ -199,7 +300,9 @@ class PluginGroupSimulateProcesses : public ::testing::TestWithParam<int> {
     fclose(table);
   }
   void TearDown() override {
-    if (!dir_.empty()) EXPECT_EQ(system(("rm -rf " + dir_).c_str()), 0);
+    if (!dir_.empty()) {
+      EXPECT_EQ(system(("rm -rf " + dir_).c_str()), 0);
+    }
   }
   std::string dir_;
 };
@@ -242,7 +345,7 @@ TEST_P(PluginGroupSimulateProcesses, EstimatesTheCostModelAndRunsNothing) {
 
   const double tensor = sra_seconds(plugin_test::kSimulateCount, n) * 1e6;
   const double broadcast = broadcast_seconds(plugin_test::kSimulateBroadcastCount, n) * 1e6;
-  const double integers = int_ring_seconds(plugin_test::kSimulateIntCount, n) * 1e6;
+  const double integers = ring_seconds(plugin_test::kSimulateIntCount, n) * 1e6;
   const double p2p = send_recv_seconds(plugin_test::kSimulateP2pCount) * 1e6;
   // estimatedTime is a float: its rounding, and the sums made in another order.
   const auto near = [](double value) { return 1e-5 * value; };
@@ -264,6 +367,10 @@ TEST_P(PluginGroupSimulateProcesses, EstimatesTheCostModelAndRunsNothing) {
                 number("tensor") + number("broadcast") + number("int") + number("p2p"), near(sum))
         << "rank " << r << ": the group's estimate is the sum of its calls'";
     EXPECT_GT(number("larger"), number("tensor")) << "rank " << r;
+    // Steps 2 and 3 of the tensor in one group: the second is planned at the step after the
+    // first (every second step compresses), not at the same one.
+    const double twice = tensor + ring_seconds(plugin_test::kSimulateCount, n) * 1e6;
+    EXPECT_NEAR(number("twice"), twice, near(twice)) << "rank " << r;
     // The real step 1 ran the plan the simulation predicted, at the tensor's step 1: the
     // simulated step counted for nothing.
     EXPECT_NEAR(number("step1_predicted_seconds") * 1e6, number("tensor"), near(tensor));

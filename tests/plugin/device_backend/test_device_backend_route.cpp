@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -346,6 +347,27 @@ struct NodesRun {
 
 class PluginDeviceBackendNodes : public ::testing::TestWithParam<NodesRun> {};
 
+// A directory made for one test and removed with everything in it when the test ends, also
+// when an ASSERT returns early.
+class TemporaryDirectory {
+ public:
+  explicit TemporaryDirectory(const char* prefix) {
+    std::string name = std::string("/tmp/") + prefix + "XXXXXX";
+    if (mkdtemp(name.data()) != nullptr) path_ = name;
+  }
+  ~TemporaryDirectory() {
+    std::error_code ignored;  // nothing left to report to: the test is over
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+  // "" when it could not be made.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 std::map<std::string, std::string> read_values(const std::string& path) {
   std::map<std::string, std::string> values;
   std::ifstream file(path);
@@ -359,9 +381,9 @@ TEST_P(PluginDeviceBackendNodes, RunOnTheBackendEqualToTheModel) {
   const NodesRun& run = GetParam();
   const int n = run.nranks;
   using device_rank_test::kDeviceRankCount;
-  char dir_template[] = "/tmp/terse_device_nodes_XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
+  const TemporaryDirectory made("terse_device_nodes_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  const std::string& dir = made.path();
   const std::string per_node = std::to_string(run.ranks_per_node);
   ScopedEnvironment codec("TERSE_CODEC", "int8");
   ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", run.algorithm);
@@ -443,7 +465,6 @@ TEST_P(PluginDeviceBackendNodes, RunOnTheBackendEqualToTheModel) {
       to_device[static_cast<size_t>(r)] = device_now;
     }
   }
-  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
 }
 
 // Two nodes of two, nodes of two and one (hierarchical only: rails need equal nodes), and the
@@ -614,6 +635,90 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
         << "rank " << r;
     EXPECT_LT(stats[r].pcie_bytes_to_host, count * sizeof(float) / 2) << "staged, not the backend";
   }
+}
+
+// ncclGroupSimulateEnd while a device-buffer allreduce of the same tensor is still queued on
+// the stream proxy (its stream held by a gate): the queued call is planned by the proxy whenever
+// its stream releases it, possibly while the simulation plans its own calls of the tensor; the
+// simulation's steps are its own (CompressionEngine::PendingSteps), so the queued call runs at
+// step 0 and the next one at step 1 on every rank, both equal to the model bit for bit. The
+// interleaving cannot be forced from outside; compressed_tests' SimulatedStepsAreSeenByNoOtherPlan
+// plans a real call in the middle of a simulation.
+TEST(PluginDeviceBackendRoute, ASimulationBesideAQueuedCallMovesNoStep) {
+  REQUIRE_DEVICE();
+  ScopedEnvironment codec("TERSE_CODEC", "int8");
+  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+  const int n = 2;
+  const size_t count = 4096;
+  struct Gate {
+    std::atomic<bool> open{false};
+  };
+  Gate gates[n];
+  const int steps = 2;
+  std::vector<std::vector<RankCall>> calls(steps, std::vector<RankCall>(n));
+  std::vector<float> estimates(n, 0.0f);
+  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
+    cudaStream_t stream = nullptr;
+    void* data = nullptr;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc(&data, count * sizeof(float)) != cudaSuccess) {
+      calls[0][rank].error = "CUDA setup failed";
+      return;
+    }
+    auto hold = [](void* argument) {
+      Gate* held = static_cast<Gate*>(argument);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!held->open.load() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+    for (int step = 0; step < steps; ++step) {
+      RankCall& call = calls[step][rank];
+      std::vector<float> input(count);
+      for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
+      if (step == 0) cudaLaunchHostFunc(stream, hold, &gates[rank]);
+      cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
+      ncclResult_t result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
+      if (step == 0) {
+        // The tensor's next two calls, simulated while step 0 waits for its stream.
+        ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+        if (result == ncclSuccess) result = ncclGroupStart();
+        for (int k = 0; k < 2 && result == ncclSuccess; ++k) {
+          result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
+        }
+        if (result == ncclSuccess) result = ncclGroupSimulateEnd(&info);
+        estimates[rank] = info.estimatedTime;
+        gates[rank].open = true;
+      }
+      if (result != ncclSuccess)
+        call.error = std::string("ncclAllReduce: ") + ncclGetLastError(comm);
+      call.output.resize(count * sizeof(float));
+      cudaMemcpyAsync(call.output.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost,
+                      stream);
+      if (cudaStreamSynchronize(stream) != cudaSuccess) call.error = "cudaStreamSynchronize";
+      if (terseCommGetStats(comm, &call.stats) != ncclSuccess) call.error = "terseCommGetStats";
+    }
+    cudaFree(data);
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_EQ(failure, "");
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  for (int step = 0; step < steps; ++step) {
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(calls[step][r].error, "") << "rank " << r << " step " << step;
+      EXPECT_EQ(calls[step][r].stats.last_step, static_cast<uint64_t>(step)) << "rank " << r;
+    }
+    const terse::model::Expected expected =
+        model_step(&model, n, count, step, calls[step][0].stats);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(
+          terse::model::compare(expected, DType::kFloat32, calls[step][r].output.data(), count)
+              .mismatches,
+          0u)
+          << "rank " << r << " step " << step;
+    }
+  }
+  for (int r = 0; r < n; ++r) EXPECT_GT(estimates[r], 0.0f) << "rank " << r;
 }
 
 }  // namespace

@@ -96,12 +96,15 @@ run wrap-auto-fast LD_PRELOAD="$libterse" TERSE_MODE=wrap TERSE_POLICY= TERSE_CO
   "$app" routing 2 processes
 
 # ncclGroupSimulateEnd in wrap mode: the stand-in simulates its part, terse adds its own, and
-# hand-offs of a simulated group do not count as their tensors' steps (wrap_routing_app.cpp).
+# hand-offs of a simulated group do not count as their tensors' steps, nor do those the stand-in
+# refuses (the allreduces of 5000); a nonblocking group runs (wrap_routing_app.cpp).
 for n in 2 3; do
   run "wrap-simulate-processes-$n" LD_PRELOAD="$libterse" TERSE_MODE=wrap \
+    RECORDING_NCCL_REFUSE_COUNT=5000 \
     TERSE_POLICY="$(dirname "$policy")/simulate_schedule.yaml" -- "$app" simulate "$n" processes
 done
 run wrap-simulate-threads-2 LD_PRELOAD="$libterse" TERSE_MODE=wrap \
+  RECORDING_NCCL_REFUSE_COUNT=5000 \
   TERSE_POLICY="$(dirname "$policy")/simulate_schedule.yaml" -- "$app" simulate 2 threads
 
 # auto without a CUDA device: engine, and it says why.

@@ -25,21 +25,28 @@
 //                            (its next allreduce refused) and destroys it.
 //              simulate:     ncclGroupSimulateEnd in wrap mode, under TERSE_POLICY =
 //                            simulate_schedule.yaml (float sums of 16 KiB and more: int8 from
-//                            a tensor's step 1, uncompressed, so forwarded, at step 0). The
-//                            estimate of a group holding a forwarded and a compressed allreduce
-//                            is the stand-in's (1000 us a call) plus terse's alone; no buffer
-//                            changes; a forwarded allreduce in a simulated group does not count
-//                            as a step of its tensor (its first real call is still forwarded),
-//                            one in a real group does (its next call is compressed). Checked by
-//                            results and, ranks as processes, by the stand-in's log.
+//                            a tensor's step 1, uncompressed, so forwarded, at step 0) and
+//                            RECORDING_NCCL_REFUSE_COUNT=5000. The estimate of a group holding
+//                            a forwarded and a compressed allreduce is the stand-in's (1000 us a
+//                            call) plus terse's alone; no buffer changes; a forwarded allreduce
+//                            in a simulated group does not count as a step of its tensor (its
+//                            first real call is still forwarded), one in a real group does (its
+//                            next call is compressed), one the stand-in refused does not, nor
+//                            does one in a group the refusal failed; an inner level's end
+//                            returns the real NCCL's failure; a group of a nonblocking
+//                            communicator runs (ncclInProgress) and its hand-off counts.
+//                            Checked by results and terse's statistics and, ranks as processes,
+//                            by the stand-in's log.
 //              mode_error:   ncclGetUniqueId must fail with WRAP_EXPECT_ERROR (a result code
 //                            number) and a message naming every word of WRAP_EXPECT_WORDS.
 //     LAUNCH processes | threads | group-init (one thread creates every rank inside a group
 //            with ncclCommInitRankConfig) | init-all (ncclCommInitAll).
 // Exits 0 when every check passed, else 1 with the reasons on stderr.
+#include <dlfcn.h>
 #include <nccl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <terse/terse.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -344,6 +351,39 @@ std::vector<float> integer_sum(int n, size_t count) {
   return sum;
 }
 
+// libterse's own API (terse.h), found at run time: this program is linked to the stand-in and
+// sees libterse only when it is preloaded (or linked to it in the other build).
+struct TerseApi {
+  decltype(&terseCommGetStats) get_stats = nullptr;
+};
+TerseApi terse_api() {
+  TerseApi api;
+  api.get_stats =
+      reinterpret_cast<decltype(&terseCommGetStats)>(dlsym(RTLD_DEFAULT, "terseCommGetStats"));
+  return api;
+}
+
+// The allreduces terse counted on `comm` (every one, and those it compressed) as what
+// terseCommGetStats says; {-1, -1} (reported) when it cannot say.
+std::pair<long, long> counted(int rank, ncclComm_t comm) {
+  const TerseApi api = terse_api();
+  terseStats stats{};
+  if (api.get_stats == nullptr || api.get_stats(comm, &stats) != ncclSuccess) {
+    report(rank, "terseCommGetStats is not there or failed");
+    return {-1, -1};
+  }
+  return {static_cast<long>(stats.calls), static_cast<long>(stats.compressed_calls)};
+}
+
+void expect_counted(int rank, ncclComm_t comm, const char* when, long calls, long compressed) {
+  const std::pair<long, long> now = counted(rank, comm);
+  if (now != std::pair<long, long>{calls, compressed}) {
+    report(rank, std::string(when) + ": terse counted " + std::to_string(now.first) +
+                     " allreduces, " + std::to_string(now.second) + " compressed; expected " +
+                     std::to_string(calls) + ", " + std::to_string(compressed));
+  }
+}
+
 void simulate(int rank, ncclComm_t comm) {
   int n = 0;
   CHECK_NCCL(rank, ncclCommCount(comm, &n));
@@ -364,6 +404,7 @@ void simulate(int rank, ncclComm_t comm) {
   std::vector<float> x = integer_input(rank, 8192), x_out(8192, -7.0f);
   CHECK_NCCL(rank, ncclAllReduce(x.data(), x_out.data(), 8192, ncclFloat, ncclSum, comm, 0));
   expect_equal(rank, "step 0 of the 8192 tensor (forwarded)", x_out, integer_sum(n, 8192));
+  expect_counted(rank, comm, "after X's step 0", 1, 0);
   const std::vector<float> x_kept = x_out;
   std::vector<int32_t> ints(121, rank), ints_out(121, -7);
   const auto forwarded_call = [&] {
@@ -387,6 +428,7 @@ void simulate(int rank, ncclComm_t comm) {
   }
   expect_equal(rank, "the 8192 tensor after simulations", x_out, x_kept);
   expect_equal(rank, "the int32 output after simulations", ints_out, std::vector<int32_t>(121, -7));
+  expect_counted(rank, comm, "after the simulated groups", 1, 0);
 
   // Y, 4096: simulated at step 0 (forwarded), then its first real call is still step 0.
   std::vector<float> y = integer_input(rank, 4096), y_out(4096, -7.0f);
@@ -404,7 +446,9 @@ void simulate(int rank, ncclComm_t comm) {
                std::vector<float>(4096, -7.0f));
   CHECK_NCCL(rank, ncclAllReduce(y.data(), y_out.data(), 4096, ncclFloat, ncclSum, comm, 0));
   expect_equal(rank, "step 0 of the 4096 tensor (forwarded)", y_out, integer_sum(n, 4096));
+  expect_counted(rank, comm, "after Y's step 0", 2, 0);
   CHECK_NCCL(rank, ncclAllReduce(y.data(), y_out.data(), 4096, ncclFloat, ncclSum, comm, 0));
+  expect_counted(rank, comm, "after Y's step 1", 3, 1);
 
   // Z, 6000: forwarded inside a real group, which counts its step at the group's end.
   std::vector<float> z = integer_input(rank, 6000), z_out(6000, -7.0f);
@@ -413,16 +457,115 @@ void simulate(int rank, ncclComm_t comm) {
   CHECK_NCCL(rank, ncclGroupEnd());
   expect_equal(rank, "step 0 of the 6000 tensor (forwarded in a group)", z_out,
                integer_sum(n, 6000));
+  expect_counted(rank, comm, "after Z's step 0", 4, 1);
   CHECK_NCCL(rank, ncclAllReduce(z.data(), z_out.data(), 6000, ncclFloat, ncclSum, comm, 0));
+  expect_counted(rank, comm, "after Z's step 1 (compressed)", 5, 2);
+
+  // V, 7000 and W, 5000 (RECORDING_NCCL_REFUSE_COUNT=5000: the stand-in refuses W): in one
+  // group, W's refusal fails the real group, which runs neither; so neither is counted.
+  std::vector<float> v = integer_input(rank, 7000), v_out(7000, -7.0f);
+  std::vector<float> w = integer_input(rank, 5000), w_out(5000, -7.0f);
+  CHECK_NCCL(rank, ncclGroupStart());
+  CHECK_NCCL(rank, ncclAllReduce(v.data(), v_out.data(), 7000, ncclFloat, ncclSum, comm, 0));
+  if (ncclAllReduce(w.data(), w_out.data(), 5000, ncclFloat, ncclSum, comm, 0) !=
+      ncclInvalidArgument) {
+    report(rank, "the stand-in did not refuse the allreduce of 5000 in a group");
+  }
+  if (ncclGroupEnd() != ncclInvalidArgument) report(rank, "the failed group's end succeeded");
+  expect_equal(rank, "the 7000 output after the failed group", v_out,
+               std::vector<float>(7000, -7.0f));
+  expect_counted(rank, comm, "after the failed group", 5, 2);
+  // Alone, W is refused again (still at step 0, still handed off), and not counted either.
+  if (ncclAllReduce(w.data(), w_out.data(), 5000, ncclFloat, ncclSum, comm, 0) !=
+      ncclInvalidArgument) {
+    report(rank, "the stand-in did not refuse the allreduce of 5000");
+  }
+  expect_counted(rank, comm, "after the refused allreduce", 5, 2);
+  // V's step 0 is still to come: forwarded, exact.
+  CHECK_NCCL(rank, ncclAllReduce(v.data(), v_out.data(), 7000, ncclFloat, ncclSum, comm, 0));
+  expect_equal(rank, "step 0 of the 7000 tensor (forwarded)", v_out, integer_sum(n, 7000));
+  expect_counted(rank, comm, "after V's step 0", 6, 2);
+
+  // An inner level's end is the real NCCL's too: its failure is the call's. The real library's
+  // group is closed behind terse's back, so that its inner end fails.
+  void* real_library = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+  const auto real_group_end =
+      real_library != nullptr
+          ? reinterpret_cast<ncclResult_t (*)()>(dlsym(real_library, "ncclGroupEnd"))
+          : nullptr;
+  if (real_group_end == nullptr) {
+    report(rank, "the stand-in's own ncclGroupEnd is not found");
+  } else {
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank, real_group_end());
+    CHECK_NCCL(rank, real_group_end());
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    if (ncclGroupSimulateEnd(&info) != ncclInvalidUsage) {
+      report(rank, "the inner simulated end hid the real NCCL's failure");
+    }
+    if (ncclGroupEnd() != ncclInvalidUsage) {
+      report(rank, "the outer end hid the real NCCL's failure");
+    }
+  }
+  if (real_library != nullptr) dlclose(real_library);
+
+  // A nonblocking real communicator: NCCL launches the group instead of simulating it
+  // (ncclInProgress, simInfo untouched), so terse's part runs too and the hand-off counts.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nonblocking = nullptr;
+  CHECK_NCCL(rank, ncclCommSplit(comm, 0, rank, &nonblocking, &config));
+  std::vector<float> p(8192), p_out(8192, -7.0f);
+  std::vector<double> p_exact(8192, 0.0);
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] = compressed_input(rank, i);
+    for (int r = 0; r < n; ++r) p_exact[i] += compressed_input(r, i);
+  }
+  std::vector<float> q = integer_input(rank, 4096), q_out(4096, -7.0f);
+  CHECK_NCCL(rank, ncclAllReduce(p.data(), p_out.data(), 8192, ncclFloat, ncclSum, nonblocking, 0));
+  {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    CHECK_NCCL(rank, ncclGroupStart());
+    CHECK_NCCL(rank,
+               ncclAllReduce(q.data(), q_out.data(), 4096, ncclFloat, ncclSum, nonblocking, 0));
+    CHECK_NCCL(rank,
+               ncclAllReduce(p.data(), p_out.data(), 8192, ncclFloat, ncclSum, nonblocking, 0));
+    const ncclResult_t ended = ncclGroupSimulateEnd(&info);
+    if (ended != ncclInProgress) {
+      report(rank, std::string("a nonblocking group's simulated end returned ") +
+                       ncclGetErrorString(ended) +
+                       ", not ncclInProgress: " + ncclGetLastError(nullptr));
+    }
+    if (info.estimatedTime != NCCL_UNDEF_FLOAT) {
+      report(rank, "a nonblocking group's simulated end wrote an estimate");
+    }
+  }
+  ncclResult_t async = ncclInProgress;
+  while (async == ncclInProgress) CHECK_NCCL(rank, ncclCommGetAsyncError(nonblocking, &async));
+  if (async != ncclSuccess) report(rank, "the nonblocking communicator failed");
+  expect_equal(rank, "step 0 of the 4096 tensor on the nonblocking communicator (ran)", q_out,
+               integer_sum(n, 4096));
+  expect_close(rank, "step 1 of the 8192 tensor on the nonblocking communicator (ran)", p_out,
+               p_exact);
+  expect_counted(rank, nonblocking, "after the nonblocking group", 3, 1);
+  // The hand-off counted: the 4096 tensor's next call is its step 1, compressed.
+  CHECK_NCCL(rank, ncclAllReduce(q.data(), q_out.data(), 4096, ncclFloat, ncclSum, nonblocking, 0));
+  expect_counted(rank, nonblocking, "after the 4096 tensor's step 1", 4, 2);
+  CHECK_NCCL(rank, ncclCommDestroy(nonblocking));
 
   if (!one_rank_per_process) return;  // the log tells processes apart, not threads
   const std::vector<std::string> lines = my_log_lines();
   if (!logged(lines, "ncclGroupSimulateEnd", -1)) {
     report(rank, "the stand-in never saw ncclGroupSimulateEnd");
   }
-  // 8192: step 0 only (its simulated step 1 was terse's). 4096: the simulated call and the real
-  // step 0 (step 1 compressed). 6000: the grouped step 0 only (step 1 compressed).
-  for (const auto& [count, times] : {std::pair<long, int>{8192, 1}, {4096, 2}, {6000, 1}}) {
+  // 8192: X's step 0 (its simulated step 1 was terse's), and the nonblocking communicator's
+  // step 0 of its own 8192 tensor. 4096: Y's simulated call and its real step 0 (step 1
+  // compressed), and the nonblocking communicator's step 0 (step 1 compressed). 6000: the
+  // grouped step 0 only (step 1 compressed). 7000: the failed group's and its step 0. 5000: the
+  // two refused.
+  for (const auto& [count, times] :
+       {std::pair<long, int>{8192, 2}, {4096, 3}, {6000, 1}, {7000, 2}, {5000, 2}}) {
     const int seen = count_logged(lines, "ncclAllReduce", count);
     if (seen != times) {
       report(rank, "the stand-in saw " + std::to_string(seen) + " allreduces of " +

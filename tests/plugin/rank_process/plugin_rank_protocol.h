@@ -72,8 +72,9 @@ int run_shrink(ncclComm_t comm, int rank, int nranks);
 // kSimulateBroadcastCount fp32 from rank 0, an int32 sum of kSimulateIntCount and a ring of
 // send/recv of kSimulateP2pCount fp32 (to rank + 1, from rank - 1) all together, then each
 // alone, then an allreduce of twice the tensor's size: every buffer unchanged after them, the
-// statistics unmoved; then the tensor's step 1 for real. The outputs and the estimates go to
-// files in PLUGIN_TEST_RESULT_DIR for the test to check against its models.
+// statistics unmoved; then the tensor's step 1 for real; then, under a policy of int8 every
+// second step, a simulated group of the tensor's steps 2 and 3. The outputs and the estimates
+// go to files in PLUGIN_TEST_RESULT_DIR for the test to check against its models.
 constexpr const char* kScenarioSimulate = "simulate";
 int run_simulate(ncclComm_t comm, int rank, int nranks);
 constexpr size_t kSimulateCount = 50000;

@@ -137,17 +137,33 @@ int run_simulate(ncclComm_t comm, int rank, int nranks) {
   for (float value : large_recv) {
     if (value != -7.0f) return fail_with(rank, "a simulated allreduce wrote its output");
   }
+  // Every field a call moves (terse.h): a simulated call must move none.
   if (after.calls != before.calls || after.compressed_calls != before.compressed_calls ||
+      after.raw_bytes != before.raw_bytes || after.wire_bytes != before.wire_bytes ||
       after.residual_step != before.residual_step ||
-      std::strcmp(after.last_codec, before.last_codec) != 0) {
+      after.residual_entries != before.residual_entries || after.last_step != before.last_step ||
+      after.last_seed != before.last_seed ||
+      after.last_predicted_seconds != before.last_predicted_seconds ||
+      after.pcie_bytes_to_host != before.pcie_bytes_to_host ||
+      after.pcie_bytes_to_device != before.pcie_bytes_to_device ||
+      std::strcmp(after.last_codec, before.last_codec) != 0 ||
+      std::strcmp(after.last_algorithm, before.last_algorithm) != 0) {
     return fail_with(rank, "a simulated group moved the statistics (calls " +
                                std::to_string(before.calls) + " -> " + std::to_string(after.calls) +
-                               ")");
+                               ", last_predicted_seconds " +
+                               std::to_string(before.last_predicted_seconds) + " -> " +
+                               std::to_string(after.last_predicted_seconds) + ")");
   }
 
   // The tensor's next step for real: its peers must be at the same point.
   REQUIRE_OK(tensor_call());
   REQUIRE_OK(terseCommGetStats(comm, &stats1));
+
+  // Two calls of the tensor in one simulated group are its steps 2 and 3: under a schedule
+  // active every second step, the first compresses and the second does not.
+  REQUIRE_OK(terseCommSetPolicy(comm, "rules:\n  - codec: int8\n    schedule: {every: 2}\n"));
+  float twice = 0;
+  REQUIRE_OK(simulate({tensor_call, tensor_call}, &twice));
 
   const std::string prefix = std::string(dir) + "/rank" + std::to_string(rank);
   if (!write_file(prefix + "_step0.bin", step0.data(), step0.size() * sizeof(float)) ||
@@ -156,8 +172,9 @@ int run_simulate(ncclComm_t comm, int rank, int nranks) {
   }
   FILE* file = fopen((prefix + ".txt").c_str(), "w");
   if (file == nullptr) return fail_with(rank, "cannot write " + prefix + ".txt");
-  fprintf(file, "whole %.9g\ntensor %.9g\nbroadcast %.9g\nint %.9g\np2p %.9g\nlarger %.9g\n", whole,
-          tensor_alone, bcast_alone, int_alone, p2p_alone, larger);
+  fprintf(file,
+          "whole %.9g\ntensor %.9g\nbroadcast %.9g\nint %.9g\np2p %.9g\nlarger %.9g\ntwice %.9g\n",
+          whole, tensor_alone, bcast_alone, int_alone, p2p_alone, larger, twice);
   const terseStats* steps[] = {&stats0, &stats1};
   for (int s = 0; s < 2; ++s) {
     fprintf(file, "step%d_codec %s\nstep%d_algorithm %s\nstep%d_seed %llu\nstep%d_step %llu\n", s,

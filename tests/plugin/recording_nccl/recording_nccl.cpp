@@ -14,9 +14,17 @@
 // - RECORDING_NCCL_ASYNC_ERROR_COUNT=n: after a collective of exactly n elements completes, the
 //   communicator's async error becomes ncclRemoteError and later calls fail with it (a real
 //   NCCL's asynchronous failure, made deterministic).
+// - RECORDING_NCCL_REFUSE_COUNT=n: an allreduce of exactly n elements is refused when it is
+//   called (ncclInvalidArgument), as NCCL refuses a call's bad arguments; inside a group, as in
+//   NCCL, the refusal fails the group's end, which then runs nothing.
 // - ncclGroupSimulateEnd discards the group's calls (its inits still run) and estimates 1000 us
 //   per call it discarded (NCCL's estimate comes from its tuning model), so that a test can tell
-//   its part of an estimate from terse's.
+//   its part of an estimate from terse's. Its checks come in NCCL's order (an inner level ignores
+//   simInfo; the group's error, then simInfo's magic). A group holding a nonblocking
+//   communicator (ncclConfig_t blocking = 0; a split without a config inherits its parent's) is
+//   run instead, and its end returns ncclInProgress, as NCCL launches a nonblocking group and
+//   ignores simInfo; ncclGroupEnd of such a group returns ncclInProgress too. Its calls have
+//   completed all the same, and its async error says ncclSuccess.
 // - Its own collectives call ncclCommCount, and ncclCommInitRank calls ncclCommInitRankConfig,
 //   through the dynamic linker (as some NCCL builds call their exported functions): under
 //   libterse.so those calls reach terse first, which must hand them straight back
@@ -51,6 +59,7 @@ struct ncclComm {
   std::vector<uint64_t> sent, received;  // point-to-point messages per peer
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   bool finalized = false;
+  bool blocking = true;
   std::mutex ops_mutex;
   std::map<int, double> premul;  // PreMulSum operators: value -> scalar
   int next_op = ncclNumOps;
@@ -310,8 +319,15 @@ struct Group {
   int depth = 0;
   std::vector<std::pair<ncclComm*, Call>> calls;
   std::vector<std::function<ncclResult_t()>> inits;
+  ncclResult_t error = ncclSuccess;  // the first call refused inside the group
+  bool nonblocking = false;          // a call or init of a nonblocking communicator
 };
 thread_local Group group;
+
+size_t refuse_count() {
+  const char* text = getenv("RECORDING_NCCL_REFUSE_COUNT");
+  return text != nullptr ? static_cast<size_t>(strtoull(text, nullptr, 10)) : 0;
+}
 
 // Runs `work` for each item on a thread of its own; the first failure.
 ncclResult_t on_threads(const std::vector<std::function<ncclResult_t()>>& work) {
@@ -367,11 +383,20 @@ ncclResult_t submit(const char* function, ncclComm* comm, const Call& call) {
     return fail(ncclInternalError, "%s: ncclCommCount says %d, not %d", function, count,
                 comm->nranks);
   }
+  ncclResult_t refused = ncclSuccess;
   if (static_cast<int>(call.type) < 0 || static_cast<int>(call.type) >= ncclNumTypes) {
-    return fail(ncclInvalidArgument, "%s: datatype %d", function, static_cast<int>(call.type));
+    refused = fail(ncclInvalidArgument, "%s: datatype %d", function, static_cast<int>(call.type));
+  } else if (call.kind == Kind::kAllReduce && call.count > 0 && call.count == refuse_count()) {
+    refused = fail(ncclInvalidArgument, "%s: count %zu is refused (RECORDING_NCCL_REFUSE_COUNT)",
+                   function, call.count);
+  }
+  if (refused != ncclSuccess) {
+    if (group.depth > 0 && group.error == ncclSuccess) group.error = refused;
+    return refused;
   }
   if (group.depth > 0) {
     group.calls.emplace_back(comm, call);
+    group.nonblocking = group.nonblocking || !comm->blocking;
     return ncclSuccess;
   }
   return run(comm, call);
@@ -419,6 +444,20 @@ void leave(ncclComm* comm) {
   }
 }
 
+// The outermost group taken off the thread: its inits, calls and state.
+Group take_group() {
+  Group taken = std::move(group);
+  group = Group{};
+  return taken;
+}
+
+// Runs a group's inits, then its calls; ncclInProgress for a nonblocking group that succeeded.
+ncclResult_t run_taken(const Group& taken) {
+  if (ncclResult_t result = on_threads(taken.inits)) return result;
+  if (ncclResult_t result = run_group(taken.calls)) return result;
+  return taken.nonblocking ? ncclInProgress : ncclSuccess;
+}
+
 }  // namespace
 }  // namespace recording_nccl
 
@@ -457,9 +496,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
     return fail(ncclInvalidArgument, "recording stand-in: not a recording stand-in unique id");
   }
   ncclComm* comm = new_comm(std::string(id.internal + sizeof(kIdMagic)), rank, nranks);
+  comm->blocking = config == nullptr || config->blocking != 0;
   *out = comm;
   if (group.depth > 0) {
     group.inits.push_back([comm] { return join(comm); });
+    group.nonblocking = group.nonblocking || !comm->blocking;
     return ncclSuccess;
   }
   const ncclResult_t result = join(comm);
@@ -489,7 +530,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* /*devlist*/
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t* /*config*/) {
+                           ncclConfig_t* config) {
   log_call("ncclCommSplit", comm, color, -1, key);
   if (comm == nullptr || newcomm == nullptr) return fail(ncclInvalidArgument, "bad ncclCommSplit");
   const uint64_t step = comm->exchanges;
@@ -510,6 +551,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   const std::string dir = comm->dir + ".s" + std::to_string(step) + "c" + std::to_string(color);
   mkdir(dir.c_str(), 0700);  // whoever comes first makes it
   ncclComm* made = new_comm(dir, new_rank, static_cast<int>(members.size()));
+  made->blocking = config == nullptr ? comm->blocking : config->blocking != 0;
   if (ncclResult_t result = join(made)) {
     delete made;
     return result;
@@ -746,12 +788,9 @@ ncclResult_t ncclGroupEnd() {
   log_call("ncclGroupEnd", nullptr);
   if (group.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--group.depth > 0) return ncclSuccess;
-  auto inits = std::move(group.inits);
-  auto calls = std::move(group.calls);
-  group.inits.clear();
-  group.calls.clear();
-  if (ncclResult_t result = on_threads(inits)) return result;
-  return run_group(calls);
+  const Group taken = take_group();
+  if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
+  return run_taken(taken);
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
@@ -759,16 +798,18 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (group.depth == 0) {
     return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
   }
-  if (simInfo == nullptr || simInfo->magic != 0x74685283) {
+  if (--group.depth > 0) return ncclSuccess;
+  const Group taken = take_group();
+  if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
+  if (simInfo == nullptr) return run_taken(taken);
+  if (simInfo->magic != 0x74685283) {
     return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialised");
   }
-  if (--group.depth > 0) return ncclSuccess;
-  auto inits = std::move(group.inits);
-  const size_t discarded = group.calls.size();
-  group.inits.clear();
-  group.calls.clear();
-  if (ncclResult_t result = on_threads(inits)) return result;
-  if (discarded > 0) simInfo->estimatedTime = 1000.0f * static_cast<float>(discarded);
+  if (taken.nonblocking) return run_taken(taken);
+  if (ncclResult_t result = on_threads(taken.inits)) return result;
+  if (!taken.calls.empty()) {
+    simInfo->estimatedTime = 1000.0f * static_cast<float>(taken.calls.size());
+  }
   return ncclSuccess;
 }
 
