@@ -74,11 +74,19 @@ TEST(NetPluginMatching, GroupedReceivesMatchByTag) {
       ASSERT_EQ(
           net().reg_mr(pair.send, out[i].data(), out[i].size(), netabi::kPtrHost, &send_handles[i]),
           ncclSuccess);
+      // While a send waits for its clear-to-send, the receive is tested too, as NCCL's proxy
+      // tests its posted receives between retries: over TCP the receiver's clear-to-send leaves
+      // only when the receive comm's worker progresses.
       auto start = std::chrono::steady_clock::now();
+      int receive_done = 0;
       while (sends[i] == nullptr && in_time(start)) {
         ASSERT_EQ(net().isend(pair.send, out[i].data(), out[i].size(), tags[i], send_handles[i],
                               &sends[i]),
                   ncclSuccess);
+        if (sends[i] == nullptr) {
+          ASSERT_EQ(net().test(receive, &receive_done, nullptr), ncclSuccess);
+          ASSERT_EQ(receive_done, 0) << "the receive finished before its sends were posted";
+        }
       }
       ASSERT_NE(sends[i], nullptr);
     }
@@ -225,8 +233,14 @@ TEST(NetPluginMatching, BadArgumentsAreRefusedWithACode) {
   ncclResult_t result = ncclSuccess;
   void* send_request = nullptr;
   auto start = std::chrono::steady_clock::now();
+  int receive_done = 0;
   while (result == ncclSuccess && !send_request && in_time(start)) {
     result = net().isend(pair.send, big.data(), big.size(), 1, big_handle, &send_request);
+    // The receive comm progresses too (its clear-to-send leaves over TCP only then), as NCCL's
+    // proxy tests its posted receives between a send's retries.
+    if (result == ncclSuccess && !send_request) {
+      ASSERT_EQ(net().test(request, &receive_done, nullptr), ncclSuccess);
+    }
   }
   EXPECT_EQ(result, ncclInvalidUsage);
   unsigned char garbage[netabi::kHandleMaxBytes] = {1, 2, 3};
