@@ -122,10 +122,10 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
     result = fail(ncclInternalError, "rank %d: the address exchange returned %zu ranks, not %d",
                   rank, table.size(), nranks);
   }
-  if (result == ncclSuccess) result = transport->connect_endpoints(table, error_mode);
+  if (result == ncclSuccess) result = transport->connect_links(table, error_mode);
   // Opening a shared-memory endpoint attaches the peer's segment at once: no rank may return
-  // (and perhaps destroy its worker, removing its segment) before every rank has opened its
-  // endpoints. Completing a dissemination barrier means every rank has entered it.
+  // (and perhaps destroy its worker, removing its segment) before every rank has connected its
+  // links. Completing a dissemination barrier means every rank has entered it.
   if (result == ncclSuccess) result = transport->barrier();
   if (result != ncclSuccess) {
     transport->abort();
@@ -137,16 +137,17 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
   return ncclSuccess;
 }
 
-ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
-                                          UcxErrorModeSetting setting) {
-  endpoints_.resize(nranks_);
+ncclResult_t Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
+                                      UcxErrorModeSetting setting) {
+  links_.resize(nranks_);
   host_identities_.resize(nranks_);
   processes_.resize(nranks_);
   watched_.assign(nranks_, false);
-  // Every worker until the endpoints are known (a failure below still progresses them all while
+  // Every worker until the links are known (a failure below still progresses them all while
   // closing); trimmed to the workers in use at the end.
   active_workers_ = {worker_.get()};
   if (local_worker_ != nullptr) active_workers_.push_back(local_worker_.get());
+  bool network_used = false, local_used = false;
   const ProcessIdentity me = this_process();
   const std::string my_host = ::terse::host_identity();
   for (int peer = 0; peer < nranks_; ++peer) {
@@ -169,20 +170,22 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
     // shared-memory worker).
     const bool local = mode == UcxErrorMode::kNone && on_this_host && local_worker_ != nullptr &&
                        !info.local_worker_address.empty();
+    Link& link = links_[peer];
     if (local) {
-      ucs_status_t status = UcxEndpoint::open(local_worker_, info.local_worker_address, peer, mode,
-                                              &endpoints_[peer]);
+      link = Link(local_worker_);
+      ucs_status_t status = link.connect(info.local_worker_address, mode, peer);
       if (status != UCS_OK) {
         return fail(ncclSystemError,
                     "rank %d: UCX cannot create a shared-memory endpoint to rank %d: %s", rank_,
                     peer, ucs_status_string(status));
       }
       watched_[peer] = watchable;
+      local_used = true;
       continue;
     }
     // Creating an endpoint only records the address; UCX connects on first use.
-    ucs_status_t status =
-        UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
+    link = Link(worker_);
+    ucs_status_t status = link.connect(info.worker_address, mode, peer);
     if (status == UCS_ERR_UNREACHABLE && mode == UcxErrorMode::kPeer) {
       // UCX 1.13 refuses peer-failure reporting over shared memory alone (UCX_TLS=shm): fall
       // back for every endpoint rather than fail, keeping the deadline as the safety net.
@@ -192,7 +195,7 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
           "TERSE_TIMEOUT_S deadline",
           rank_, env_string("UCX_TLS", "(unset)").c_str());
       mode = UcxErrorMode::kNone;
-      status = UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
+      status = link.connect(info.worker_address, mode, peer);
     }
     watched_[peer] = watchable && mode == UcxErrorMode::kNone;
     if (status != UCS_OK) {
@@ -202,17 +205,11 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
                   rank_, peer, info.worker_address.size(), ucs_status_string(status),
                   env_string("UCX_TLS", "(unset)").c_str());
     }
+    network_used = true;
   }
   active_workers_.clear();
-  for (UcxWorker* worker : {worker_.get(), local_worker_.get()}) {
-    if (worker == nullptr) continue;
-    for (const UcxEndpoint& endpoint : endpoints_) {
-      if (endpoint.worker().get() == worker) {
-        active_workers_.push_back(worker);
-        break;
-      }
-    }
-  }
+  if (network_used) active_workers_.push_back(worker_.get());
+  if (local_used) active_workers_.push_back(local_worker_.get());
   return ncclSuccess;
 }
 
@@ -237,15 +234,15 @@ ncclResult_t Transport::check_peer(int peer, Direction direction_kind) const {
     return fail(ncclInvalidArgument, "rank %d: cannot %s rank %d: peer out of range (0 to %d)",
                 rank_, direction, peer, nranks_ - 1);
   }
-  const UcxEndpoint& endpoint = endpoints_[peer];
+  const Link& link = links_[peer];
   // A receive is posted on the worker, not the endpoint: a peer that sent its data and then
   // closed (its endpoint error is how UCX reports the close) may still have a message queued
   // here, so receives are posted anyway and wait() decides.
-  if (direction_kind == Direction::kSend && endpoint.error() != UCS_OK) {
+  if (direction_kind == Direction::kSend && link.peer_error() != UCS_OK) {
     return fail(ncclRemoteError, "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)",
-                rank_, direction, peer, ucs_status_string(endpoint.error()));
+                rank_, direction, peer, ucs_status_string(link.peer_error()));
   }
-  if (!endpoint.is_open()) {
+  if (!link.is_open()) {
     return fail(ncclRemoteError,
                 "rank %d: cannot %s rank %d: its endpoint was closed after an earlier failure",
                 rank_, direction, peer);
@@ -298,40 +295,18 @@ ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buff
                                   TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
   TERSE_CHECK(check_peer(peer, Direction::kSend));
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  params.memory_type = UCS_MEMORY_TYPE_HOST;
-  uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
-  ucs_status_ptr_t result =
-      ucp_tag_send_nbx(endpoints_[peer].handle(), buffer, bytes, tag, &params);
-  request->start(endpoints_[peer].worker(), result, TransferDirection::kSend, peer, tag, bytes);
-  if (UCS_PTR_IS_ERR(result)) {
-    return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
-                describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
-  }
-  return ncclSuccess;
+  const uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
+  return links_[peer].send(tag, buffer, bytes, request);
 }
 
 ncclResult_t Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
                                   TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
   TERSE_CHECK(check_peer(peer, Direction::kReceive));
-  ucp_request_param_t params{};
-  // Always a request back, even when the message is already here: UCX 1.13 leaves recv_info
-  // unfilled on immediate completion, so the length is read from the request (transfer_request.h).
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  params.memory_type = UCS_MEMORY_TYPE_HOST;
-  // The source rank is part of the tag, so matching the whole tag makes the receive
-  // source-specific.
-  uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(peer));
-  ucs_status_ptr_t result = ucp_tag_recv_nbx(endpoints_[peer].worker()->handle(), buffer, bytes,
-                                             tag, kMatchWholeTag, &params);
-  request->start(endpoints_[peer].worker(), result, TransferDirection::kReceive, peer, tag, bytes);
-  if (UCS_PTR_IS_ERR(result)) {
-    return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
-                describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
-  }
-  return ncclSuccess;
+  // The source rank is part of the tag, and the link matches the whole tag, so the receive is
+  // source-specific on a worker other links share.
+  const uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(peer));
+  return links_[peer].recv(tag, buffer, bytes, request);
 }
 
 std::string Transport::describe(const TransferRequest& request) const {
@@ -346,15 +321,11 @@ std::string Transport::describe(const TransferRequest& request) const {
   return text;
 }
 
-void Transport::close_endpoints(bool force, const Deadline& deadline) {
-  struct Closing {
-    int peer;
-    void* request;
-  };
-  std::vector<Closing> closing;
-  for (UcxEndpoint& endpoint : endpoints_) {
-    void* request = endpoint.start_close(force);
-    if (request != nullptr) closing.push_back({endpoint.peer_rank(), request});
+void Transport::close_links(bool force, const Deadline& deadline) {
+  std::vector<int> closing;  // peers whose close is under way
+  for (int peer = 0; peer < static_cast<int>(links_.size()); ++peer) {
+    links_[peer].start_close(force);
+    if (links_[peer].close_pending()) closing.push_back(peer);
   }
   auto next_liveness_check = Deadline::Clock::now();
   while (!closing.empty()) {
@@ -363,25 +334,25 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
     const bool check_liveness = now >= next_liveness_check;
     if (check_liveness) next_liveness_check = now + kLivenessCheckInterval;
     for (size_t i = 0; i < closing.size();) {
+      Link& link = links_[closing[i]];
       // Flushing to a process that has exited would only end at the deadline.
-      if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS &&
-          !(check_liveness && peer_process_gone(closing[i].peer))) {
+      if (link.close_pending() && !(check_liveness && peer_process_gone(closing[i]))) {
         ++i;
         continue;
       }
-      ucp_request_free(closing[i].request);
+      link.abandon_close();
       closing.erase(closing.begin() + i);
     }
     // An abort from another thread ends a flush too (abort() then closes by force).
     if (closing.empty() || deadline.expired() || interrupted_.load()) break;
     sleep_until_event(deadline.poll_timeout_ms(1));
   }
-  for (const Closing& stuck : closing) {
+  for (int peer : closing) {
     TERSE_WARN(
         "rank %d: closing the endpoint to rank %d did not finish in time; releasing it "
         "unflushed",
-        rank_, stuck.peer);
-    ucp_request_free(stuck.request);
+        rank_, peer);
+    links_[peer].abandon_close();
   }
   // A forced close finishes the endpoint's outstanding requests (as cancelled) from callbacks
   // that progress runs; drain them so that callers find their requests finished.
@@ -394,13 +365,13 @@ void Transport::enable_idle_progress(std::mutex* owner_lock) {
   idle_progress_ = std::make_unique<IdleProgress>(active_workers_, owner_lock);
 }
 
-// close() and abort() run from destructors: out of memory while tracking the endpoints'
+// close() and abort() run from destructors: out of memory while tracking the links'
 // closes leaves them to the worker's destruction instead of ending the process.
 void Transport::close() {
   idle_progress_.reset();
   if (closed_) return;
   (void)call_guarded("closing the transport", [&] {
-    close_endpoints(/*force=*/false, default_deadline());
+    close_links(/*force=*/false, default_deadline());
     return ncclSuccess;
   });
   closed_ = true;
@@ -411,7 +382,7 @@ void Transport::abort() {
   idle_progress_.reset();
   if (closed_) return;
   (void)call_guarded("aborting the transport", [&] {
-    close_endpoints(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
+    close_links(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
     return ncclSuccess;
   });
   closed_ = true;

@@ -1,6 +1,7 @@
-// One rank's transport for one communicator: its UCX context and worker, an endpoint to every
-// rank (itself included), tagged nonblocking send/receive of host buffers, waits with deadlines,
-// and the small control collectives (barrier, allgather) the layers above need for setup.
+// One rank's transport for one communicator: its UCX contexts and workers, a link (link.h) to
+// every rank (itself included) for tagged nonblocking send/receive of host buffers, waits with
+// deadlines, and the small control collectives (barrier, allgather) the layers above need for
+// setup.
 //
 // Threading: every call except interrupt() must come from one thread at a time, holding the
 // owner's lock once enable_idle_progress() was called (the workers run in
@@ -32,10 +33,10 @@
 
 #include "transport/deadline.h"
 #include "transport/idle_progress.h"
+#include "transport/link.h"
 #include "transport/process_identity.h"
 #include "transport/transfer_request.h"
 #include "transport/ucx_context.h"
-#include "transport/ucx_endpoint.h"
 #include "transport/ucx_worker.h"
 #include "transport/unique_id.h"
 
@@ -44,7 +45,7 @@ namespace terse {
 class Transport {
  public:
   // Creates this rank's UCX context and worker, joins the bootstrap rendezvous named by `id`
-  // (exchanging worker addresses and host identities with every rank) and creates an endpoint
+  // (exchanging worker addresses and host identities with every rank) and connects a link
   // to every rank. Collective: all `nranks` ranks call it with the same id. nranks is limited to
   // kMaxTaggedRanks (65536) by the tag layout.
   static ncclResult_t create(const UniqueId& id, int rank, int nranks,
@@ -126,10 +127,10 @@ class Transport {
   // The same thread's check of a peer without waiting: true once UCX reported the endpoint to
   // `peer` failed or, for a watched peer (a process on this host), its process has exited.
   bool peer_failed(int peer) const {
-    return endpoints_[peer].error() != UCS_OK || peer_process_gone(peer);
+    return links_[peer].peer_error() != UCS_OK || peer_process_gone(peer);
   }
 
-  // Control collectives over the same endpoints, tagged apart from data operations (the tag's
+  // Control collectives over the same links, tagged apart from data operations (the tag's
   // control bit and a sequence of their own). Every rank must call them in the same order.
   // barrier: dissemination, ceil(log2 nranks) rounds of empty messages.
   ncclResult_t barrier();
@@ -165,11 +166,11 @@ class Transport {
 
  private:
   Transport() = default;
-  ncclResult_t connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
-                                 UcxErrorModeSetting setting);
-  // One round of progress on every worker that has endpoints; the events handled.
+  ncclResult_t connect_links(const std::vector<std::vector<uint8_t>>& table,
+                             UcxErrorModeSetting setting);
+  // One round of progress on every worker that has links; the events handled.
   unsigned progress_workers();
-  // An idle wait's sleep on every worker that has endpoints (UcxWorker::sleep_until_event).
+  // An idle wait's sleep on every worker that has links (UcxWorker::sleep_until_event).
   void sleep_until_event(int max_ms) { UcxWorker::sleep_until_event(active_workers_, max_ms); }
   // Whether `peer` is a watched process (watched_) that has exited.
   bool peer_process_gone(int peer) const;
@@ -184,7 +185,7 @@ class Transport {
   ncclResult_t check_peer(int peer, Direction direction) const;
   // wait()'s failure path: leaves every request finished, force-closing endpoints if needed.
   void cancel_unfinished(TransferRequest* requests, size_t count);
-  void close_endpoints(bool force, const Deadline& deadline);
+  void close_links(bool force, const Deadline& deadline);
   std::string describe(const TransferRequest& request) const;
 
   int rank_ = 0;
@@ -195,13 +196,14 @@ class Transport {
   // The network worker (every transport UCX_TLS allows) and, unless UCX_TLS is set or
   // TERSE_UCX_ERROR_MODE=peer, a worker of its own context restricted to shared memory for the
   // ranks on this host: UCX 1.13 otherwise adds the TCP loopback lane to their rendezvous
-  // traffic, which halves their bandwidth.
+  // traffic, which halves their bandwidth. The links share these two workers (link.h says why
+  // not one each).
   std::shared_ptr<UcxContext> context_;
   std::shared_ptr<UcxWorker> worker_;
   std::shared_ptr<UcxContext> local_context_;
   std::shared_ptr<UcxWorker> local_worker_;
-  std::vector<UcxWorker*> active_workers_;  // those with endpoints; what waits progress
-  std::vector<UcxEndpoint> endpoints_;      // by rank
+  std::vector<UcxWorker*> active_workers_;  // those with links; what waits progress
+  std::vector<Link> links_;                 // by rank
   std::vector<std::string> host_identities_;
   std::vector<ProcessIdentity> processes_;  // by rank
   // By rank: true for peers reached with UcxErrorMode::kNone whose process this one can see,
