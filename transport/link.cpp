@@ -6,11 +6,11 @@
 
 namespace terse {
 
-ncclResult_t Link::create(std::shared_ptr<UcxContext> context, std::unique_ptr<Link>* out) {
+Result Link::create(std::shared_ptr<UcxContext> context, std::unique_ptr<Link>* out) {
   std::shared_ptr<UcxWorker> worker;
   TERSE_CHECK(UcxWorker::create(std::move(context), &worker));
   *out = std::make_unique<Link>(std::move(worker));
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 ucs_status_t Link::connect(const std::vector<uint8_t>& peer_address, UcxErrorMode mode,
@@ -19,31 +19,29 @@ ucs_status_t Link::connect(const std::vector<uint8_t>& peer_address, UcxErrorMod
   return UcxEndpoint::open(worker_, peer_address, peer_id, mode, &endpoint_);
 }
 
-ncclResult_t Link::send(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                        TransferRequest* out) {
+Result Link::send(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out) {
   return post(/*is_send=*/true, tag, pieces, count, out);
 }
 
-ncclResult_t Link::recv(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                        TransferRequest* out) {
+Result Link::recv(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out) {
   return post(/*is_send=*/false, tag, pieces, count, out);
 }
 
 // One piece goes to UCX as a contiguous buffer (post()), so the piece itself may die on return.
-ncclResult_t Link::send(uint64_t tag, const void* buffer, size_t bytes, TransferRequest* out) {
+Result Link::send(uint64_t tag, const void* buffer, size_t bytes, TransferRequest* out) {
   const ucp_dt_iov_t piece{const_cast<void*>(buffer), bytes};
   return post(/*is_send=*/true, tag, &piece, 1, out);
 }
 
-ncclResult_t Link::recv(uint64_t tag, void* buffer, size_t bytes, TransferRequest* out) {
+Result Link::recv(uint64_t tag, void* buffer, size_t bytes, TransferRequest* out) {
   const ucp_dt_iov_t piece{buffer, bytes};
   return post(/*is_send=*/false, tag, &piece, 1, out);
 }
 
-ncclResult_t Link::post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                        TransferRequest* out) {
+Result Link::post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
+                  TransferRequest* out) {
   if (!endpoint_.is_open()) {
-    return fail(ncclInternalError, "a link to peer %d was used before it connected", peer_id_);
+    return fail(Result::kInternalError, "a link to peer %d was used before it connected", peer_id_);
   }
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) total += pieces[i].length;
@@ -70,12 +68,12 @@ ncclResult_t Link::post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, 
   out->start(worker_, result, is_send ? TransferDirection::kSend : TransferDirection::kReceive,
              peer_id_, tag, total);
   if (UCS_PTR_IS_ERR(result)) {
-    return fail(is_send ? ncclRemoteError : ncclSystemError,
+    return fail(is_send ? Result::kRemoteError : Result::kSystemError,
                 "UCX refused to post a %zu-byte %s peer %d (tag 0x%016llx): %s", total,
                 is_send ? "send to" : "receive from", peer_id_,
                 static_cast<unsigned long long>(tag), ucs_status_string(UCS_PTR_STATUS(result)));
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 void Link::abandon(TransferRequest* transfer) {

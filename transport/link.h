@@ -22,7 +22,6 @@
 // thread at a time per context (the plugin holds one lock around every call).
 #pragma once
 
-#include <nccl.h>
 #include <ucp/api/ucp.h>
 
 #include <cstddef>
@@ -31,6 +30,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/deadline.h"
 #include "transport/transfer_request.h"
 #include "transport/transport_settings.h"
@@ -43,7 +43,7 @@ namespace terse {
 class Link {
  public:
   // A link on a worker of its own on `context`; no endpoint until connect().
-  static ncclResult_t create(std::shared_ptr<UcxContext> context, std::unique_ptr<Link>* out);
+  static Result create(std::shared_ptr<UcxContext> context, std::unique_ptr<Link>* out);
   // A link on `worker`, shared with other links; no endpoint until connect().
   explicit Link(std::shared_ptr<UcxWorker> worker) : worker_(std::move(worker)) {}
   // A placeholder with no worker, for containers filled later: closed (is_open() false), and
@@ -54,7 +54,7 @@ class Link {
   Link& operator=(Link&&) noexcept = default;
 
   // The packed worker address the peer connects to.
-  ncclResult_t address(std::vector<uint8_t>* bytes) const { return worker_->address(bytes); }
+  Result address(std::vector<uint8_t>* bytes) const { return worker_->address(bytes); }
 
   // Opens the endpoint to the peer's worker. `peer_id` only names the peer in messages. Returns
   // UCX's status as is, for the caller to word or act on: UCS_ERR_UNREACHABLE with kPeer means no
@@ -67,13 +67,13 @@ class Link {
   // Posts a tagged send of `pieces` (gathered in order into one message of their total size).
   // The pieces array and the bytes it points to must stay valid until the request finishes.
   // When UCX refuses the post, `*out` still records it, finished with UCX's error.
-  ncclResult_t send(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out);
+  Result send(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out);
   // Posts a receive of the message tagged exactly `tag`, scattered over `pieces` in order; a
   // shorter message fills a prefix. The same lifetime rule applies.
-  ncclResult_t recv(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out);
+  Result recv(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out);
   // The same for one contiguous buffer (which may be null when `bytes` is 0).
-  ncclResult_t send(uint64_t tag, const void* buffer, size_t bytes, TransferRequest* out);
-  ncclResult_t recv(uint64_t tag, void* buffer, size_t bytes, TransferRequest* out);
+  Result send(uint64_t tag, const void* buffer, size_t bytes, TransferRequest* out);
+  Result recv(uint64_t tag, void* buffer, size_t bytes, TransferRequest* out);
 
   // One round of progress on the link's worker (every link on it); the number of events handled.
   unsigned progress() { return worker_->progress(); }
@@ -108,8 +108,8 @@ class Link {
   struct FreeRequest {
     void operator()(void* request) const { ucp_request_free(request); }
   };
-  ncclResult_t post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                    TransferRequest* out);
+  Result post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
+              TransferRequest* out);
 
   // The order matters to the defaulted moves and the destructor: the close request is freed, and
   // the endpoint force-closed, while a worker they live on is still held.

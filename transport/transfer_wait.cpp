@@ -49,7 +49,7 @@ bool Transport::peer_process_gone(int peer) const {
   return watched_[peer] && is_gone(processes_[peer]);
 }
 
-ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
+Result Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
   // The clock starts only after the spinning polls: most waits on a small message end within
   // them, and then read no clock at all.
   Deadline::Clock::time_point started, now, idle_since, next_liveness_check;
@@ -96,12 +96,12 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
         culprit_status = status;
       }
     }
-    if (culprit == nullptr && first_unfinished == nullptr) return ncclSuccess;
+    if (culprit == nullptr && first_unfinished == nullptr) return Result::kSuccess;
 
     char reason[256] = "";
-    ncclResult_t code = ncclRemoteError;
+    Result code = Result::kRemoteError;
     if (culprit != nullptr && culprit_status == UCS_ERR_MESSAGE_TRUNCATED) {
-      code = ncclInvalidUsage;
+      code = Result::kInvalidUsage;
       snprintf(reason, sizeof(reason),
                "failed: the message was longer than the receive buffer (do the ranks agree on "
                "the sizes?)");

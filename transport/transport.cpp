@@ -36,23 +36,23 @@ const std::vector<UcxContext::Setting>& local_settings() {
 // bounds UCX's local clean-up.
 constexpr double kAbortSeconds = 1.0;
 
-ncclResult_t check_rank_arguments(int rank, int nranks) {
+Result check_rank_arguments(int rank, int nranks) {
   if (nranks < 1 || nranks > kMaxTaggedRanks) {
-    return fail(ncclInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
+    return fail(Result::kInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
                 kMaxTaggedRanks);
   }
   if (rank < 0 || rank >= nranks) {
-    return fail(ncclInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
+    return fail(Result::kInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
                 nranks, nranks - 1);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
 
-ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
-                               std::unique_ptr<Transport>* out) {
-  if (out == nullptr) return fail(ncclInvalidArgument, "transport output pointer is NULL");
+Result Transport::create(const UniqueId& id, int rank, int nranks,
+                         std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return fail(Result::kInvalidArgument, "transport output pointer is NULL");
   TERSE_CHECK(check_rank_arguments(rank, nranks));
   UniqueIdFields fields;
   TERSE_CHECK(decode_unique_id(id, &fields));
@@ -65,9 +65,9 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   return create(rendezvous, communicator_tag_id(fields.secret), rank, nranks, out);
 }
 
-ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicator, int rank,
-                               int nranks, std::unique_ptr<Transport>* out) {
-  if (out == nullptr) return fail(ncclInvalidArgument, "transport output pointer is NULL");
+Result Transport::create(const PeerExchange& exchange, uint16_t communicator, int rank, int nranks,
+                         std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return fail(Result::kInvalidArgument, "transport output pointer is NULL");
   TERSE_CHECK(check_rank_arguments(rank, nranks));
   std::unique_ptr<Transport> transport(new Transport());
   transport->rank_ = rank;
@@ -100,8 +100,9 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
   if (error_mode != UcxErrorModeSetting::kPeer && getenv("UCX_TLS") == nullptr) {
     // Best effort: without it, ranks on this host use the network worker.
     if (UcxContext::create(nranks, kLocalTransports, &transport->local_context_, std::string(),
-                           local_settings()) != ncclSuccess ||
-        UcxWorker::create(transport->local_context_, &transport->local_worker_) != ncclSuccess) {
+                           local_settings()) != Result::kSuccess ||
+        UcxWorker::create(transport->local_context_, &transport->local_worker_) !=
+            Result::kSuccess) {
       TERSE_INFO("transport: no shared-memory worker (%s); ranks on this host use the network one",
                  last_error());
       transport->local_worker_.reset();
@@ -117,28 +118,29 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
     TERSE_CHECK(transport->local_worker_->address(&mine.local_worker_address));
   }
   std::vector<std::vector<uint8_t>> table;
-  ncclResult_t result = exchange(encode_peer_info(mine), &table);
-  if (result == ncclSuccess && table.size() != static_cast<size_t>(nranks)) {
-    result = fail(ncclInternalError, "rank %d: the address exchange returned %zu ranks, not %d",
-                  rank, table.size(), nranks);
+  Result result = exchange(encode_peer_info(mine), &table);
+  if (result == Result::kSuccess && table.size() != static_cast<size_t>(nranks)) {
+    result =
+        fail(Result::kInternalError, "rank %d: the address exchange returned %zu ranks, not %d",
+             rank, table.size(), nranks);
   }
-  if (result == ncclSuccess) result = transport->connect_links(table, error_mode);
+  if (result == Result::kSuccess) result = transport->connect_links(table, error_mode);
   // Opening a shared-memory endpoint attaches the peer's segment at once: no rank may return
   // (and perhaps destroy its worker, removing its segment) before every rank has connected its
   // links. Completing a dissemination barrier means every rank has entered it.
-  if (result == ncclSuccess) result = transport->barrier();
-  if (result != ncclSuccess) {
+  if (result == Result::kSuccess) result = transport->barrier();
+  if (result != Result::kSuccess) {
     transport->abort();
     return result;
   }
   TERSE_INFO("transport: rank %d of %d connected (communicator 0x%04x, host %s)", rank, nranks,
              transport->communicator_, mine.host_identity.c_str());
   *out = std::move(transport);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
-                                      UcxErrorModeSetting setting) {
+Result Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
+                                UcxErrorModeSetting setting) {
   links_.resize(nranks_);
   host_identities_.resize(nranks_);
   processes_.resize(nranks_);
@@ -175,7 +177,7 @@ ncclResult_t Transport::connect_links(const std::vector<std::vector<uint8_t>>& t
       link = Link(local_worker_);
       ucs_status_t status = link.connect(info.local_worker_address, mode, peer);
       if (status != UCS_OK) {
-        return fail(ncclSystemError,
+        return fail(Result::kSystemError,
                     "rank %d: UCX cannot create a shared-memory endpoint to rank %d: %s", rank_,
                     peer, ucs_status_string(status));
       }
@@ -199,7 +201,7 @@ ncclResult_t Transport::connect_links(const std::vector<std::vector<uint8_t>>& t
     }
     watched_[peer] = watchable && mode == UcxErrorMode::kNone;
     if (status != UCS_OK) {
-      return fail(ncclSystemError,
+      return fail(Result::kSystemError,
                   "rank %d: UCX cannot create an endpoint to rank %d (%zu-byte worker address): "
                   "%s; do the ranks allow a common transport (UCX_TLS=%s)?",
                   rank_, peer, info.worker_address.size(), ucs_status_string(status),
@@ -210,7 +212,7 @@ ncclResult_t Transport::connect_links(const std::vector<std::vector<uint8_t>>& t
   active_workers_.clear();
   if (network_used) active_workers_.push_back(worker_.get());
   if (local_used) active_workers_.push_back(local_worker_.get());
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 unsigned Transport::progress_workers() {
@@ -224,14 +226,14 @@ Transport::~Transport() {
   if (!closed_) close();
 }
 
-ncclResult_t Transport::check_peer(int peer, Direction direction_kind) const {
+Result Transport::check_peer(int peer, Direction direction_kind) const {
   const char* direction = direction_kind == Direction::kSend ? "send to" : "receive from";
   if (closed_) {
-    return fail(ncclInvalidUsage, "rank %d: cannot %s rank %d: the transport is closed", rank_,
+    return fail(Result::kInvalidUsage, "rank %d: cannot %s rank %d: the transport is closed", rank_,
                 direction, peer);
   }
   if (peer < 0 || peer >= nranks_) {
-    return fail(ncclInvalidArgument, "rank %d: cannot %s rank %d: peer out of range (0 to %d)",
+    return fail(Result::kInvalidArgument, "rank %d: cannot %s rank %d: peer out of range (0 to %d)",
                 rank_, direction, peer, nranks_ - 1);
   }
   const Link& link = links_[peer];
@@ -239,34 +241,35 @@ ncclResult_t Transport::check_peer(int peer, Direction direction_kind) const {
   // closed (its endpoint error is how UCX reports the close) may still have a message queued
   // here, so receives are posted anyway and wait() decides.
   if (direction_kind == Direction::kSend && link.peer_error() != UCS_OK) {
-    return fail(ncclRemoteError, "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)",
-                rank_, direction, peer, ucs_status_string(link.peer_error()));
+    return fail(Result::kRemoteError,
+                "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)", rank_, direction,
+                peer, ucs_status_string(link.peer_error()));
   }
   if (!link.is_open()) {
-    return fail(ncclRemoteError,
+    return fail(Result::kRemoteError,
                 "rank %d: cannot %s rank %d: its endpoint was closed after an earlier failure",
                 rank_, direction, peer);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Transport::send(int peer, uint32_t operation, const void* buffer, size_t bytes,
-                             TransferRequest* request) {
+Result Transport::send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                       TransferRequest* request) {
   if (is_control_operation(operation)) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "operation 0x%08x has the control bit set, which the transport reserves for its "
                 "own barrier and allgather",
                 operation);
   }
-  const ncclResult_t result = post_send(peer, operation, buffer, bytes, request);
-  if (result == ncclSuccess && peer != rank_) bytes_sent_ += bytes;
+  const Result result = post_send(peer, operation, buffer, bytes, request);
+  if (result == Result::kSuccess && peer != rank_) bytes_sent_ += bytes;
   return result;
 }
 
-ncclResult_t Transport::recv(int peer, uint32_t operation, void* buffer, size_t bytes,
-                             TransferRequest* request) {
+Result Transport::recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                       TransferRequest* request) {
   if (is_control_operation(operation)) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "operation 0x%08x has the control bit set, which the transport reserves for its "
                 "own barrier and allgather",
                 operation);
@@ -276,31 +279,31 @@ ncclResult_t Transport::recv(int peer, uint32_t operation, void* buffer, size_t 
 
 namespace {
 
-ncclResult_t check_buffer(const void* buffer, size_t bytes, TransferRequest* request) {
-  if (request == nullptr) return fail(ncclInvalidArgument, "transfer request pointer is NULL");
+Result check_buffer(const void* buffer, size_t bytes, TransferRequest* request) {
+  if (request == nullptr) return fail(Result::kInvalidArgument, "transfer request pointer is NULL");
   if (buffer == nullptr && bytes > 0) {
-    return fail(ncclInvalidArgument, "buffer is NULL but %zu bytes were asked for", bytes);
+    return fail(Result::kInvalidArgument, "buffer is NULL but %zu bytes were asked for", bytes);
   }
   if (request->posted() && request->status() == UCS_INPROGRESS) {
-    return fail(ncclInvalidUsage, "the transfer request still holds an unfinished %s rank %d",
+    return fail(Result::kInvalidUsage, "the transfer request still holds an unfinished %s rank %d",
                 request->direction() == TransferDirection::kSend ? "send to" : "receive from",
                 request->peer());
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
 
-ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
-                                  TransferRequest* request) {
+Result Transport::post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                            TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
   TERSE_CHECK(check_peer(peer, Direction::kSend));
   const uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
   return links_[peer].send(tag, buffer, bytes, request);
 }
 
-ncclResult_t Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
-                                  TransferRequest* request) {
+Result Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                            TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
   TERSE_CHECK(check_peer(peer, Direction::kReceive));
   // The source rank is part of the tag, and the link matches the whole tag, so the receive is
@@ -372,7 +375,7 @@ void Transport::close() {
   if (closed_) return;
   (void)call_guarded("closing the transport", [&] {
     close_links(/*force=*/false, default_deadline());
-    return ncclSuccess;
+    return Result::kSuccess;
   });
   closed_ = true;
 }
@@ -383,7 +386,7 @@ void Transport::abort() {
   if (closed_) return;
   (void)call_guarded("aborting the transport", [&] {
     close_links(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
-    return ncclSuccess;
+    return Result::kSuccess;
   });
   closed_ = true;
 }

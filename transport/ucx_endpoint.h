@@ -5,7 +5,6 @@
 // deadline notices (transport_settings.h says when each applies).
 #pragma once
 
-#include <nccl.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>

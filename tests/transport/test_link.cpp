@@ -31,17 +31,17 @@ class LinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Shared memory and loopback to this process: all a single-process test needs.
-    ASSERT_EQ(UcxContext::create(4, "sm,self", &context_), ncclSuccess) << last_error();
-    ASSERT_EQ(UcxWorker::create(context_, &shared_), ncclSuccess) << last_error();
+    ASSERT_EQ(UcxContext::create(4, "sm,self", &context_), Result::kSuccess) << last_error();
+    ASSERT_EQ(UcxWorker::create(context_, &shared_), Result::kSuccess) << last_error();
   }
 
   // A link on the shared worker and its peer on a worker of its own, connected both ways.
   void connect_pair(int id, Link* near, std::unique_ptr<Link>* far) {
     *near = Link(shared_);
-    ASSERT_EQ(Link::create(context_, far), ncclSuccess) << last_error();
+    ASSERT_EQ(Link::create(context_, far), Result::kSuccess) << last_error();
     std::vector<uint8_t> near_address, far_address;
-    ASSERT_EQ(near->address(&near_address), ncclSuccess);
-    ASSERT_EQ((*far)->address(&far_address), ncclSuccess);
+    ASSERT_EQ(near->address(&near_address), Result::kSuccess);
+    ASSERT_EQ((*far)->address(&far_address), Result::kSuccess);
     ASSERT_EQ(near->connect(far_address, UcxErrorMode::kNone, id), UCS_OK);
     ASSERT_EQ((*far)->connect(near_address, UcxErrorMode::kNone, id), UCS_OK);
   }
@@ -60,12 +60,13 @@ TEST_F(LinkTest, LinksSharingAWorkerEachReceiveTheirOwnPeersMessages) {
   char landing[2][16] = {};
   TransferRequest receives[2], sends[2];
   for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(near[i].recv(100 + i, landing[i], sizeof(landing[i]), &receives[i]), ncclSuccess);
+    ASSERT_EQ(near[i].recv(100 + i, landing[i], sizeof(landing[i]), &receives[i]),
+              Result::kSuccess);
   }
   const std::string messages[2] = {"far zero", "far one, longer"};
   for (int i = 1; i >= 0; --i) {
     ASSERT_EQ(far[i]->send(100 + i, messages[i].data(), messages[i].size(), &sends[i]),
-              ncclSuccess);
+              Result::kSuccess);
   }
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(finish(&sends[i], far[i].get(), &near[i]), UCS_OK);
@@ -85,8 +86,8 @@ TEST_F(LinkTest, GatheredSendArrivesScatteredInOrder) {
   char first[4] = {}, second[8] = {};
   const ucp_dt_iov_t scattered[2] = {{first, sizeof(first)}, {second, sizeof(second)}};
   TransferRequest send, receive;
-  ASSERT_EQ(near.recv(5, scattered, 2, &receive), ncclSuccess);
-  ASSERT_EQ(far->send(5, gathered, 2, &send), ncclSuccess);
+  ASSERT_EQ(near.recv(5, scattered, 2, &receive), Result::kSuccess);
+  ASSERT_EQ(far->send(5, gathered, 2, &send), Result::kSuccess);
   EXPECT_EQ(finish(&send, far.get(), &near), UCS_OK);
   EXPECT_EQ(finish(&receive, &near, far.get()), UCS_OK);
   EXPECT_EQ(receive.received_bytes(), 8u);
@@ -107,10 +108,10 @@ TEST_F(LinkTest, CloseInStepsEndsTheLinkAndLeavesTheSharedWorkerUsable) {
   // A closed link refuses posts; its neighbour on the same worker still carries messages.
   char byte = 'x', landing = 0;
   TransferRequest refused, send, receive;
-  EXPECT_EQ(near[0].send(1, &byte, 1, &refused), ncclInternalError);
+  EXPECT_EQ(near[0].send(1, &byte, 1, &refused), Result::kInternalError);
   EXPECT_FALSE(refused.posted());
-  ASSERT_EQ(near[1].recv(2, &landing, 1, &receive), ncclSuccess);
-  ASSERT_EQ(far[1]->send(2, &byte, 1, &send), ncclSuccess);
+  ASSERT_EQ(near[1].recv(2, &landing, 1, &receive), Result::kSuccess);
+  ASSERT_EQ(far[1]->send(2, &byte, 1, &send), Result::kSuccess);
   EXPECT_EQ(finish(&receive, &near[1], far[1].get()), UCS_OK);
   EXPECT_EQ(finish(&send, far[1].get(), &near[1]), UCS_OK);
   EXPECT_EQ(landing, 'x');
@@ -127,7 +128,7 @@ TEST(LinkPlaceholder, IsClosedAndRefusesPosts) {
   EXPECT_FALSE(placeholder.close_pending());
   char byte = 0;
   TransferRequest request;
-  EXPECT_EQ(placeholder.recv(1, &byte, 1, &request), ncclInternalError);
+  EXPECT_EQ(placeholder.recv(1, &byte, 1, &request), Result::kInternalError);
 }
 
 }  // namespace
