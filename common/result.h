@@ -3,9 +3,10 @@
 //
 // The lower layers (common/, transport/, topology/) return terse::Result and know nothing of
 // NCCL; the upper layers (codecs/, collectives/, plugin/, ps/) return ncclResult_t. Result copies
-// ncclResult_t's numbering, so the lower layers' result converts to and from ncclResult_t
-// implicitly: an upper layer returns, compares and TERSE_CHECKs a Result as it would an
-// ncclResult_t. static_asserts hold the numbers to nccl.h's (plugin/error_calls.cpp).
+// ncclResult_t's numbering, so the lower layers' result converts to and from ncclResult_t (or the
+// ncclNet ABI's copy of it in plugin/net/net_abi.h) implicitly: an upper layer returns, compares
+// and TERSE_CHECKs a Result as it would an ncclResult_t. static_asserts hold the numbers to
+// nccl.h's (plugin/error_calls.cpp) and to the ncclNet ABI's (plugin/net/net_abi_checks.cpp).
 #pragma once
 
 #include <iosfwd>
