@@ -45,33 +45,33 @@ bool parse_bytes(const std::string& text, uint64_t* value) {
   return true;
 }
 
-ncclResult_t env_bytes(const char* name, uint64_t fallback, uint64_t* value) {
+Result env_bytes(const char* name, uint64_t fallback, uint64_t* value) {
   const char* text = getenv(name);
   if (text == nullptr || *text == '\0') {
     *value = fallback;
-    return ncclSuccess;
+    return Result::kSuccess;
   }
   if (!parse_bytes(text, value)) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "%s=%s is not a byte count (expected e.g. 1048576, 64K, 2M, 1G)", name, text);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t env_int(const char* name, int64_t fallback, int64_t* value) {
+Result env_int(const char* name, int64_t fallback, int64_t* value) {
   const char* text = getenv(name);
   if (text == nullptr || *text == '\0') {
     *value = fallback;
-    return ncclSuccess;
+    return Result::kSuccess;
   }
   errno = 0;
   char* end = nullptr;
   long long number = strtoll(text, &end, 10);
   if (errno != 0 || end == text || *end != '\0') {
-    return fail(ncclInvalidArgument, "%s=%s is not an integer", name, text);
+    return fail(Result::kInvalidArgument, "%s=%s is not an integer", name, text);
   }
   *value = number;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace terse

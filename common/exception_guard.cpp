@@ -8,17 +8,17 @@
 
 namespace terse {
 
-ncclResult_t result_of_current_exception(const char* where) noexcept {
+Result result_of_current_exception(const char* where) noexcept {
   try {
     throw;
   } catch (const std::bad_alloc&) {
-    return fail(ncclSystemError, "%s: out of memory", where);
+    return fail(Result::kSystemError, "%s: out of memory", where);
   } catch (const std::system_error& error) {
-    return fail(ncclSystemError, "%s: the system refused: %s", where, error.what());
+    return fail(Result::kSystemError, "%s: the system refused: %s", where, error.what());
   } catch (const std::exception& error) {
-    return fail(ncclInternalError, "%s: unexpected exception: %s", where, error.what());
+    return fail(Result::kInternalError, "%s: unexpected exception: %s", where, error.what());
   } catch (...) {
-    return fail(ncclInternalError, "%s: unexpected exception of unknown type", where);
+    return fail(Result::kInternalError, "%s: unexpected exception of unknown type", where);
   }
 }
 

@@ -5,11 +5,9 @@
 //
 // Every C entry point is a function-try-block whose handler returns
 // result_of_current_exception(name); every thread body runs through call_guarded. Either way the
-// failure becomes a result code with a sentence for ncclGetLastError: ncclSystemError for what
-// the system refused (memory, threads), ncclInternalError for anything else.
+// failure becomes a result code with a sentence for ncclGetLastError: Result::kSystemError for what
+// the system refused (memory, threads), Result::kInternalError for anything else.
 #pragma once
-
-#include <nccl.h>
 
 #include <string>
 #include <utility>
@@ -21,11 +19,11 @@ namespace terse {
 // Call only inside a catch handler: classifies the exception being handled, records it as this
 // thread's last error (naming `where`, the entry point or thread) and returns its code.
 // Allocates nothing and never throws.
-ncclResult_t result_of_current_exception(const char* where) noexcept;
+Result result_of_current_exception(const char* where) noexcept;
 
-// Runs `body` (which returns ncclResult_t); an exception becomes its result code.
+// Runs `body` (which returns a Result or an ncclResult_t); an exception becomes its result code.
 template <class Body>
-ncclResult_t call_guarded(const char* where, Body&& body) noexcept {
+Result call_guarded(const char* where, Body&& body) noexcept {
   try {
     return body();
   } catch (...) {
@@ -36,9 +34,9 @@ ncclResult_t call_guarded(const char* where, Body&& body) noexcept {
 // The same on a thread whose failure another thread reports: on failure this thread's last error
 // is copied to `*message` too (left empty when even that copy cannot be allocated).
 template <class Body>
-ncclResult_t call_guarded(const char* where, Body&& body, std::string* message) noexcept {
-  const ncclResult_t result = call_guarded(where, std::forward<Body>(body));
-  if (result != ncclSuccess) {
+Result call_guarded(const char* where, Body&& body, std::string* message) noexcept {
+  const Result result = call_guarded(where, std::forward<Body>(body));
+  if (result != Result::kSuccess) {
     try {
       *message = last_error();
     } catch (...) {  // no memory even for the sentence: the code says enough

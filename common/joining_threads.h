@@ -1,7 +1,7 @@
 // Threads that are always joined. A std::thread still joinable when destroyed ends the process;
 // when starting the n-th of several threads fails (std::system_error: the process is out of
 // threads or memory), the ones already started must be joined before the error goes on to the
-// caller (exception_guard.h turns it into ncclSystemError). Those threads finish on their own:
+// caller (exception_guard.h turns it into Result::kSystemError). Those threads finish on their own:
 // every wait in them has a deadline.
 #pragma once
 

@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ostream>
 
 #include "common/log.h"
 
@@ -14,7 +15,7 @@ constexpr size_t kLastErrorBytes = 1024;
 thread_local char t_last_error[kLastErrorBytes];
 }  // namespace
 
-ncclResult_t fail(ncclResult_t code, const char* format, ...) {
+Result fail(Result code, const char* format, ...) {
   char text[kLastErrorBytes];
   va_list args;
   va_start(args, format);
@@ -33,27 +34,27 @@ void clear_last_error() {
   t_last_error[0] = '\0';
 }
 
-const char* result_string(ncclResult_t code) {
-  switch (code) {
-    case ncclSuccess:
-      return "no error";
-    case ncclUnhandledCudaError:
-      return "unhandled cuda error";
-    case ncclSystemError:
-      return "unhandled system error";
-    case ncclInternalError:
-      return "internal error";
-    case ncclInvalidArgument:
-      return "invalid argument";
-    case ncclInvalidUsage:
-      return "invalid usage";
-    case ncclRemoteError:
-      return "remote process exited or there was a network error";
-    case ncclInProgress:
-      return "NCCL operation in progress";
-    default:
-      return "unknown result code";
+const char* result_string(Result code) {
+  // NCCL's wording, by NCCL's number.
+  static const char* const kNames[] = {
+      "no error",
+      "unhandled cuda error",
+      "unhandled system error",
+      "internal error",
+      "invalid argument",
+      "invalid usage",
+      "remote process exited or there was a network error",
+      "NCCL operation in progress",
+  };
+  const int number = code.code();
+  if (number < 0 || number >= static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))) {
+    return "unknown result code";
   }
+  return kNames[number];
+}
+
+void PrintTo(Result code, std::ostream* out) {
+  *out << result_string(code) << " (" << code.code() << ")";
 }
 
 }  // namespace terse

@@ -146,6 +146,9 @@ TERSE_API ncclResult_t ncclGetVersion(int* version) try {
 }
 TERSE_PROFILER_ALIAS(ncclGetVersion)
 
+static_assert(sizeof(terse::UniqueId) == sizeof(ncclUniqueId),
+              "terse's id (transport/unique_id.h) must fill ncclUniqueId exactly");
+
 TERSE_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) try {
   TERSE_FORWARD_NESTED(ncclGetUniqueId, uniqueId);
   if (uniqueId == nullptr) return fail(ncclInvalidArgument, "uniqueId is null");

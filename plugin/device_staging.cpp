@@ -206,7 +206,9 @@ ncclResult_t DeviceStaging::run_on_backend(const QueuedCall& call) {
   const CollectiveArgs args = call.args;
   auto work = [engine, route, args, cancel]() -> ncclResult_t {
     const ncclResult_t result =
-        cancel->cancelled ? fail(cancel->result, "%s", cancel->message.c_str()) : route->run(args);
+        cancel->cancelled
+            ? static_cast<ncclResult_t>(fail(cancel->result, "%s", cancel->message.c_str()))
+            : route->run(args);
     // The caller already returned success: a failure reaches ncclCommGetAsyncError.
     if (result != ncclSuccess) engine->break_with(result);
     return result;

@@ -3,6 +3,18 @@
 #include "plugin/nccl_api.h"
 #include "plugin/real_nccl.h"
 
+// The lower layers' terse::Result converts to and from ncclResult_t by number (common/result.h):
+// the numbers must be NCCL's.
+static_assert(terse::Result::kSuccess == ncclSuccess && terse::Result::kSuccess.code() == 0);
+static_assert(terse::Result::kUnhandledCudaError == ncclUnhandledCudaError);
+static_assert(terse::Result::kSystemError == ncclSystemError);
+static_assert(terse::Result::kInternalError == ncclInternalError);
+static_assert(terse::Result::kInvalidArgument == ncclInvalidArgument);
+static_assert(terse::Result::kInvalidUsage == ncclInvalidUsage);
+static_assert(terse::Result::kRemoteError == ncclRemoteError);
+static_assert(terse::Result::kInProgress == ncclInProgress);
+static_assert(ncclNumResults == 8, "a code NCCL added needs its terse::Result constant");
+
 TERSE_API const char* ncclGetErrorString(ncclResult_t result) {
   if (terse::inside_real_nccl() && terse::real_nccl()->ncclGetErrorString != nullptr) {
     return terse::real_nccl()->ncclGetErrorString(result);

@@ -62,8 +62,9 @@ ncclResult_t PsServer::create(Transport* control, std::unique_ptr<PsServer>* out
   server->load_.assign(size_t(server->nranks_), 0);
   // The new workers' addresses differ in length: their lengths first, then each padded to the
   // longest, over the communicator's fixed-size allgather.
-  const Transport::PeerExchange exchange = [control](const std::vector<uint8_t>& mine,
-                                                     std::vector<std::vector<uint8_t>>* table) {
+  const Transport::PeerExchange exchange =
+      [control](const std::vector<uint8_t>& mine,
+                std::vector<std::vector<uint8_t>>* table) -> ncclResult_t {
     const int nranks = control->nranks();
     const uint64_t length = mine.size();
     std::vector<uint64_t> lengths(static_cast<size_t>(nranks), 0);

@@ -12,20 +12,20 @@
 namespace terse {
 namespace {
 
-ncclResult_t refuse_file(const char* what, const std::string& path, const std::string& reason) {
-  return fail(ncclInvalidArgument, "%s%s: cannot load it as a machine topology: %s", what,
+Result refuse_file(const char* what, const std::string& path, const std::string& reason) {
+  return fail(Result::kInvalidArgument, "%s%s: cannot load it as a machine topology: %s", what,
               path.c_str(), reason.c_str());
 }
 
 // Checks what hwloc would only report as "failed": that the file exists, is a file, and opens.
-ncclResult_t check_readable(const char* what, const std::string& path) {
+Result check_readable(const char* what, const std::string& path) {
   struct stat status {};
   if (stat(path.c_str(), &status) != 0) return refuse_file(what, path, strerror(errno));
   if (!S_ISREG(status.st_mode)) return refuse_file(what, path, "not a regular file");
   FILE* file = fopen(path.c_str(), "r");
   if (file == nullptr) return refuse_file(what, path, strerror(errno));
   fclose(file);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
@@ -34,14 +34,15 @@ HwlocTopology::~HwlocTopology() {
   if (topology_ != nullptr) hwloc_topology_destroy(topology_);
 }
 
-ncclResult_t HwlocTopology::load(const std::string& xml_path, const char* what,
-                                 std::unique_ptr<HwlocTopology>* out) {
-  if (out == nullptr) return fail(ncclInvalidArgument, "hwloc topology output pointer is NULL");
+Result HwlocTopology::load(const std::string& xml_path, const char* what,
+                           std::unique_ptr<HwlocTopology>* out) {
+  if (out == nullptr)
+    return fail(Result::kInvalidArgument, "hwloc topology output pointer is NULL");
   if (!xml_path.empty()) TERSE_CHECK(check_readable(what, xml_path));
   std::unique_ptr<HwlocTopology> loaded(new HwlocTopology());
   if (hwloc_topology_init(&loaded->topology_) != 0) {
     loaded->topology_ = nullptr;
-    return fail(ncclSystemError, "hwloc_topology_init failed: %s", strerror(errno));
+    return fail(Result::kSystemError, "hwloc_topology_init failed: %s", strerror(errno));
   }
   // GPUs, NICs and the bridges above them; not every PCI function of the machine. In hwloc 2.x
   // and 3.x alike this one call covers bridges, PCI devices and OS devices.
@@ -56,11 +57,11 @@ ncclResult_t HwlocTopology::load(const std::string& xml_path, const char* what,
       return refuse_file(what, xml_path,
                          std::string("hwloc rejected its content (") + strerror(errno) + ")");
     }
-    return fail(ncclSystemError, "hwloc could not discover this machine's topology: %s",
+    return fail(Result::kSystemError, "hwloc could not discover this machine's topology: %s",
                 strerror(errno));
   }
   *out = std::move(loaded);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 std::string hwloc_runtime_version() {

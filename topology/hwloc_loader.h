@@ -5,12 +5,13 @@
 #pragma once
 
 #include <hwloc.h>
-#include <nccl.h>
 
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/result.h"
 
 namespace terse {
 
@@ -22,10 +23,10 @@ class HwlocTopology {
 
   // Loads `xml_path`, or this machine when it is "", keeping the I/O objects that matter (GPUs,
   // NICs, the bridges above them). A file that cannot be read or is not an hwloc XML export is
-  // ncclInvalidArgument naming the file and the reason; `what` prefixes the path in that
+  // Result::kInvalidArgument naming the file and the reason; `what` prefixes the path in that
   // message, saying where it came from ("TERSE_TOPO_FILE=", "topology file ").
-  static ncclResult_t load(const std::string& xml_path, const char* what,
-                           std::unique_ptr<HwlocTopology>* out);
+  static Result load(const std::string& xml_path, const char* what,
+                     std::unique_ptr<HwlocTopology>* out);
 
   hwloc_topology_t get() const { return topology_; }
 

@@ -25,22 +25,22 @@ constexpr double kMaxLatencyUs = 1e6;
 
 // A number from the environment in (0, max] (or [0, max] with zero_ok); `*set` says whether the
 // variable was given.
-ncclResult_t env_number(const char* name, double max, bool zero_ok, const char* unit, double* value,
-                        bool* set) {
+Result env_number(const char* name, double max, bool zero_ok, const char* unit, double* value,
+                  bool* set) {
   const std::string text = env_string(name, "");
   *set = !text.empty();
-  if (!*set) return ncclSuccess;
+  if (!*set) return Result::kSuccess;
   char* end = nullptr;
   errno = 0;
   const double parsed = std::strtod(text.c_str(), &end);
   const bool in_range = zero_ok ? parsed >= 0 : parsed > 0;
   if (errno != 0 || end == text.c_str() || *end != '\0' || !std::isfinite(parsed) || !in_range ||
       parsed > max) {
-    return fail(ncclInvalidArgument, "%s=%s: expected a number of %s in %s0, %g]", name,
+    return fail(Result::kInvalidArgument, "%s=%s: expected a number of %s in %s0, %g]", name,
                 text.c_str(), unit, zero_ok ? "[" : "(", max);
   }
   *value = parsed;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 double bytes_per_s(double gbps) {
@@ -102,9 +102,9 @@ bool ucx_tls_allows_rdma(const char* ucx_tls) {
   return excluding;
 }
 
-ncclResult_t assumed_link_model(const MachineTopology* topology,
-                                const std::string& inter_node_interface, LinkModel* model) {
-  if (model == nullptr) return fail(ncclInvalidArgument, "link model output pointer is NULL");
+Result assumed_link_model(const MachineTopology* topology, const std::string& inter_node_interface,
+                          LinkModel* model) {
+  if (model == nullptr) return fail(Result::kInvalidArgument, "link model output pointer is NULL");
   double shm_latency_us = kShmLatencyUs, shm_gbps = kShmGbps;
   double net_latency_us = 0, net_gbps = 0;
   bool shm_latency_set = false, shm_gbps_set = false, net_latency_set = false, net_gbps_set = false;
@@ -156,7 +156,7 @@ ncclResult_t assumed_link_model(const MachineTopology* topology,
   model->source = "intra-node: shared memory " + number(shm_gbps) + " Gbit/s (" +
                   (shm_gbps_set ? "TERSE_SHM_GBPS" : "default") + "), " + number(shm_latency_us) +
                   " us (" + (shm_latency_set ? "TERSE_SHM_LATENCY_US" : "default") + "); " + inter;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace terse

@@ -11,10 +11,9 @@
 // across ranks (every rank must reach the same plan).
 #pragma once
 
-#include <nccl.h>
-
 #include <string>
 
+#include "common/result.h"
 #include "topology/machine_topology.h"
 
 namespace terse {
@@ -36,8 +35,8 @@ struct LinkModel {
 
 // `topology` may be null (then only sysfs and the defaults are consulted); `inter_node_interface`
 // is the interface inter-node traffic leaves through, "" when unknown.
-ncclResult_t assumed_link_model(const MachineTopology* topology,
-                                const std::string& inter_node_interface, LinkModel* model);
+Result assumed_link_model(const MachineTopology* topology, const std::string& inter_node_interface,
+                          LinkModel* model);
 
 // Whether UCX may use InfiniBand/RoCE transports under this UCX_TLS value (null or "" = all).
 bool ucx_tls_allows_rdma(const char* ucx_tls);

@@ -8,8 +8,9 @@
 
 namespace terse {
 
-ncclResult_t load_machine_topology(const std::string& xml_path, MachineTopology* topology) {
-  if (topology == nullptr) return fail(ncclInvalidArgument, "machine topology pointer is NULL");
+Result load_machine_topology(const std::string& xml_path, MachineTopology* topology) {
+  if (topology == nullptr)
+    return fail(Result::kInvalidArgument, "machine topology pointer is NULL");
   const std::string from_env = env_string("TERSE_TOPO_FILE", "");
   const std::string path = xml_path.empty() ? from_env : xml_path;
   const char* what = xml_path.empty() ? "TERSE_TOPO_FILE=" : "topology file ";
@@ -27,7 +28,7 @@ ncclResult_t load_machine_topology(const std::string& xml_path, MachineTopology*
     apply_interface_details(kSysClassNet, &described);
   }
   *topology = std::move(described);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace terse

@@ -4,13 +4,12 @@
 // machine, or an XML export), and tests may build one by hand.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/result.h"
 #include "topology/nic_discovery.h"
 #include "topology/path_class.h"
 
@@ -89,7 +88,8 @@ struct MachineTopology {
 
 // Fills `topology` from `xml_path`; when that is "", from TERSE_TOPO_FILE when set, else from
 // this machine (hwloc with I/O discovery; RDMA port state and speed from ibverbs, Ethernet
-// speeds from /sys/class/net). A file hwloc cannot load is ncclInvalidArgument naming it and why.
-ncclResult_t load_machine_topology(const std::string& xml_path, MachineTopology* topology);
+// speeds from /sys/class/net). A file hwloc cannot load is Result::kInvalidArgument naming it and
+// why.
+Result load_machine_topology(const std::string& xml_path, MachineTopology* topology);
 
 }  // namespace terse

@@ -76,19 +76,19 @@ void add_device_ports(ibv_device* device, std::vector<RdmaPort>* ports) {
 
 }  // namespace
 
-ncclResult_t discover_rdma_ports(std::vector<RdmaPort>* ports) {
-  if (ports == nullptr) return fail(ncclInvalidArgument, "RDMA port list pointer is NULL");
+Result discover_rdma_ports(std::vector<RdmaPort>* ports) {
+  if (ports == nullptr) return fail(Result::kInvalidArgument, "RDMA port list pointer is NULL");
   ports->clear();
   int count = 0;
   std::unique_ptr<ibv_device*, DeviceListDeleter> devices(ibv_get_device_list(&count));
   if (devices == nullptr) {
     // No verbs support in this kernel or container: the same as having no RDMA NIC.
     TERSE_INFO("no RDMA devices (ibv_get_device_list: %s)", strerror(errno));
-    return ncclSuccess;
+    return Result::kSuccess;
   }
   for (int i = 0; i < count; ++i) add_device_ports(devices.get()[i], ports);
   TERSE_INFO("%d RDMA device(s), %zu port(s)", count, ports->size());
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 const char* rdma_link_layer_name(RdmaLinkLayer link_layer) {

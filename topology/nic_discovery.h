@@ -3,11 +3,11 @@
 // without the kernel modules) has zero ports; that is a normal answer, not an error.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/result.h"
 
 namespace terse {
 
@@ -26,7 +26,7 @@ struct RdmaPort {
   double gbps() const { return lanes * lane_gbps; }
 };
 
-ncclResult_t discover_rdma_ports(std::vector<RdmaPort>* ports);
+Result discover_rdma_ports(std::vector<RdmaPort>* ports);
 
 const char* rdma_link_layer_name(RdmaLinkLayer link_layer);
 // ibv_port_attr::active_width / active_speed decoded; 0 for codes ibverbs does not define.

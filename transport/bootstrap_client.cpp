@@ -20,48 +20,49 @@ namespace {
 
 constexpr double kReplyGraceSeconds = 5.0;
 
-ncclResult_t check_arguments(int rank, int nranks, const std::vector<uint8_t>& payload) {
+Result check_arguments(int rank, int nranks, const std::vector<uint8_t>& payload) {
   if (nranks < 1 || nranks > kMaxBootstrapRanks) {
-    return fail(ncclInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
+    return fail(Result::kInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
                 kMaxBootstrapRanks);
   }
   if (rank < 0 || rank >= nranks) {
-    return fail(ncclInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
+    return fail(Result::kInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
                 nranks, nranks - 1);
   }
   if (payload.size() > kMaxBootstrapPayloadBytes) {
-    return fail(ncclInvalidArgument, "bootstrap payload of %zu bytes exceeds the %u-byte limit",
-                payload.size(), kMaxBootstrapPayloadBytes);
+    return fail(Result::kInvalidArgument,
+                "bootstrap payload of %zu bytes exceeds the %u-byte limit", payload.size(),
+                kMaxBootstrapPayloadBytes);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 // One attempt: what came of it, and whether to connect again. The root closes a connection
 // without answering only when it dropped it (pushed out by a flood), never after admitting it.
 enum class Attempt { kDone, kClosedEarly };
 
-ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uint8_t* nonce,
-                        int rank, int nranks, const Deadline& deadline, Attempt* attempt,
-                        std::vector<std::vector<uint8_t>>* table) {
+Result read_reply(const Socket& socket, const BootstrapKey& key, const uint8_t* nonce, int rank,
+                  int nranks, const Deadline& deadline, Attempt* attempt,
+                  std::vector<std::vector<uint8_t>>* table) {
   const std::string root = socket.peer_address().to_string();
   uint8_t head[kBootstrapReplyHeaderBytes];
   bool closed = false;
   TERSE_CHECK(socket.recv_all(head, sizeof(head), deadline, "the bootstrap reply", &closed));
   if (closed) {
     *attempt = Attempt::kClosedEarly;
-    return ncclSuccess;
+    return Result::kSuccess;
   }
   BootstrapReplyHeader header = decode_reply_header(head);
   std::string wrong = check_reply_header(header, nranks);
   if (!wrong.empty()) {
-    return fail(ncclRemoteError, "rank %d: the bootstrap root at %s sent %s", rank, root.c_str(),
-                wrong.c_str());
+    return fail(Result::kRemoteError, "rank %d: the bootstrap root at %s sent %s", rank,
+                root.c_str(), wrong.c_str());
   }
   std::vector<uint8_t> body(header.body_bytes);
   TERSE_CHECK(
       socket.recv_all(body.data(), body.size(), deadline, "the bootstrap reply's body", &closed));
   if (closed) {
-    return fail(ncclRemoteError,
+    return fail(Result::kRemoteError,
                 "rank %d: the bootstrap root at %s closed the connection inside "
                 "its reply",
                 rank, root.c_str());
@@ -72,29 +73,30 @@ ncclResult_t read_reply(const Socket& socket, const BootstrapKey& key, const uin
   reply_mac(key, nonce, header, digest, expected);
   if (!bootstrap_mac_equal(expected, header.mac)) {
     return fail(
-        ncclRemoteError,
+        Result::kRemoteError,
         "rank %d: the reply from the bootstrap root at %s does not authenticate: the root and this "
         "rank derive different bootstrap keys (the unique id is stale or another job's, "
         "so its secret differs, or TERSE_COMM_SECRET differs between ranks)",
         rank, root.c_str());
   }
-  if (header.status != ncclSuccess) {
+  // check_reply_header accepted the status: one of Result's codes.
+  const Result status = Result::from_code(static_cast<int>(header.status));
+  if (!status.ok()) {
     std::string message(body.begin(), body.end());
-    return fail(static_cast<ncclResult_t>(header.status), "bootstrap root refused rank %d: %s",
-                rank, message.c_str());
+    return fail(status, "bootstrap root refused rank %d: %s", rank, message.c_str());
   }
   if (!decode_payload_table(body.data(), body.size(), nranks, table)) {
-    return fail(ncclRemoteError, "the rank table from the bootstrap root at %s is malformed",
+    return fail(Result::kRemoteError, "the rank table from the bootstrap root at %s is malformed",
                 root.c_str());
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 // Connects, answers the challenge and reads the reply.
-ncclResult_t attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey& key, int rank,
-                                int nranks, const std::vector<uint8_t>& payload,
-                                const Deadline& connect_deadline, const Deadline& reply_deadline,
-                                Attempt* attempt, std::vector<std::vector<uint8_t>>* table) {
+Result attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey& key, int rank,
+                          int nranks, const std::vector<uint8_t>& payload,
+                          const Deadline& connect_deadline, const Deadline& reply_deadline,
+                          Attempt* attempt, std::vector<std::vector<uint8_t>>* table) {
   Socket socket;
   TERSE_CHECK(Socket::connect(fields.root, connect_deadline, &socket));
   uint8_t challenge_bytes[kBootstrapChallengeBytes];
@@ -103,11 +105,11 @@ ncclResult_t attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey
                               "the bootstrap challenge", &closed));
   if (closed) {
     *attempt = Attempt::kClosedEarly;
-    return ncclSuccess;
+    return Result::kSuccess;
   }
   BootstrapChallenge challenge = decode_challenge(challenge_bytes);
   if (challenge.magic != kBootstrapChallengeMagic || challenge.version != kBootstrapVersion) {
-    return fail(ncclRemoteError,
+    return fail(Result::kRemoteError,
                 "rank %d: %s is not a terse bootstrap root of this version (it sent magic "
                 "0x%08x, version %u); do all ranks run the same terse build?",
                 rank, fields.root.to_string().c_str(), challenge.magic, challenge.version);
@@ -125,9 +127,9 @@ ncclResult_t attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey
 
 }  // namespace
 
-ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
-                                 const std::vector<uint8_t>& payload, double timeout_seconds,
-                                 std::vector<std::vector<uint8_t>>* table) {
+Result bootstrap_allgather(const UniqueId& id, int rank, int nranks,
+                           const std::vector<uint8_t>& payload, double timeout_seconds,
+                           std::vector<std::vector<uint8_t>>* table) {
   TERSE_CHECK(check_arguments(rank, nranks, payload));
   UniqueIdFields fields;
   TERSE_CHECK(decode_unique_id(id, &fields));
@@ -140,8 +142,8 @@ ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
   std::unique_ptr<BootstrapRoot> own_root;
   if (fields.root_started_by_rank_zero && rank == 0) {
     if (BootstrapRoot::start(fields.root, fields.secret, timeout_seconds, &own_root) !=
-        ncclSuccess) {
-      return fail(ncclSystemError,
+        Result::kSuccess) {
+      return fail(Result::kSystemError,
                   "rank 0 must start the bootstrap root at %s, the address TERSE_COMM_ID / "
                   "NCCL_COMM_ID names, and cannot (%s); is that an address of this host, and is "
                   "the port free?",
@@ -149,15 +151,15 @@ ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
     }
   }
 
-  ncclResult_t result = ncclSuccess;
+  Result result = Result::kSuccess;
   for (int attempts = 1;; ++attempts) {
     Attempt attempt = Attempt::kDone;
     result = attempt_rendezvous(fields, key, rank, nranks, payload, connect_deadline,
                                 reply_deadline, &attempt, table);
-    if (result != ncclSuccess || attempt == Attempt::kDone) break;
+    if (result != Result::kSuccess || attempt == Attempt::kDone) break;
     // Dropped before an answer: the root was flooded, or is gone. Again, while time is left.
     if (connect_deadline.expired()) {
-      result = fail(ncclRemoteError,
+      result = fail(Result::kRemoteError,
                     "rank %d: the bootstrap root at %s closed the connection without an answer "
                     "%d times until the deadline (TERSE_TIMEOUT_S)",
                     rank, fields.root.to_string().c_str(), attempts);
@@ -169,8 +171,8 @@ ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
         rank);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // let the flood pass a little
   }
-  if (result == ncclSuccess && (*table)[rank] != payload) {
-    result = fail(ncclInternalError,
+  if (result == Result::kSuccess && (*table)[rank] != payload) {
+    result = fail(Result::kInternalError,
                   "the rank table from the bootstrap root does not hold rank %d's own payload at "
                   "its place",
                   rank);
@@ -180,7 +182,7 @@ ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
   if (own_root != nullptr && !own_root->wait_finished(reply_deadline)) {
     TERSE_WARN("bootstrap root (rank 0) had not answered every rank by the deadline");
   }
-  if (result == ncclSuccess) {
+  if (result == Result::kSuccess) {
     TERSE_TRACE("bootstrap: rank %d of %d received the rank table", rank, nranks);
   }
   return result;

@@ -3,11 +3,10 @@
 // every rank's payload in a reply the root authenticates too (bootstrap_messages.h).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/unique_id.h"
 
 namespace terse {
@@ -19,13 +18,13 @@ namespace terse {
 // inconsistent ranks) arrives ahead of a bare timeout. A connection the root closes before it
 // answers (it was pushed out by a flood of strangers, bootstrap_rendezvous.h) is made again.
 //
-// Errors: ncclInvalidArgument for rank/nranks/payload out of range or a malformed id;
-// ncclInvalidUsage when the ranks are inconsistent (duplicate rank, nranks mismatch);
-// ncclRemoteError when the root cannot be reached, its reply does not authenticate (the key
+// Errors: Result::kInvalidArgument for rank/nranks/payload out of range or a malformed id;
+// Result::kInvalidUsage when the ranks are inconsistent (duplicate rank, nranks mismatch);
+// Result::kRemoteError when the root cannot be reached, its reply does not authenticate (the key
 // differs: TERSE_COMM_SECRET, or another job's root at that address), or not every rank arrives
 // in time.
-ncclResult_t bootstrap_allgather(const UniqueId& id, int rank, int nranks,
-                                 const std::vector<uint8_t>& payload, double timeout_seconds,
-                                 std::vector<std::vector<uint8_t>>* table);
+Result bootstrap_allgather(const UniqueId& id, int rank, int nranks,
+                           const std::vector<uint8_t>& payload, double timeout_seconds,
+                           std::vector<std::vector<uint8_t>>* table);
 
 }  // namespace terse

@@ -22,11 +22,11 @@ namespace {
 
 constexpr const char* kVariable = "TERSE_COMM_SECRET";
 
-ncclResult_t read_secret_file(const std::string& path, std::string* secret) {
+Result read_secret_file(const std::string& path, std::string* secret) {
   FILE* file = fopen(path.c_str(), "rb");
   if (file == nullptr) {
-    return fail(ncclInvalidArgument, "%s=@%s: cannot open the file: %s", kVariable, path.c_str(),
-                strerror(errno));
+    return fail(Result::kInvalidArgument, "%s=@%s: cannot open the file: %s", kVariable,
+                path.c_str(), strerror(errno));
   }
   struct stat status {};
   if (fstat(fileno(file), &status) == 0 && (status.st_mode & 077) != 0) {
@@ -40,44 +40,44 @@ ncclResult_t read_secret_file(const std::string& path, std::string* secret) {
   const bool read_error = ferror(file) != 0;
   fclose(file);
   if (read_error) {
-    return fail(ncclInvalidArgument, "%s=@%s: cannot read the file", kVariable, path.c_str());
+    return fail(Result::kInvalidArgument, "%s=@%s: cannot read the file", kVariable, path.c_str());
   }
   // One trailing newline is how editors and `echo` end a file, not part of the secret.
   if (got > 0 && buffer[got - 1] == '\n') --got;
   if (got > kMaxCommSecretBytes) {
-    return fail(ncclInvalidArgument, "%s=@%s: the secret is longer than %zu bytes", kVariable,
+    return fail(Result::kInvalidArgument, "%s=@%s: the secret is longer than %zu bytes", kVariable,
                 path.c_str(), kMaxCommSecretBytes);
   }
   secret->assign(buffer, got);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
 
-ncclResult_t random_bytes(void* out, size_t size) {
+Result random_bytes(void* out, size_t size) {
   uint8_t* bytes = static_cast<uint8_t*>(out);
   size_t filled = 0;
   while (filled < size) {
     ssize_t got = getrandom(bytes + filled, size - filled, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return fail(ncclSystemError, "getrandom failed: %s", strerror(errno));
+    if (got < 0) return fail(Result::kSystemError, "getrandom failed: %s", strerror(errno));
     filled += static_cast<size_t>(got);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t derive_bootstrap_key(uint64_t id_secret, BootstrapKey* key) {
+Result derive_bootstrap_key(uint64_t id_secret, BootstrapKey* key) {
   std::string text = env_string(kVariable, "");
   std::string secret;
   if (!text.empty() && text[0] == '@') {
     TERSE_CHECK(read_secret_file(text.substr(1), &secret));
     if (secret.empty()) {
-      return fail(ncclInvalidArgument, "%s=%s: the file is empty; a secret needs a byte", kVariable,
-                  text.c_str());
+      return fail(Result::kInvalidArgument, "%s=%s: the file is empty; a secret needs a byte",
+                  kVariable, text.c_str());
     }
   } else {
     if (text.size() > kMaxCommSecretBytes) {
-      return fail(ncclInvalidArgument, "%s is longer than %zu bytes", kVariable,
+      return fail(Result::kInvalidArgument, "%s is longer than %zu bytes", kVariable,
                   kMaxCommSecretBytes);
     }
     secret = text;
@@ -85,7 +85,7 @@ ncclResult_t derive_bootstrap_key(uint64_t id_secret, BootstrapKey* key) {
   derive_bootstrap_key_from(id_secret, reinterpret_cast<const uint8_t*>(secret.data()),
                             secret.size(), key);
   OPENSSL_cleanse(secret.data(), secret.size());
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 void derive_bootstrap_key_from(uint64_t id_secret, const uint8_t* secret, size_t secret_bytes,

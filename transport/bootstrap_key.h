@@ -13,10 +13,10 @@
 // address, known to anyone who knows the address, and only TERSE_COMM_SECRET keeps strangers out.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
+
+#include "common/result.h"
 
 namespace terse {
 
@@ -31,9 +31,9 @@ struct BootstrapKey {
   uint8_t bytes[kBootstrapKeyBytes] = {};
 };
 
-// Derives the key from the id's secret and TERSE_COMM_SECRET. Fails with ncclInvalidArgument
+// Derives the key from the id's secret and TERSE_COMM_SECRET. Fails with Result::kInvalidArgument
 // naming TERSE_COMM_SECRET when it names a file that cannot be read, is empty, or is too long.
-ncclResult_t derive_bootstrap_key(uint64_t id_secret, BootstrapKey* key);
+Result derive_bootstrap_key(uint64_t id_secret, BootstrapKey* key);
 
 // The same from an explicit secret (`secret` may be empty: no TERSE_COMM_SECRET).
 void derive_bootstrap_key_from(uint64_t id_secret, const uint8_t* secret, size_t secret_bytes,
@@ -53,7 +53,7 @@ void bootstrap_digest(const void* data, size_t size, uint8_t digest[kBootstrapDi
 // Constant-time comparison of two codes.
 bool bootstrap_mac_equal(const uint8_t* a, const uint8_t* b);
 
-// Fills `nonce` from the kernel's random source; ncclSystemError if it cannot.
-ncclResult_t random_bytes(void* out, size_t size);
+// Fills `nonce` from the kernel's random source; Result::kSystemError if it cannot.
+Result random_bytes(void* out, size_t size);
 
 }  // namespace terse

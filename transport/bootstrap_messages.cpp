@@ -13,7 +13,7 @@ constexpr size_t kReplySignedBytes = kBootstrapReplyHeaderBytes - kBootstrapMacB
 
 bool known_status(uint32_t status) {
   // What a root sends: success, or the failures the rendezvous can report.
-  return status <= static_cast<uint32_t>(ncclInProgress);
+  return status <= static_cast<uint32_t>(Result::kInProgress.code());
 }
 
 }  // namespace
@@ -121,7 +121,7 @@ std::string check_reply_header(const BootstrapReplyHeader& header, int nranks) {
   if (!known_status(header.status)) {
     return "a reply with unknown status " + std::to_string(header.status);
   }
-  const uint64_t limit = header.status == ncclSuccess
+  const uint64_t limit = header.status == static_cast<uint32_t>(Result::kSuccess.code())
                              ? static_cast<uint64_t>(nranks) * (4 + kMaxBootstrapPayloadBytes)
                              : kMaxBootstrapErrorBytes;
   if (header.body_bytes > limit) {

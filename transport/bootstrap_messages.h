@@ -7,7 +7,7 @@
 //   challenge: magic u32 | version u16 | reserved u16 | nonce 16 bytes
 //   hello:     magic u32 | version u16 | reserved u16 | rank u32 | nranks u32 |
 //              payload bytes u32 | reserved u32 | mac 32 bytes | payload
-//   reply:     magic u32 | ncclResult_t u32 | body bytes u64 | mac 32 bytes |
+//   reply:     magic u32 | status u32 (a Result code) | body bytes u64 | mac 32 bytes |
 //              body = (length u32 | payload) x nranks   or   error sentence
 //
 // The hello's mac is HMAC-SHA256 under the bootstrap key (bootstrap_key.h) over "hello", the
@@ -18,13 +18,12 @@
 // key, and a captured hello is useless against another connection's nonce.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/bootstrap_key.h"
 
 namespace terse {
@@ -60,9 +59,9 @@ struct BootstrapHello {
 
 struct BootstrapReplyHeader {
   uint32_t magic = kBootstrapReplyMagic;
-  // An ncclResult_t once check_reply_header accepted it; kept as sent until then (a value
-  // outside the enum must not be stored in one).
-  uint32_t status = ncclSuccess;
+  // A Result's code once check_reply_header accepted it; kept as sent until then (a value
+  // outside the codes must not become a Result).
+  uint32_t status = Result::kSuccess.code();
   uint64_t body_bytes = 0;
   uint8_t mac[kBootstrapMacBytes] = {};
 };

@@ -110,7 +110,7 @@ void BootstrapRendezvous::accept_waiting(const Socket& listener) {
     }
     Arrival arrival{std::move(socket), {}, Deadline::after_seconds(kHelloSeconds), {}};
     BootstrapChallenge challenge;
-    if (random_bytes(challenge.nonce, sizeof(challenge.nonce)) != ncclSuccess) {
+    if (random_bytes(challenge.nonce, sizeof(challenge.nonce)) != Result::kSuccess) {
       drops_.dropped("no random bytes for its challenge", peer.to_string());
       continue;
     }
@@ -160,7 +160,7 @@ BootstrapRendezvous::HelloState BootstrapRendezvous::read_hello(Arrival* arrival
     if (!bootstrap_mac_equal(expected, hello.mac)) {
       // Told why (a misconfigured rank learns at once), yet changes nothing: anyone can be told
       // that they do not hold the key.
-      reply_error(arrival->socket, arrival->nonce, -1, ncclInvalidUsage,
+      reply_error(arrival->socket, arrival->nonce, -1, Result::kInvalidUsage,
                   "the hello's authentication code is wrong: this process does not hold the "
                   "job's bootstrap key (TERSE_COMM_SECRET differs between ranks, or the unique "
                   "id is stale or another job's)");
@@ -199,7 +199,7 @@ void BootstrapRendezvous::admit(Arrival* arrival) {
   if (static_cast<int>(hello.nranks) != nranks_) {
     int other = 0;
     while (other < nranks_ && !rank_sockets_[other].is_open()) ++other;
-    fail_everyone(ncclInvalidUsage,
+    fail_everyone(Result::kInvalidUsage,
                   format("ranks disagree on the communicator size: rank %d (from %s) passed "
                          "nranks=%u, but rank %d passed nranks=%d",
                          rank, from.c_str(), hello.nranks, other, nranks_));
@@ -208,7 +208,7 @@ void BootstrapRendezvous::admit(Arrival* arrival) {
   }
   if (rank_sockets_[rank].is_open()) {
     fail_everyone(
-        ncclInvalidUsage,
+        Result::kInvalidUsage,
         format("two processes passed rank %d (from %s and from %s); every rank of a "
                "communicator must be distinct",
                rank, rank_sockets_[rank].peer_address().to_string().c_str(), from.c_str()));
@@ -223,9 +223,9 @@ void BootstrapRendezvous::admit(Arrival* arrival) {
 }
 
 void BootstrapRendezvous::reply_error(const Socket& socket, const uint8_t* nonce, int rank,
-                                      ncclResult_t code, const std::string& message) {
+                                      Result code, const std::string& message) {
   BootstrapReplyHeader header;
-  header.status = static_cast<uint32_t>(code);
+  header.status = static_cast<uint32_t>(code.code());
   const std::string body = message.substr(0, kMaxBootstrapErrorBytes);
   header.body_bytes = body.size();
   uint8_t digest[kBootstrapDigestBytes];
@@ -248,7 +248,7 @@ void BootstrapRendezvous::reply_error(const Socket& socket, const uint8_t* nonce
   }
 }
 
-void BootstrapRendezvous::fail_everyone(ncclResult_t code, const std::string& message) {
+void BootstrapRendezvous::fail_everyone(Result code, const std::string& message) {
   TERSE_WARN("bootstrap root: the rendezvous failed: %s", message.c_str());
   failed_ = true;
   failure_code_ = code;
@@ -272,7 +272,7 @@ void BootstrapRendezvous::send_tables() {
     std::vector<uint8_t> head = encode_reply_header(header);
     // A rank that died after its hello cannot be helped; the others still get their table.
     if (rank_sockets_[rank].send_all(head.data(), head.size(), deadline, "the rank table") ==
-        ncclSuccess) {
+        Result::kSuccess) {
       (void)rank_sockets_[rank].send_all(body.data(), body.size(), deadline, "the rank table");
     }
     rank_sockets_[rank].close();
@@ -284,7 +284,7 @@ void BootstrapRendezvous::send_tables() {
 
 void BootstrapRendezvous::give_up() {
   if (!failed_ && joined_ > 0) {
-    fail_everyone(ncclRemoteError,
+    fail_everyone(Result::kRemoteError,
                   format("only %d of %d ranks reached the bootstrap root within %.0f s "
                          "(TERSE_TIMEOUT_S); missing ranks: %s",
                          joined_, nranks_, timeout_seconds_, missing_ranks().c_str()));

@@ -10,12 +10,11 @@
 // anyway sees its connection close without a reply and connects again (bootstrap_client.h).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/bootstrap_drop_log.h"
 #include "transport/bootstrap_key.h"
 #include "transport/deadline.h"
@@ -47,9 +46,9 @@ class BootstrapRendezvous {
   void drop_oldest(const char* reason);
   HelloState read_hello(Arrival* arrival);
   void admit(Arrival* arrival);
-  void fail_everyone(ncclResult_t code, const std::string& message);
+  void fail_everyone(Result code, const std::string& message);
   // An authenticated error reply; `rank` < 0 for a connection that is not a rank's.
-  void reply_error(const Socket& socket, const uint8_t* nonce, int rank, ncclResult_t code,
+  void reply_error(const Socket& socket, const uint8_t* nonce, int rank, Result code,
                    const std::string& message);
   void send_tables();
   void give_up();
@@ -70,7 +69,7 @@ class BootstrapRendezvous {
   int joined_ = 0;
 
   bool failed_ = false;
-  ncclResult_t failure_code_ = ncclSuccess;
+  Result failure_code_ = Result::kSuccess;
   std::string failure_message_;
   std::vector<bool> answered_;  // after a failure: which ranks have been told
   int answered_count_ = 0;

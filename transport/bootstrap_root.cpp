@@ -14,15 +14,15 @@
 
 namespace terse {
 
-ncclResult_t BootstrapRoot::start(const SocketAddress& bind_address, uint64_t secret,
-                                  double timeout_seconds, std::unique_ptr<BootstrapRoot>* out) {
+Result BootstrapRoot::start(const SocketAddress& bind_address, uint64_t secret,
+                            double timeout_seconds, std::unique_ptr<BootstrapRoot>* out) {
   BootstrapKey key;
   TERSE_CHECK(derive_bootstrap_key(secret, &key));
   Socket listener;
   TERSE_CHECK(Socket::listen(bind_address, &listener));
   int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd < 0) {
-    return fail(ncclSystemError, "cannot create the bootstrap root's stop event: %s",
+    return fail(Result::kSystemError, "cannot create the bootstrap root's stop event: %s",
                 strerror(errno));
   }
   std::unique_ptr<BootstrapRoot> root(
@@ -30,11 +30,11 @@ ncclResult_t BootstrapRoot::start(const SocketAddress& bind_address, uint64_t se
   try {
     root->thread_ = std::thread([raw = root.get()] { raw->run(); });
   } catch (const std::system_error& error) {
-    return fail(ncclSystemError, "cannot start the bootstrap root thread: %s", error.what());
+    return fail(Result::kSystemError, "cannot start the bootstrap root thread: %s", error.what());
   }
   TERSE_INFO("bootstrap root listening on %s", root->address_.to_string().c_str());
   *out = std::move(root);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 BootstrapRoot::BootstrapRoot(Socket listener, int stop_fd, const BootstrapKey& key,

@@ -7,12 +7,10 @@
 // dropped and change nothing, so a port scanner or a rank of another job cannot disturb the
 // rendezvous; drops are logged at most once a second (bootstrap_drop_log.h). Inconsistent ranks
 // (two processes with the same rank, different nranks) fail the whole rendezvous: every rank that
-// arrived, or arrives later, gets the reason with ncclInvalidUsage instead of waiting for its
+// arrived, or arrives later, gets the reason with Result::kInvalidUsage instead of waiting for its
 // deadline. If not every rank arrived within the timeout (counted from the first arrival, or from
-// the start when none came) the waiting ranks get ncclRemoteError naming the missing ranks.
+// the start when none came) the waiting ranks get Result::kRemoteError naming the missing ranks.
 #pragma once
-
-#include <nccl.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -20,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/result.h"
 #include "transport/bootstrap_key.h"
 #include "transport/deadline.h"
 #include "transport/socket.h"
@@ -31,8 +30,8 @@ class BootstrapRoot {
  public:
   // Listens on `bind_address` (port 0 picks a free one) and starts the serving thread. The
   // handshake key comes from `secret` (the unique id's) and TERSE_COMM_SECRET (bootstrap_key.h).
-  static ncclResult_t start(const SocketAddress& bind_address, uint64_t secret,
-                            double timeout_seconds, std::unique_ptr<BootstrapRoot>* out);
+  static Result start(const SocketAddress& bind_address, uint64_t secret, double timeout_seconds,
+                      std::unique_ptr<BootstrapRoot>* out);
 
   // Stops the thread if it is still serving (waiting ranks then see the connection close) and
   // joins it.

@@ -11,7 +11,7 @@
 
 namespace terse {
 
-ncclResult_t Transport::barrier() {
+Result Transport::barrier() {
   const uint32_t sequence = control_sequence_++;
   Deadline deadline = default_deadline();
   // Empty messages still need a valid address on some UCX paths.
@@ -27,12 +27,12 @@ ncclResult_t Transport::barrier() {
     TERSE_CHECK(post_send((rank_ + distance) % nranks_, operation, &token, 0, &requests[1]));
     TERSE_CHECK(wait(requests, 2, deadline));
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Transport::allgather(const void* mine, size_t bytes, void* all) {
+Result Transport::allgather(const void* mine, size_t bytes, void* all) {
   if (bytes > 0 && (mine == nullptr || all == nullptr)) {
-    return fail(ncclInvalidArgument, "allgather of %zu bytes got a NULL buffer", bytes);
+    return fail(Result::kInvalidArgument, "allgather of %zu bytes got a NULL buffer", bytes);
   }
   const uint32_t sequence = control_sequence_++;
   Deadline deadline = default_deadline();
@@ -52,27 +52,27 @@ ncclResult_t Transport::allgather(const void* mine, size_t bytes, void* all) {
     TransferRequest requests[2];
     TERSE_CHECK(post_recv(left, operation, blocks + recv_block * bytes, bytes, &requests[0]));
     TERSE_CHECK(post_send(right, operation, blocks + send_block * bytes, bytes, &requests[1]));
-    ncclResult_t result = wait(requests, 2, deadline);
-    if (result != ncclSuccess && result != ncclInvalidUsage) return result;
-    if (result == ncclInvalidUsage || requests[0].received_bytes() != bytes) {
-      return fail(ncclInvalidUsage,
+    Result result = wait(requests, 2, deadline);
+    if (result != Result::kSuccess && result != Result::kInvalidUsage) return result;
+    if (result == Result::kInvalidUsage || requests[0].received_bytes() != bytes) {
+      return fail(Result::kInvalidUsage,
                   "rank %d: allgather: rank %d's block differs in size from this rank's %zu "
                   "bytes; every rank must pass the same size",
                   rank_, recv_block, bytes);
     }
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Transport::broadcast_among(const std::vector<int>& members, int root, void* data,
-                                        size_t bytes) {
+Result Transport::broadcast_among(const std::vector<int>& members, int root, void* data,
+                                  size_t bytes) {
   if (bytes > 0 && data == nullptr) {
-    return fail(ncclInvalidArgument, "broadcast of %zu bytes got a NULL buffer", bytes);
+    return fail(Result::kInvalidArgument, "broadcast of %zu bytes got a NULL buffer", bytes);
   }
   if (std::find(members.begin(), members.end(), rank_) == members.end() ||
       std::find(members.begin(), members.end(), root) == members.end()) {
-    return fail(ncclInternalError, "rank %d: broadcast among ranks that leave out rank %d or %d",
-                rank_, rank_, root);
+    return fail(Result::kInternalError,
+                "rank %d: broadcast among ranks that leave out rank %d or %d", rank_, rank_, root);
   }
   const uint32_t operation = make_control_operation(control_sequence_++, 0);
   Deadline deadline = default_deadline();
@@ -86,28 +86,28 @@ ncclResult_t Transport::broadcast_among(const std::vector<int>& members, int roo
     // A send refused (a member known dead) still lets the ones posted finish before the error
     // returns: their requests point into this frame.
     size_t posted = 0;
-    ncclResult_t refused = ncclSuccess;
+    Result refused = Result::kSuccess;
     for (int member : members) {
-      if (member == root || refused != ncclSuccess) continue;
+      if (member == root || refused != Result::kSuccess) continue;
       refused = post_send(member, operation, buffer, bytes, &requests[posted]);
-      if (refused == ncclSuccess) ++posted;
+      if (refused == Result::kSuccess) ++posted;
     }
-    if (refused != ncclSuccess) {
+    if (refused != Result::kSuccess) {
       const std::string why = last_error();
       wait(requests.data(), posted, deadline);
       return fail(refused, "%s", why.c_str());
     }
   }
-  if (requests.empty()) return ncclSuccess;
-  const ncclResult_t result = wait(requests.data(), requests.size(), deadline);
-  if (result != ncclSuccess && result != ncclInvalidUsage) return result;
-  if (result == ncclInvalidUsage || (rank_ != root && requests[0].received_bytes() != bytes)) {
-    return fail(ncclInvalidUsage,
+  if (requests.empty()) return Result::kSuccess;
+  const Result result = wait(requests.data(), requests.size(), deadline);
+  if (result != Result::kSuccess && result != Result::kInvalidUsage) return result;
+  if (result == Result::kInvalidUsage || (rank_ != root && requests[0].received_bytes() != bytes)) {
+    return fail(Result::kInvalidUsage,
                 "rank %d: broadcast from rank %d: its message differs in size from this rank's "
                 "%zu bytes",
                 rank_, root, bytes);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace terse

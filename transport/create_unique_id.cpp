@@ -15,16 +15,16 @@
 namespace terse {
 namespace {
 
-ncclResult_t random_secret(uint64_t* secret) {
-  if (random_bytes(secret, sizeof(*secret)) != ncclSuccess) {
-    return fail(ncclSystemError, "cannot draw the bootstrap secret: %s", last_error());
+Result random_secret(uint64_t* secret) {
+  if (random_bytes(secret, sizeof(*secret)) != Result::kSuccess) {
+    return fail(Result::kSystemError, "cannot draw the bootstrap secret: %s", last_error());
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
 
-ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present) {
+Result unique_id_from_environment(UniqueIdFields* fields, bool* present) {
   const char* variable = "TERSE_COMM_ID";
   std::string text = env_string(variable, "");
   if (text.empty()) {
@@ -32,15 +32,15 @@ ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present) {
     text = env_string(variable, "");
   }
   *present = !text.empty();
-  if (!*present) return ncclSuccess;
+  if (!*present) return Result::kSuccess;
   TERSE_CHECK(SocketAddress::parse(text, variable, &fields->root));
   fields->secret = fnv1a("terse comm id " + text);
   fields->root_started_by_rank_zero = true;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t create_unique_id(UniqueId* id) {
-  if (id == nullptr) return fail(ncclInvalidArgument, "unique id pointer is NULL");
+Result create_unique_id(UniqueId* id) {
+  if (id == nullptr) return fail(Result::kInvalidArgument, "unique id pointer is NULL");
   UniqueIdFields fields;
   bool from_environment = false;
   TERSE_CHECK(unique_id_from_environment(&fields, &from_environment));
@@ -48,13 +48,13 @@ ncclResult_t create_unique_id(UniqueId* id) {
     encode_unique_id(fields, id);
     TERSE_INFO("unique id names %s from the environment; rank 0 starts the bootstrap root",
                fields.root.to_string().c_str());
-    return ncclSuccess;
+    return Result::kSuccess;
   }
   return create_unique_id_with_own_root(id);
 }
 
-ncclResult_t create_unique_id_with_own_root(UniqueId* id) {
-  if (id == nullptr) return fail(ncclInvalidArgument, "unique id pointer is NULL");
+Result create_unique_id_with_own_root(UniqueId* id) {
+  if (id == nullptr) return fail(Result::kInvalidArgument, "unique id pointer is NULL");
   UniqueIdFields fields;
   InterfaceAddress interface;
   TERSE_CHECK(find_interface_address(&interface));
@@ -68,7 +68,7 @@ ncclResult_t create_unique_id_with_own_root(UniqueId* id) {
   TERSE_INFO("bootstrap root on interface %s at %s", interface.interface_name.c_str(),
              fields.root.to_string().c_str());
   keep_root_until_finished(std::move(root));
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace terse

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/exception_guard.h"
+#include "common/result.h"
 #include "common/thread_name.h"
 
 namespace terse {
@@ -33,11 +34,11 @@ void IdleProgress::run() {
     bool owner_busy = false;
     // An exception (out of memory in a completion callback, or here) must not end the thread,
     // nor leave the owner's lock held: it is recorded, and the next turn goes on.
-    const ncclResult_t turn_result = call_guarded("the idle progress thread", [&] {
+    const Result turn_result = call_guarded("the idle progress thread", [&] {
       std::unique_lock<std::mutex> turn(*owner_lock_, std::try_to_lock);
       if (!turn.owns_lock()) {
         owner_busy = true;
-        return ncclSuccess;
+        return Result::kSuccess;
       }
       bool armed = false;
       for (int round = 0; round < kMaxRoundsPerTurn && !stop_.load(); ++round) {
@@ -50,10 +51,10 @@ void IdleProgress::run() {
       }
       turn.unlock();
       if (armed) UcxWorker::wait_for_event(workers_, kSleepMs);
-      return ncclSuccess;
+      return Result::kSuccess;
     });
     if (owner_busy) std::this_thread::sleep_for(kOwnerBusyBackoff);
-    if (turn_result != ncclSuccess)
+    if (turn_result != Result::kSuccess)
       std::this_thread::sleep_for(std::chrono::milliseconds(kSleepMs));
   }
 }

@@ -28,7 +28,7 @@ bool is_link_local_ipv6(const SocketAddress& address) {
   return IN6_IS_ADDR_LINKLOCAL(&v6->sin6_addr);
 }
 
-ncclResult_t read_family(int* family) {
+Result read_family(int* family) {
   std::string text = env_string("TERSE_SOCKET_FAMILY", env_string("NCCL_SOCKET_FAMILY", ""));
   if (text.empty()) {
     *family = AF_UNSPEC;
@@ -37,18 +37,18 @@ ncclResult_t read_family(int* family) {
   } else if (text == "AF_INET6") {
     *family = AF_INET6;
   } else {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "TERSE_SOCKET_FAMILY (or NCCL_SOCKET_FAMILY)=%s is not AF_INET or AF_INET6",
                 text.c_str());
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 // Every address of every up interface, in the kernel's interface order.
-ncclResult_t list_candidates(int family, std::vector<Candidate>* candidates) {
+Result list_candidates(int family, std::vector<Candidate>* candidates) {
   ifaddrs* interfaces = nullptr;
   if (getifaddrs(&interfaces) != 0) {
-    return fail(ncclSystemError, "cannot list network interfaces (getifaddrs): %s",
+    return fail(Result::kSystemError, "cannot list network interfaces (getifaddrs): %s",
                 strerror(errno));
   }
   for (ifaddrs* entry = interfaces; entry != nullptr; entry = entry->ifa_next) {
@@ -65,7 +65,7 @@ ncclResult_t list_candidates(int family, std::vector<Candidate>* candidates) {
         {entry->ifa_name, address, (entry->ifa_flags & IFF_LOOPBACK) != 0, preference});
   }
   freeifaddrs(interfaces);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 // The best address of the first interface (in kernel order) that `accept` lets through.
@@ -104,7 +104,7 @@ bool interface_name_matches(const std::string& name, const std::string& list) {
   return exclude ? !listed : listed;
 }
 
-ncclResult_t find_interface_address(InterfaceAddress* out) {
+Result find_interface_address(InterfaceAddress* out) {
   int family = AF_UNSPEC;
   TERSE_CHECK(read_family(&family));
   std::vector<Candidate> candidates;
@@ -118,12 +118,12 @@ ncclResult_t find_interface_address(InterfaceAddress* out) {
   }
   if (!list.empty()) {
     auto listed = [&](const Candidate& c) { return interface_name_matches(c.name, list); };
-    if (choose(candidates, listed, out)) return ncclSuccess;
+    if (choose(candidates, listed, out)) return Result::kSuccess;
     std::string names;
     for (const Candidate& candidate : candidates) {
       if (names.find(candidate.name + " ") == std::string::npos) names += candidate.name + " ";
     }
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "%s=%s matches no up interface with a usable address (up interfaces: %s)", variable,
                 list.c_str(), names.empty() ? "none" : names.c_str());
   }
@@ -131,15 +131,15 @@ ncclResult_t find_interface_address(InterfaceAddress* out) {
     return !c.loopback && c.name.compare(0, 6, "docker") != 0;
   };
   auto loopback = [](const Candidate& c) { return c.loopback; };
-  if (choose(candidates, routable, out)) return ncclSuccess;
+  if (choose(candidates, routable, out)) return Result::kSuccess;
   if (choose(candidates, loopback, out)) {
     TERSE_INFO(
         "no up non-loopback interface; the bootstrap root listens on %s (%s), which "
         "only ranks on this host can reach",
         out->interface_name.c_str(), out->address.to_string().c_str());
-    return ncclSuccess;
+    return Result::kSuccess;
   }
-  return fail(ncclSystemError, "no up network interface has an IPv4 or IPv6 address%s",
+  return fail(Result::kSystemError, "no up network interface has an IPv4 or IPv6 address%s",
               family == AF_UNSPEC ? "" : " of the family chosen by TERSE_SOCKET_FAMILY");
 }
 

@@ -6,10 +6,9 @@
 // otherwise an interface's IPv4 address is preferred to its IPv6 ones.
 #pragma once
 
-#include <nccl.h>
-
 #include <string>
 
+#include "common/result.h"
 #include "transport/socket_address.h"
 
 namespace terse {
@@ -19,7 +18,7 @@ struct InterfaceAddress {
   SocketAddress address;  // port 0
 };
 
-ncclResult_t find_interface_address(InterfaceAddress* out);
+Result find_interface_address(InterfaceAddress* out);
 
 // Whether `name` passes an NCCL-style interface list such as "eth,ib", "^docker,lo" or "=eth0".
 bool interface_name_matches(const std::string& name, const std::string& list);

@@ -6,42 +6,42 @@
 
 namespace terse {
 
-ncclResult_t Link::create(std::shared_ptr<UcxContext> context, std::unique_ptr<Link>* out) {
+Result Link::create(std::shared_ptr<UcxContext> context, std::unique_ptr<Link>* out) {
   std::shared_ptr<UcxWorker> worker;
   TERSE_CHECK(UcxWorker::create(std::move(context), &worker));
-  out->reset(new Link(std::move(worker)));
-  return ncclSuccess;
+  *out = std::make_unique<Link>(std::move(worker));
+  return Result::kSuccess;
 }
 
-ncclResult_t Link::connect(const std::vector<uint8_t>& peer_address, UcxErrorMode mode,
+ucs_status_t Link::connect(const std::vector<uint8_t>& peer_address, UcxErrorMode mode,
                            int peer_id) {
   peer_id_ = peer_id;
-  ucs_status_t status = UcxEndpoint::open(worker_, peer_address, peer_id, mode, &endpoint_);
-  if (status != UCS_OK) {
-    return fail(ncclSystemError, "UCX cannot open an endpoint to peer %d: %s%s", peer_id,
-                ucs_status_string(status),
-                status == UCS_ERR_UNREACHABLE
-                    ? " (no transport both sides allow reports peer failure; try "
-                      "TERSE_UCX_ERROR_MODE=none)"
-                    : "");
-  }
-  return ncclSuccess;
+  return UcxEndpoint::open(worker_, peer_address, peer_id, mode, &endpoint_);
 }
 
-ncclResult_t Link::send(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                        TransferRequest* out) {
+Result Link::send(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out) {
   return post(/*is_send=*/true, tag, pieces, count, out);
 }
 
-ncclResult_t Link::recv(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                        TransferRequest* out) {
+Result Link::recv(uint64_t tag, const ucp_dt_iov_t* pieces, size_t count, TransferRequest* out) {
   return post(/*is_send=*/false, tag, pieces, count, out);
 }
 
-ncclResult_t Link::post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
-                        TransferRequest* out) {
+// One piece goes to UCX as a contiguous buffer (post()), so the piece itself may die on return.
+Result Link::send(uint64_t tag, const void* buffer, size_t bytes, TransferRequest* out) {
+  const ucp_dt_iov_t piece{const_cast<void*>(buffer), bytes};
+  return post(/*is_send=*/true, tag, &piece, 1, out);
+}
+
+Result Link::recv(uint64_t tag, void* buffer, size_t bytes, TransferRequest* out) {
+  const ucp_dt_iov_t piece{buffer, bytes};
+  return post(/*is_send=*/false, tag, &piece, 1, out);
+}
+
+Result Link::post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, size_t count,
+                  TransferRequest* out) {
   if (!endpoint_.is_open()) {
-    return fail(ncclInternalError, "a link to peer %d was used before it connected", peer_id_);
+    return fail(Result::kInternalError, "a link to peer %d was used before it connected", peer_id_);
   }
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) total += pieces[i].length;
@@ -63,15 +63,17 @@ ncclResult_t Link::post(bool is_send, uint64_t tag, const ucp_dt_iov_t* pieces, 
     result = ucp_tag_recv_nbx(worker_->handle(), const_cast<void*>(buffer), length, tag,
                               kMatchWholeTag, &params);
   }
-  if (UCS_PTR_IS_ERR(result)) {
-    return fail(is_send ? ncclRemoteError : ncclSystemError,
-                "UCX refused to post a %zu-byte %s peer %d: %s", total,
-                is_send ? "send to" : "receive from", peer_id_,
-                ucs_status_string(UCS_PTR_STATUS(result)));
-  }
+  // Recorded even when refused: a caller that waits on every request it posted then finds this
+  // one finished with UCX's error instead of one that never started.
   out->start(worker_, result, is_send ? TransferDirection::kSend : TransferDirection::kReceive,
              peer_id_, tag, total);
-  return ncclSuccess;
+  if (UCS_PTR_IS_ERR(result)) {
+    return fail(is_send ? Result::kRemoteError : Result::kSystemError,
+                "UCX refused to post a %zu-byte %s peer %d (tag 0x%016llx): %s", total,
+                is_send ? "send to" : "receive from", peer_id_,
+                static_cast<unsigned long long>(tag), ucs_status_string(UCS_PTR_STATUS(result)));
+  }
+  return Result::kSuccess;
 }
 
 void Link::abandon(TransferRequest* transfer) {
@@ -79,21 +81,31 @@ void Link::abandon(TransferRequest* transfer) {
   transfer->release();
 }
 
-bool Link::close(bool force, const Deadline& deadline, const std::function<bool()>& give_up) {
+void Link::start_close(bool force) {
   void* request = endpoint_.start_close(force);
-  if (request == nullptr) return true;
-  while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+  if (request != nullptr) close_request_.reset(request);
+}
+
+bool Link::close_pending() {
+  if (close_request_ == nullptr) return false;
+  if (ucp_request_check_status(close_request_.get()) == UCS_INPROGRESS) return true;
+  close_request_.reset();
+  return false;
+}
+
+bool Link::close(bool force, const Deadline& deadline, const std::function<bool()>& give_up) {
+  start_close(force);
+  while (close_pending()) {
     if (deadline.expired() || give_up()) {
       TERSE_INFO(
           "closing the link to peer %d did not finish (peer gone or deadline passed); "
           "leaving it to the worker's destruction",
           peer_id_);
-      ucp_request_free(request);
+      abandon_close();
       return false;
     }
     worker_->progress();
   }
-  ucp_request_free(request);
   return true;
 }
 

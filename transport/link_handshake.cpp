@@ -27,11 +27,11 @@ FrameExchange::FrameExchange(const std::vector<uint8_t>& outgoing) {
   std::copy(outgoing.begin(), outgoing.end(), outgoing_.begin() + 4);
 }
 
-ncclResult_t FrameExchange::step(const Socket& socket, bool* done) {
+Result FrameExchange::step(const Socket& socket, bool* done) {
   while (sent_ < outgoing_.size()) {
     ssize_t sent = socket.send_available(outgoing_.data() + sent_, outgoing_.size() - sent_);
     if (sent < 0) {
-      return fail(ncclRemoteError, "the link handshake with %s failed while sending",
+      return fail(Result::kRemoteError, "the link handshake with %s failed while sending",
                   socket.peer_address().to_string().c_str());
     }
     if (sent == 0) break;
@@ -40,7 +40,7 @@ ncclResult_t FrameExchange::step(const Socket& socket, bool* done) {
   while (length_received_ < 4) {
     ssize_t got = socket.recv_available(length_bytes_ + length_received_, 4 - length_received_);
     if (got < 0) {
-      return fail(ncclRemoteError, "%s closed the link handshake before its frame arrived",
+      return fail(Result::kRemoteError, "%s closed the link handshake before its frame arrived",
                   socket.peer_address().to_string().c_str());
     }
     if (got == 0) break;
@@ -48,7 +48,7 @@ ncclResult_t FrameExchange::step(const Socket& socket, bool* done) {
     if (length_received_ == 4) {
       uint32_t length = get_length(length_bytes_);
       if (length > kMaxFrameBytes) {
-        return fail(ncclRemoteError,
+        return fail(Result::kRemoteError,
                     "%s announced a %u-byte handshake frame (at most %zu): not a terse link",
                     socket.peer_address().to_string().c_str(), length, kMaxFrameBytes);
       }
@@ -58,14 +58,14 @@ ncclResult_t FrameExchange::step(const Socket& socket, bool* done) {
   while (length_received_ == 4 && received_ < incoming_.size()) {
     ssize_t got = socket.recv_available(incoming_.data() + received_, incoming_.size() - received_);
     if (got < 0) {
-      return fail(ncclRemoteError, "%s closed the link handshake in the middle of its frame",
+      return fail(Result::kRemoteError, "%s closed the link handshake in the middle of its frame",
                   socket.peer_address().to_string().c_str());
     }
     if (got == 0) break;
     received_ += static_cast<size_t>(got);
   }
   *done = sent_ == outgoing_.size() && length_received_ == 4 && received_ == incoming_.size();
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 PeerLifeline::State PeerLifeline::poll(const Socket& socket) {
@@ -94,8 +94,8 @@ PeerLifeline::State PeerLifeline::poll(const Socket& socket) {
   }
 }
 
-ncclResult_t send_frame(const Socket& socket, const std::vector<uint8_t>& frame,
-                        const Deadline& deadline) {
+Result send_frame(const Socket& socket, const std::vector<uint8_t>& frame,
+                  const Deadline& deadline) {
   std::vector<uint8_t> bytes(4 + frame.size());
   put_length(static_cast<uint32_t>(frame.size()), bytes.data());
   std::copy(frame.begin(), frame.end(), bytes.begin() + 4);

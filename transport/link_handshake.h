@@ -9,12 +9,11 @@
 // A frame is a 4-byte little-endian length and that many bytes (at most kMaxFrameBytes).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/socket.h"
 
 namespace terse {
@@ -28,8 +27,8 @@ class FrameExchange {
   explicit FrameExchange(const std::vector<uint8_t>& outgoing);
 
   // Moves what the socket takes and gives now. `*done` once both frames are through. Fails with
-  // ncclRemoteError when the peer closes or the frame it announces is too large.
-  ncclResult_t step(const Socket& socket, bool* done);
+  // Result::kRemoteError when the peer closes or the frame it announces is too large.
+  Result step(const Socket& socket, bool* done);
   const std::vector<uint8_t>& received() const { return incoming_; }
 
  private:
@@ -60,7 +59,7 @@ class PeerLifeline {
 
 // Sends one frame, waiting at most until `deadline` (a close's last word; the peer's kernel takes
 // it without the peer's help unless its buffer is full).
-ncclResult_t send_frame(const Socket& socket, const std::vector<uint8_t>& frame,
-                        const Deadline& deadline);
+Result send_frame(const Socket& socket, const std::vector<uint8_t>& frame,
+                  const Deadline& deadline);
 
 }  // namespace terse

@@ -21,7 +21,7 @@ std::vector<uint8_t> encode_peer_info(const PeerInfo& info) {
   return bytes;
 }
 
-ncclResult_t decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerInfo* info) {
+Result decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerInfo* info) {
   ByteReader reader(bytes.data(), bytes.size());
   uint32_t host_bytes = 0, address_bytes = 0, local_bytes = 0, space_bytes = 0, pid = 0;
   uint64_t start_time = 0;
@@ -34,7 +34,7 @@ ncclResult_t decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerI
       !reader.bytes(local_bytes, &local) || !reader.u32(&space_bytes) ||
       !reader.bytes(space_bytes, &space) || !reader.u32(&pid) || !reader.u64(&start_time) ||
       reader.remaining() != 0 || address_bytes == 0) {
-    return fail(ncclRemoteError,
+    return fail(Result::kRemoteError,
                 "rank %d's entry in the bootstrap table (%zu bytes) is not a host identity, a "
                 "UCX worker address and a process identity",
                 rank, bytes.size());
@@ -45,7 +45,7 @@ ncclResult_t decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerI
   info->process.process_space.assign(reinterpret_cast<const char*>(space), space_bytes);
   info->process.pid = static_cast<int32_t>(pid);
   info->process.start_time = start_time;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace terse

@@ -8,12 +8,11 @@
 //   process space bytes u32 | process space | pid u32 | process start time u64
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/process_identity.h"
 
 namespace terse {
@@ -26,7 +25,7 @@ struct PeerInfo {
 };
 
 std::vector<uint8_t> encode_peer_info(const PeerInfo& info);
-// ncclRemoteError naming `rank` when the bytes are not exactly one well-formed PeerInfo.
-ncclResult_t decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerInfo* info);
+// Result::kRemoteError naming `rank` when the bytes are not exactly one well-formed PeerInfo.
+Result decode_peer_info(const std::vector<uint8_t>& bytes, int rank, PeerInfo* info);
 
 }  // namespace terse

@@ -75,10 +75,10 @@ void Socket::close() {
   fd_ = -1;
 }
 
-ncclResult_t Socket::listen(const SocketAddress& address, Socket* out) {
+Result Socket::listen(const SocketAddress& address, Socket* out) {
   int fd = socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return fail(ncclSystemError, "cannot create a socket to listen on %s: %s",
+    return fail(Result::kSystemError, "cannot create a socket to listen on %s: %s",
                 address.to_string().c_str(), strerror(errno));
   }
   Socket socket(fd, SocketAddress());
@@ -86,28 +86,28 @@ ncclResult_t Socket::listen(const SocketAddress& address, Socket* out) {
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd, address.get(), address.length()) != 0) {
-    return fail(ncclSystemError, "cannot bind the bootstrap root to %s: %s",
+    return fail(Result::kSystemError, "cannot bind the bootstrap root to %s: %s",
                 address.to_string().c_str(), strerror(errno));
   }
   if (::listen(fd, SOMAXCONN) != 0) {
-    return fail(ncclSystemError, "cannot listen on %s: %s", address.to_string().c_str(),
+    return fail(Result::kSystemError, "cannot listen on %s: %s", address.to_string().c_str(),
                 strerror(errno));
   }
   *out = std::move(socket);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadline, Socket* out) {
+Result Socket::connect(const SocketAddress& address, const Deadline& deadline, Socket* out) {
   auto pause = std::chrono::milliseconds(10);
   for (int attempt = 1;; ++attempt) {
     int fd = -1;
     int error = try_connect(address, deadline, &fd);
     if (error == 0) {
       *out = Socket(fd, address);
-      return ncclSuccess;
+      return Result::kSuccess;
     }
     if (deadline.expired() || deadline.seconds_left() * 1000 < pause.count()) {
-      return fail(ncclRemoteError,
+      return fail(Result::kRemoteError,
                   "could not connect to %s within the deadline after %d attempts (last error: "
                   "%s); is the bootstrap root running there, and is TERSE_TIMEOUT_S long "
                   "enough for every rank to start?",
@@ -122,37 +122,37 @@ ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadl
   }
 }
 
-ncclResult_t Socket::start_connect(const SocketAddress& address, Socket* out) {
+Result Socket::start_connect(const SocketAddress& address, Socket* out) {
   int fd = socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return fail(ncclSystemError, "cannot create a socket to connect to %s: %s",
+    return fail(Result::kSystemError, "cannot create a socket to connect to %s: %s",
                 address.to_string().c_str(), strerror(errno));
   }
   if (::connect(fd, address.get(), address.length()) != 0 && errno != EINPROGRESS &&
       errno != EINTR) {
     int error = errno;
     ::close(fd);
-    return fail(ncclRemoteError, "cannot connect to %s: %s", address.to_string().c_str(),
+    return fail(Result::kRemoteError, "cannot connect to %s: %s", address.to_string().c_str(),
                 strerror(error));
   }
   *out = Socket(fd, address);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Socket::connect_finished(bool* done) const {
+Result Socket::connect_finished(bool* done) const {
   *done = false;
   pollfd entry{fd_, POLLOUT, 0};
-  if (poll(&entry, 1, 0) <= 0) return ncclSuccess;
+  if (poll(&entry, 1, 0) <= 0) return Result::kSuccess;
   int error = 0;
   socklen_t length = sizeof(error);
   if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
   if (error != 0) {
-    return fail(ncclRemoteError, "cannot connect to %s: %s", peer_.to_string().c_str(),
+    return fail(Result::kRemoteError, "cannot connect to %s: %s", peer_.to_string().c_str(),
                 strerror(error));
   }
   disable_nagle(fd_);
   *done = true;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 int Socket::accept(Socket* out, SocketAddress* peer) const {
@@ -174,8 +174,8 @@ int Socket::accept(Socket* out, SocketAddress* peer) const {
   return 0;
 }
 
-ncclResult_t Socket::send_all(const void* data, size_t size, const Deadline& deadline,
-                              const char* what) const {
+Result Socket::send_all(const void* data, size_t size, const Deadline& deadline,
+                        const char* what) const {
   const char* bytes = static_cast<const char*>(data);
   while (size > 0) {
     ssize_t sent = send(fd_, bytes, size, MSG_NOSIGNAL);
@@ -187,19 +187,19 @@ ncclResult_t Socket::send_all(const void* data, size_t size, const Deadline& dea
     if (sent < 0 && errno == EINTR) continue;
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!wait_ready(fd_, POLLOUT, deadline)) {
-        return fail(ncclRemoteError, "sending %s to %s did not finish before the deadline", what,
-                    peer_address().to_string().c_str());
+        return fail(Result::kRemoteError, "sending %s to %s did not finish before the deadline",
+                    what, peer_address().to_string().c_str());
       }
       continue;
     }
-    return fail(ncclRemoteError, "sending %s to %s failed: %s", what,
+    return fail(Result::kRemoteError, "sending %s to %s failed: %s", what,
                 peer_address().to_string().c_str(), strerror(errno));
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Socket::recv_all(void* data, size_t size, const Deadline& deadline, const char* what,
-                              bool* closed) const {
+Result Socket::recv_all(void* data, size_t size, const Deadline& deadline, const char* what,
+                        bool* closed) const {
   if (closed != nullptr) *closed = false;
   char* bytes = static_cast<char*>(data);
   while (size > 0) {
@@ -211,29 +211,29 @@ ncclResult_t Socket::recv_all(void* data, size_t size, const Deadline& deadline,
     }
     if (received == 0 && closed != nullptr) {
       *closed = true;
-      return ncclSuccess;
+      return Result::kSuccess;
     }
     if (received == 0) {
-      return fail(ncclRemoteError, "%s closed the connection while %s was expected",
+      return fail(Result::kRemoteError, "%s closed the connection while %s was expected",
                   peer_address().to_string().c_str(), what);
     }
     if (errno == EINTR) continue;
     // A peer that closes with our data unread resets the connection instead of ending it.
     if (closed != nullptr && (errno == ECONNRESET || errno == EPIPE)) {
       *closed = true;
-      return ncclSuccess;
+      return Result::kSuccess;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!wait_ready(fd_, POLLIN, deadline)) {
-        return fail(ncclRemoteError, "%s did not arrive from %s before the deadline", what,
+        return fail(Result::kRemoteError, "%s did not arrive from %s before the deadline", what,
                     peer_address().to_string().c_str());
       }
       continue;
     }
-    return fail(ncclRemoteError, "receiving %s from %s failed: %s", what,
+    return fail(Result::kRemoteError, "receiving %s from %s failed: %s", what,
                 peer_address().to_string().c_str(), strerror(errno));
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 ssize_t Socket::recv_available(void* data, size_t size) const {

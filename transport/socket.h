@@ -2,11 +2,11 @@
 // bootstrap is the only user: UCX opens its own connections for the data path.
 #pragma once
 
-#include <nccl.h>
 #include <sys/types.h>
 
 #include <cstddef>
 
+#include "common/result.h"
 #include "transport/deadline.h"
 #include "transport/socket_address.h"
 
@@ -22,19 +22,19 @@ class Socket {
   Socket& operator=(const Socket&) = delete;
 
   // Binds to `address` (port 0 picks a free port) and listens. Non-blocking, close-on-exec.
-  static ncclResult_t listen(const SocketAddress& address, Socket* out);
+  static Result listen(const SocketAddress& address, Socket* out);
 
   // Connects to `address`. Refused or unreachable attempts are retried with a growing pause
   // until `deadline`, because the peer (the bootstrap root) may not have started yet.
-  static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
+  static Result connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
 
   // Starts connecting to `address` without waiting (one attempt, no retries: for a peer known to
   // listen already, such as an ncclNet listen comm); `*out` holds the socket meanwhile.
-  // ncclRemoteError when the attempt fails at once (refused).
-  static ncclResult_t start_connect(const SocketAddress& address, Socket* out);
-  // Whether a start_connect() connection is up yet, without waiting; ncclRemoteError when it
+  // Result::kRemoteError when the attempt fails at once (refused).
+  static Result start_connect(const SocketAddress& address, Socket* out);
+  // Whether a start_connect() connection is up yet, without waiting; Result::kRemoteError when it
   // failed.
-  ncclResult_t connect_finished(bool* done) const;
+  Result connect_finished(bool* done) const;
 
   // Accepts one waiting connection; leaves `*out` closed when none is waiting. Returns 0, or the
   // errno of a failure that is the listener's (out of descriptors, say). Logs nothing: the
@@ -43,13 +43,12 @@ class Socket {
 
   // Sends or receives exactly `size` bytes or fails (peer gone, deadline passed). `what` names
   // the data in the error message ("the bootstrap reply").
-  ncclResult_t send_all(const void* data, size_t size, const Deadline& deadline,
-                        const char* what) const;
+  Result send_all(const void* data, size_t size, const Deadline& deadline, const char* what) const;
   // With `closed` given, a peer that closes (or resets) the connection first is not an error:
   // `*closed` is set and nothing is logged (the bootstrap client connects again when the root drops
   // it).
-  ncclResult_t recv_all(void* data, size_t size, const Deadline& deadline, const char* what,
-                        bool* closed = nullptr) const;
+  Result recv_all(void* data, size_t size, const Deadline& deadline, const char* what,
+                  bool* closed = nullptr) const;
 
   // Reads whatever is available without waiting: the byte count (0 when nothing is there yet),
   // or -1 when the peer closed the connection or it failed.

@@ -56,12 +56,11 @@ SocketAddress SocketAddress::from_sockaddr(const sockaddr* address, socklen_t le
   return result;
 }
 
-ncclResult_t SocketAddress::parse(const std::string& host_port, const char* source,
-                                  SocketAddress* out) {
+Result SocketAddress::parse(const std::string& host_port, const char* source, SocketAddress* out) {
   std::string host, port_text;
   uint16_t port = 0;
   if (!split_host_port(host_port, &host, &port_text) || !parse_port(port_text, &port)) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "%s=%s is not host:port (expected e.g. 10.0.0.1:29500, node7:29500 or "
                 "[fd00::1]:29500, port 1 to 65535)",
                 source, host_port.c_str());
@@ -72,7 +71,7 @@ ncclResult_t SocketAddress::parse(const std::string& host_port, const char* sour
   addrinfo* results = nullptr;
   int error = getaddrinfo(host.c_str(), nullptr, &hints, &results);
   if (error != 0) {
-    return fail(ncclInvalidArgument, "%s=%s: cannot resolve host '%s' (%s)", source,
+    return fail(Result::kInvalidArgument, "%s=%s: cannot resolve host '%s' (%s)", source,
                 host_port.c_str(), host.c_str(), gai_strerror(error));
   }
   SocketAddress address;
@@ -81,12 +80,12 @@ ncclResult_t SocketAddress::parse(const std::string& host_port, const char* sour
   }
   freeaddrinfo(results);
   if (!address.is_set()) {
-    return fail(ncclInvalidArgument, "%s=%s: host '%s' has no IPv4 or IPv6 address", source,
+    return fail(Result::kInvalidArgument, "%s=%s: host '%s' has no IPv4 or IPv6 address", source,
                 host_port.c_str(), host.c_str());
   }
   address.set_port(port);
   *out = address;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 uint16_t SocketAddress::port() const {

@@ -2,11 +2,12 @@
 // listening address inside the unique id, the value of NCCL_COMM_ID, a peer in a log line.
 #pragma once
 
-#include <nccl.h>
 #include <sys/socket.h>
 
 #include <cstdint>
 #include <string>
+
+#include "common/result.h"
 
 namespace terse {
 
@@ -19,7 +20,7 @@ class SocketAddress {
 
   // Parses "host:port" or "[ipv6]:port", resolving host names with getaddrinfo (first answer
   // wins). `source` names where the text came from (e.g. "NCCL_COMM_ID") for the error message.
-  static ncclResult_t parse(const std::string& host_port, const char* source, SocketAddress* out);
+  static Result parse(const std::string& host_port, const char* source, SocketAddress* out);
 
   bool is_set() const { return length_ != 0; }
   int family() const { return storage_.ss_family; }

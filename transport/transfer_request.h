@@ -1,5 +1,6 @@
-// One posted tagged send or receive of a host buffer (Transport::send / Transport::recv), until
-// Transport::wait sees it finish. The buffer must stay valid and untouched until then.
+// One posted tagged send or receive of a host buffer (Link::send / Link::recv, which
+// Transport::send / Transport::recv go through), until its owner sees it finish
+// (Transport::wait, or the plugin's polls). The buffer must stay valid and untouched until then.
 // Move-only; a default-constructed request holds nothing and counts as finished.
 #pragma once
 
@@ -38,8 +39,8 @@ class TransferRequest {
   ucs_status_t status();
 
  private:
-  friend class Transport;
-  friend class Link;  // link.h: the ncclNet plugin's point-to-point layer
+  friend class Link;       // link.h: posts every request
+  friend class Transport;  // cancels and abandons them when a wait fails
 
   // Records the outcome of posting: `result` is what ucp_tag_*_nbx returned.
   void start(std::shared_ptr<UcxWorker> worker, ucs_status_ptr_t result,

@@ -49,7 +49,7 @@ bool Transport::peer_process_gone(int peer) const {
   return watched_[peer] && is_gone(processes_[peer]);
 }
 
-ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
+Result Transport::wait(TransferRequest* requests, size_t count, const Deadline& deadline) {
   // The clock starts only after the spinning polls: most waits on a small message end within
   // them, and then read no clock at all.
   Deadline::Clock::time_point started, now, idle_since, next_liveness_check;
@@ -79,7 +79,7 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
         if (first_unfinished == nullptr) first_unfinished = &request;
         // UCX fails sends to a dead peer, but a receive is posted on the worker, not on an
         // endpoint: it would wait for the deadline unless we look at the peer's health.
-        ucs_status_t peer_error = endpoints_[request.peer()].error();
+        ucs_status_t peer_error = links_[request.peer()].peer_error();
         if (culprit == nullptr && request.direction() == TransferDirection::kReceive &&
             peer_error != UCS_OK && grace_over) {
           culprit = &request;
@@ -96,12 +96,12 @@ ncclResult_t Transport::wait(TransferRequest* requests, size_t count, const Dead
         culprit_status = status;
       }
     }
-    if (culprit == nullptr && first_unfinished == nullptr) return ncclSuccess;
+    if (culprit == nullptr && first_unfinished == nullptr) return Result::kSuccess;
 
     char reason[256] = "";
-    ncclResult_t code = ncclRemoteError;
+    Result code = Result::kRemoteError;
     if (culprit != nullptr && culprit_status == UCS_ERR_MESSAGE_TRUNCATED) {
-      code = ncclInvalidUsage;
+      code = Result::kInvalidUsage;
       snprintf(reason, sizeof(reason),
                "failed: the message was longer than the receive buffer (do the ranks agree on "
                "the sizes?)");
@@ -155,21 +155,22 @@ void Transport::cancel_unfinished(TransferRequest* requests, size_t count) {
 
   // Sends, and receives UCX already matched, cannot be cancelled; force-closing the peer's
   // endpoint completes them (UCS_ERR_CANCELED), so none keeps using the caller's buffer.
-  std::vector<void*> closing;
+  std::vector<Link*> closing;
   for (TransferRequest* request : pending) {
-    UcxEndpoint& endpoint = endpoints_[request->peer()];
-    if (!endpoint.is_open()) continue;
+    Link& link = links_[request->peer()];
+    if (!link.is_open()) continue;
     TERSE_INFO("rank %d: force-closing the endpoint to rank %d to end a %s", rank_, request->peer(),
                describe(*request).c_str());
-    void* close_request = endpoint.start_close(/*force=*/true);
-    if (close_request != nullptr) closing.push_back(close_request);
+    link.start_close(/*force=*/true);
+    closing.push_back(&link);
   }
   Deadline give_up = Deadline::after_seconds(kForceCloseSeconds);
   while (!pending.empty() && !give_up.expired()) {
     if (progress_workers() == 0) sleep_until_event(give_up.poll_timeout_ms(1));
     pending = unfinished(requests, count);
   }
-  for (void* close_request : closing) ucp_request_free(close_request);
+  // The closes are UCX's from here, finished or not.
+  for (Link* link : closing) link->abandon_close();
   for (TransferRequest* request : pending) {
     TERSE_WARN(
         "rank %d: a %s did not end after cancellation and a forced close; abandoning it "

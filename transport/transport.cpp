@@ -36,23 +36,23 @@ const std::vector<UcxContext::Setting>& local_settings() {
 // bounds UCX's local clean-up.
 constexpr double kAbortSeconds = 1.0;
 
-ncclResult_t check_rank_arguments(int rank, int nranks) {
+Result check_rank_arguments(int rank, int nranks) {
   if (nranks < 1 || nranks > kMaxTaggedRanks) {
-    return fail(ncclInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
+    return fail(Result::kInvalidArgument, "nranks %d is out of range (1 to %d)", nranks,
                 kMaxTaggedRanks);
   }
   if (rank < 0 || rank >= nranks) {
-    return fail(ncclInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
+    return fail(Result::kInvalidArgument, "rank %d is out of range for nranks %d (0 to %d)", rank,
                 nranks, nranks - 1);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
 
-ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
-                               std::unique_ptr<Transport>* out) {
-  if (out == nullptr) return fail(ncclInvalidArgument, "transport output pointer is NULL");
+Result Transport::create(const UniqueId& id, int rank, int nranks,
+                         std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return fail(Result::kInvalidArgument, "transport output pointer is NULL");
   TERSE_CHECK(check_rank_arguments(rank, nranks));
   UniqueIdFields fields;
   TERSE_CHECK(decode_unique_id(id, &fields));
@@ -65,9 +65,9 @@ ncclResult_t Transport::create(const UniqueId& id, int rank, int nranks,
   return create(rendezvous, communicator_tag_id(fields.secret), rank, nranks, out);
 }
 
-ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicator, int rank,
-                               int nranks, std::unique_ptr<Transport>* out) {
-  if (out == nullptr) return fail(ncclInvalidArgument, "transport output pointer is NULL");
+Result Transport::create(const PeerExchange& exchange, uint16_t communicator, int rank, int nranks,
+                         std::unique_ptr<Transport>* out) {
+  if (out == nullptr) return fail(Result::kInvalidArgument, "transport output pointer is NULL");
   TERSE_CHECK(check_rank_arguments(rank, nranks));
   std::unique_ptr<Transport> transport(new Transport());
   transport->rank_ = rank;
@@ -100,8 +100,9 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
   if (error_mode != UcxErrorModeSetting::kPeer && getenv("UCX_TLS") == nullptr) {
     // Best effort: without it, ranks on this host use the network worker.
     if (UcxContext::create(nranks, kLocalTransports, &transport->local_context_, std::string(),
-                           local_settings()) != ncclSuccess ||
-        UcxWorker::create(transport->local_context_, &transport->local_worker_) != ncclSuccess) {
+                           local_settings()) != Result::kSuccess ||
+        UcxWorker::create(transport->local_context_, &transport->local_worker_) !=
+            Result::kSuccess) {
       TERSE_INFO("transport: no shared-memory worker (%s); ranks on this host use the network one",
                  last_error());
       transport->local_worker_.reset();
@@ -117,36 +118,38 @@ ncclResult_t Transport::create(const PeerExchange& exchange, uint16_t communicat
     TERSE_CHECK(transport->local_worker_->address(&mine.local_worker_address));
   }
   std::vector<std::vector<uint8_t>> table;
-  ncclResult_t result = exchange(encode_peer_info(mine), &table);
-  if (result == ncclSuccess && table.size() != static_cast<size_t>(nranks)) {
-    result = fail(ncclInternalError, "rank %d: the address exchange returned %zu ranks, not %d",
-                  rank, table.size(), nranks);
+  Result result = exchange(encode_peer_info(mine), &table);
+  if (result == Result::kSuccess && table.size() != static_cast<size_t>(nranks)) {
+    result =
+        fail(Result::kInternalError, "rank %d: the address exchange returned %zu ranks, not %d",
+             rank, table.size(), nranks);
   }
-  if (result == ncclSuccess) result = transport->connect_endpoints(table, error_mode);
+  if (result == Result::kSuccess) result = transport->connect_links(table, error_mode);
   // Opening a shared-memory endpoint attaches the peer's segment at once: no rank may return
-  // (and perhaps destroy its worker, removing its segment) before every rank has opened its
-  // endpoints. Completing a dissemination barrier means every rank has entered it.
-  if (result == ncclSuccess) result = transport->barrier();
-  if (result != ncclSuccess) {
+  // (and perhaps destroy its worker, removing its segment) before every rank has connected its
+  // links. Completing a dissemination barrier means every rank has entered it.
+  if (result == Result::kSuccess) result = transport->barrier();
+  if (result != Result::kSuccess) {
     transport->abort();
     return result;
   }
   TERSE_INFO("transport: rank %d of %d connected (communicator 0x%04x, host %s)", rank, nranks,
              transport->communicator_, mine.host_identity.c_str());
   *out = std::move(transport);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
-                                          UcxErrorModeSetting setting) {
-  endpoints_.resize(nranks_);
+Result Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
+                                UcxErrorModeSetting setting) {
+  links_.resize(nranks_);
   host_identities_.resize(nranks_);
   processes_.resize(nranks_);
   watched_.assign(nranks_, false);
-  // Every worker until the endpoints are known (a failure below still progresses them all while
+  // Every worker until the links are known (a failure below still progresses them all while
   // closing); trimmed to the workers in use at the end.
   active_workers_ = {worker_.get()};
   if (local_worker_ != nullptr) active_workers_.push_back(local_worker_.get());
+  bool network_used = false, local_used = false;
   const ProcessIdentity me = this_process();
   const std::string my_host = ::terse::host_identity();
   for (int peer = 0; peer < nranks_; ++peer) {
@@ -169,20 +172,22 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
     // shared-memory worker).
     const bool local = mode == UcxErrorMode::kNone && on_this_host && local_worker_ != nullptr &&
                        !info.local_worker_address.empty();
+    Link& link = links_[peer];
     if (local) {
-      ucs_status_t status = UcxEndpoint::open(local_worker_, info.local_worker_address, peer, mode,
-                                              &endpoints_[peer]);
+      link = Link(local_worker_);
+      ucs_status_t status = link.connect(info.local_worker_address, mode, peer);
       if (status != UCS_OK) {
-        return fail(ncclSystemError,
+        return fail(Result::kSystemError,
                     "rank %d: UCX cannot create a shared-memory endpoint to rank %d: %s", rank_,
                     peer, ucs_status_string(status));
       }
       watched_[peer] = watchable;
+      local_used = true;
       continue;
     }
     // Creating an endpoint only records the address; UCX connects on first use.
-    ucs_status_t status =
-        UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
+    link = Link(worker_);
+    ucs_status_t status = link.connect(info.worker_address, mode, peer);
     if (status == UCS_ERR_UNREACHABLE && mode == UcxErrorMode::kPeer) {
       // UCX 1.13 refuses peer-failure reporting over shared memory alone (UCX_TLS=shm): fall
       // back for every endpoint rather than fail, keeping the deadline as the safety net.
@@ -192,28 +197,22 @@ ncclResult_t Transport::connect_endpoints(const std::vector<std::vector<uint8_t>
           "TERSE_TIMEOUT_S deadline",
           rank_, env_string("UCX_TLS", "(unset)").c_str());
       mode = UcxErrorMode::kNone;
-      status = UcxEndpoint::open(worker_, info.worker_address, peer, mode, &endpoints_[peer]);
+      status = link.connect(info.worker_address, mode, peer);
     }
     watched_[peer] = watchable && mode == UcxErrorMode::kNone;
     if (status != UCS_OK) {
-      return fail(ncclSystemError,
+      return fail(Result::kSystemError,
                   "rank %d: UCX cannot create an endpoint to rank %d (%zu-byte worker address): "
                   "%s; do the ranks allow a common transport (UCX_TLS=%s)?",
                   rank_, peer, info.worker_address.size(), ucs_status_string(status),
                   env_string("UCX_TLS", "(unset)").c_str());
     }
+    network_used = true;
   }
   active_workers_.clear();
-  for (UcxWorker* worker : {worker_.get(), local_worker_.get()}) {
-    if (worker == nullptr) continue;
-    for (const UcxEndpoint& endpoint : endpoints_) {
-      if (endpoint.worker().get() == worker) {
-        active_workers_.push_back(worker);
-        break;
-      }
-    }
-  }
-  return ncclSuccess;
+  if (network_used) active_workers_.push_back(worker_.get());
+  if (local_used) active_workers_.push_back(local_worker_.get());
+  return Result::kSuccess;
 }
 
 unsigned Transport::progress_workers() {
@@ -227,49 +226,50 @@ Transport::~Transport() {
   if (!closed_) close();
 }
 
-ncclResult_t Transport::check_peer(int peer, Direction direction_kind) const {
+Result Transport::check_peer(int peer, Direction direction_kind) const {
   const char* direction = direction_kind == Direction::kSend ? "send to" : "receive from";
   if (closed_) {
-    return fail(ncclInvalidUsage, "rank %d: cannot %s rank %d: the transport is closed", rank_,
+    return fail(Result::kInvalidUsage, "rank %d: cannot %s rank %d: the transport is closed", rank_,
                 direction, peer);
   }
   if (peer < 0 || peer >= nranks_) {
-    return fail(ncclInvalidArgument, "rank %d: cannot %s rank %d: peer out of range (0 to %d)",
+    return fail(Result::kInvalidArgument, "rank %d: cannot %s rank %d: peer out of range (0 to %d)",
                 rank_, direction, peer, nranks_ - 1);
   }
-  const UcxEndpoint& endpoint = endpoints_[peer];
+  const Link& link = links_[peer];
   // A receive is posted on the worker, not the endpoint: a peer that sent its data and then
   // closed (its endpoint error is how UCX reports the close) may still have a message queued
   // here, so receives are posted anyway and wait() decides.
-  if (direction_kind == Direction::kSend && endpoint.error() != UCS_OK) {
-    return fail(ncclRemoteError, "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)",
-                rank_, direction, peer, ucs_status_string(endpoint.error()));
+  if (direction_kind == Direction::kSend && link.peer_error() != UCS_OK) {
+    return fail(Result::kRemoteError,
+                "rank %d: cannot %s rank %d: UCX reported that peer failed (%s)", rank_, direction,
+                peer, ucs_status_string(link.peer_error()));
   }
-  if (!endpoint.is_open()) {
-    return fail(ncclRemoteError,
+  if (!link.is_open()) {
+    return fail(Result::kRemoteError,
                 "rank %d: cannot %s rank %d: its endpoint was closed after an earlier failure",
                 rank_, direction, peer);
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t Transport::send(int peer, uint32_t operation, const void* buffer, size_t bytes,
-                             TransferRequest* request) {
+Result Transport::send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                       TransferRequest* request) {
   if (is_control_operation(operation)) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "operation 0x%08x has the control bit set, which the transport reserves for its "
                 "own barrier and allgather",
                 operation);
   }
-  const ncclResult_t result = post_send(peer, operation, buffer, bytes, request);
-  if (result == ncclSuccess && peer != rank_) bytes_sent_ += bytes;
+  const Result result = post_send(peer, operation, buffer, bytes, request);
+  if (result == Result::kSuccess && peer != rank_) bytes_sent_ += bytes;
   return result;
 }
 
-ncclResult_t Transport::recv(int peer, uint32_t operation, void* buffer, size_t bytes,
-                             TransferRequest* request) {
+Result Transport::recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                       TransferRequest* request) {
   if (is_control_operation(operation)) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "operation 0x%08x has the control bit set, which the transport reserves for its "
                 "own barrier and allgather",
                 operation);
@@ -279,59 +279,37 @@ ncclResult_t Transport::recv(int peer, uint32_t operation, void* buffer, size_t 
 
 namespace {
 
-ncclResult_t check_buffer(const void* buffer, size_t bytes, TransferRequest* request) {
-  if (request == nullptr) return fail(ncclInvalidArgument, "transfer request pointer is NULL");
+Result check_buffer(const void* buffer, size_t bytes, TransferRequest* request) {
+  if (request == nullptr) return fail(Result::kInvalidArgument, "transfer request pointer is NULL");
   if (buffer == nullptr && bytes > 0) {
-    return fail(ncclInvalidArgument, "buffer is NULL but %zu bytes were asked for", bytes);
+    return fail(Result::kInvalidArgument, "buffer is NULL but %zu bytes were asked for", bytes);
   }
   if (request->posted() && request->status() == UCS_INPROGRESS) {
-    return fail(ncclInvalidUsage, "the transfer request still holds an unfinished %s rank %d",
+    return fail(Result::kInvalidUsage, "the transfer request still holds an unfinished %s rank %d",
                 request->direction() == TransferDirection::kSend ? "send to" : "receive from",
                 request->peer());
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 }  // namespace
 
-ncclResult_t Transport::post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
-                                  TransferRequest* request) {
+Result Transport::post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                            TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
   TERSE_CHECK(check_peer(peer, Direction::kSend));
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  params.memory_type = UCS_MEMORY_TYPE_HOST;
-  uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
-  ucs_status_ptr_t result =
-      ucp_tag_send_nbx(endpoints_[peer].handle(), buffer, bytes, tag, &params);
-  request->start(endpoints_[peer].worker(), result, TransferDirection::kSend, peer, tag, bytes);
-  if (UCS_PTR_IS_ERR(result)) {
-    return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
-                describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
-  }
-  return ncclSuccess;
+  const uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(rank_));
+  return links_[peer].send(tag, buffer, bytes, request);
 }
 
-ncclResult_t Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
-                                  TransferRequest* request) {
+Result Transport::post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                            TransferRequest* request) {
   TERSE_CHECK(check_buffer(buffer, bytes, request));
   TERSE_CHECK(check_peer(peer, Direction::kReceive));
-  ucp_request_param_t params{};
-  // Always a request back, even when the message is already here: UCX 1.13 leaves recv_info
-  // unfilled on immediate completion, so the length is read from the request (transfer_request.h).
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  params.memory_type = UCS_MEMORY_TYPE_HOST;
-  // The source rank is part of the tag, so matching the whole tag makes the receive
-  // source-specific.
-  uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(peer));
-  ucs_status_ptr_t result = ucp_tag_recv_nbx(endpoints_[peer].worker()->handle(), buffer, bytes,
-                                             tag, kMatchWholeTag, &params);
-  request->start(endpoints_[peer].worker(), result, TransferDirection::kReceive, peer, tag, bytes);
-  if (UCS_PTR_IS_ERR(result)) {
-    return fail(ncclRemoteError, "rank %d: posting a %s failed: %s", rank_,
-                describe(*request).c_str(), ucs_status_string(UCS_PTR_STATUS(result)));
-  }
-  return ncclSuccess;
+  // The source rank is part of the tag, and the link matches the whole tag, so the receive is
+  // source-specific on a worker other links share.
+  const uint64_t tag = make_tag(communicator_, operation, static_cast<uint16_t>(peer));
+  return links_[peer].recv(tag, buffer, bytes, request);
 }
 
 std::string Transport::describe(const TransferRequest& request) const {
@@ -346,15 +324,11 @@ std::string Transport::describe(const TransferRequest& request) const {
   return text;
 }
 
-void Transport::close_endpoints(bool force, const Deadline& deadline) {
-  struct Closing {
-    int peer;
-    void* request;
-  };
-  std::vector<Closing> closing;
-  for (UcxEndpoint& endpoint : endpoints_) {
-    void* request = endpoint.start_close(force);
-    if (request != nullptr) closing.push_back({endpoint.peer_rank(), request});
+void Transport::close_links(bool force, const Deadline& deadline) {
+  std::vector<int> closing;  // peers whose close is under way
+  for (int peer = 0; peer < static_cast<int>(links_.size()); ++peer) {
+    links_[peer].start_close(force);
+    if (links_[peer].close_pending()) closing.push_back(peer);
   }
   auto next_liveness_check = Deadline::Clock::now();
   while (!closing.empty()) {
@@ -363,25 +337,25 @@ void Transport::close_endpoints(bool force, const Deadline& deadline) {
     const bool check_liveness = now >= next_liveness_check;
     if (check_liveness) next_liveness_check = now + kLivenessCheckInterval;
     for (size_t i = 0; i < closing.size();) {
+      Link& link = links_[closing[i]];
       // Flushing to a process that has exited would only end at the deadline.
-      if (ucp_request_check_status(closing[i].request) == UCS_INPROGRESS &&
-          !(check_liveness && peer_process_gone(closing[i].peer))) {
+      if (link.close_pending() && !(check_liveness && peer_process_gone(closing[i]))) {
         ++i;
         continue;
       }
-      ucp_request_free(closing[i].request);
+      link.abandon_close();
       closing.erase(closing.begin() + i);
     }
     // An abort from another thread ends a flush too (abort() then closes by force).
     if (closing.empty() || deadline.expired() || interrupted_.load()) break;
     sleep_until_event(deadline.poll_timeout_ms(1));
   }
-  for (const Closing& stuck : closing) {
+  for (int peer : closing) {
     TERSE_WARN(
         "rank %d: closing the endpoint to rank %d did not finish in time; releasing it "
         "unflushed",
-        rank_, stuck.peer);
-    ucp_request_free(stuck.request);
+        rank_, peer);
+    links_[peer].abandon_close();
   }
   // A forced close finishes the endpoint's outstanding requests (as cancelled) from callbacks
   // that progress runs; drain them so that callers find their requests finished.
@@ -394,14 +368,14 @@ void Transport::enable_idle_progress(std::mutex* owner_lock) {
   idle_progress_ = std::make_unique<IdleProgress>(active_workers_, owner_lock);
 }
 
-// close() and abort() run from destructors: out of memory while tracking the endpoints'
+// close() and abort() run from destructors: out of memory while tracking the links'
 // closes leaves them to the worker's destruction instead of ending the process.
 void Transport::close() {
   idle_progress_.reset();
   if (closed_) return;
   (void)call_guarded("closing the transport", [&] {
-    close_endpoints(/*force=*/false, default_deadline());
-    return ncclSuccess;
+    close_links(/*force=*/false, default_deadline());
+    return Result::kSuccess;
   });
   closed_ = true;
 }
@@ -411,8 +385,8 @@ void Transport::abort() {
   idle_progress_.reset();
   if (closed_) return;
   (void)call_guarded("aborting the transport", [&] {
-    close_endpoints(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
-    return ncclSuccess;
+    close_links(/*force=*/true, Deadline::after_seconds(kAbortSeconds));
+    return Result::kSuccess;
   });
   closed_ = true;
 }

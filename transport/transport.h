@@ -1,6 +1,7 @@
-// One rank's transport for one communicator: its UCX context and worker, an endpoint to every
-// rank (itself included), tagged nonblocking send/receive of host buffers, waits with deadlines,
-// and the small control collectives (barrier, allgather) the layers above need for setup.
+// One rank's transport for one communicator: its UCX contexts and workers, a link (link.h) to
+// every rank (itself included) for tagged nonblocking send/receive of host buffers, waits with
+// deadlines, and the small control collectives (barrier, allgather) the layers above need for
+// setup.
 //
 // Threading: every call except interrupt() must come from one thread at a time, holding the
 // owner's lock once enable_idle_progress() was called (the workers run in
@@ -8,17 +9,15 @@
 // different threads of one process.
 //
 // Failure model: a wait that cannot finish (peer died, request failed, TERSE_TIMEOUT_S passed,
-// interrupt()) returns ncclRemoteError naming the peer and the operation, after cancelling what
-// it waited for, so no request outlives it with the caller's buffer. Endpoints to peers that had
-// to be force-closed for that stay closed: the communicator is then broken, as NCCL's is after
+// interrupt()) returns Result::kRemoteError naming the peer and the operation, after cancelling
+// what it waited for, so no request outlives it with the caller's buffer. Endpoints to peers that
+// had to be force-closed for that stay closed: the communicator is then broken, as NCCL's is after
 // an error, and should be aborted. How soon a dead peer is noticed depends on
 // TERSE_UCX_ERROR_MODE (transport_settings.h): UCX reports it at once on `peer` endpoints; on
 // `none` endpoints (shared memory, by default between ranks on one host) the transport notices
 // within kLivenessCheckInterval that the peer's process is gone, and a peer it cannot watch is
 // caught at the deadline.
 #pragma once
-
-#include <nccl.h>
 
 #include <atomic>
 #include <chrono>
@@ -30,12 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/deadline.h"
 #include "transport/idle_progress.h"
+#include "transport/link.h"
 #include "transport/process_identity.h"
 #include "transport/transfer_request.h"
 #include "transport/ucx_context.h"
-#include "transport/ucx_endpoint.h"
 #include "transport/ucx_worker.h"
 #include "transport/unique_id.h"
 
@@ -44,21 +44,20 @@ namespace terse {
 class Transport {
  public:
   // Creates this rank's UCX context and worker, joins the bootstrap rendezvous named by `id`
-  // (exchanging worker addresses and host identities with every rank) and creates an endpoint
+  // (exchanging worker addresses and host identities with every rank) and connects a link
   // to every rank. Collective: all `nranks` ranks call it with the same id. nranks is limited to
   // kMaxTaggedRanks (65536) by the tag layout.
-  static ncclResult_t create(const UniqueId& id, int rank, int nranks,
-                             std::unique_ptr<Transport>* out);
+  static Result create(const UniqueId& id, int rank, int nranks, std::unique_ptr<Transport>* out);
 
   // The same with the peers' setup data (worker addresses, host identities) exchanged by
   // `exchange` instead of the bootstrap rendezvous: wrap mode (plugin/comm_mode.h) allgathers it
   // through the real NCCL's communicator. `exchange` takes this rank's bytes and returns every
   // rank's in rank order; `communicator` is the tag layout's communicator field, equal on every
   // rank.
-  using PeerExchange = std::function<ncclResult_t(const std::vector<uint8_t>& mine,
-                                                  std::vector<std::vector<uint8_t>>* table)>;
-  static ncclResult_t create(const PeerExchange& exchange, uint16_t communicator, int rank,
-                             int nranks, std::unique_ptr<Transport>* out);
+  using PeerExchange = std::function<Result(const std::vector<uint8_t>& mine,
+                                            std::vector<std::vector<uint8_t>>* table)>;
+  static Result create(const PeerExchange& exchange, uint16_t communicator, int rank, int nranks,
+                       std::unique_ptr<Transport>* out);
 
   // close() unless already closed or aborted.
   ~Transport();
@@ -91,16 +90,15 @@ class Transport {
   // of at most `bytes` bytes from `peer`. `operation` goes into the tag (tag_layout.h,
   // make_operation); a receive matches only the message `peer` sent with the same operation.
   // `buffer` may be null when `bytes` is 0. `*request` must not hold an unfinished transfer.
-  ncclResult_t send(int peer, uint32_t operation, const void* buffer, size_t bytes,
-                    TransferRequest* request);
-  ncclResult_t recv(int peer, uint32_t operation, void* buffer, size_t bytes,
-                    TransferRequest* request);
+  Result send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+              TransferRequest* request);
+  Result recv(int peer, uint32_t operation, void* buffer, size_t bytes, TransferRequest* request);
 
   // Progresses until every request finished. On failure or at `deadline` cancels the rest and
-  // returns ncclRemoteError (ncclInvalidUsage when a message was longer than its receive
+  // returns Result::kRemoteError (Result::kInvalidUsage when a message was longer than its receive
   // buffer), with a message naming the peer, direction and operation.
-  ncclResult_t wait(TransferRequest* requests, size_t count, const Deadline& deadline);
-  ncclResult_t wait(std::vector<TransferRequest>* requests) {
+  Result wait(TransferRequest* requests, size_t count, const Deadline& deadline);
+  Result wait(std::vector<TransferRequest>* requests) {
     return wait(requests->data(), requests->size(), default_deadline());
   }
 
@@ -126,22 +124,22 @@ class Transport {
   // The same thread's check of a peer without waiting: true once UCX reported the endpoint to
   // `peer` failed or, for a watched peer (a process on this host), its process has exited.
   bool peer_failed(int peer) const {
-    return endpoints_[peer].error() != UCS_OK || peer_process_gone(peer);
+    return links_[peer].peer_error() != UCS_OK || peer_process_gone(peer);
   }
 
-  // Control collectives over the same endpoints, tagged apart from data operations (the tag's
+  // Control collectives over the same links, tagged apart from data operations (the tag's
   // control bit and a sequence of their own). Every rank must call them in the same order.
   // barrier: dissemination, ceil(log2 nranks) rounds of empty messages.
-  ncclResult_t barrier();
+  Result barrier();
   // allgather: every rank contributes `bytes` bytes; `all` receives nranks * bytes in rank
   // order. A ring, nranks - 1 steps: meant for small setup data, not for tensors. A rank that
-  // passes a different size fails with ncclInvalidUsage.
-  ncclResult_t allgather(const void* mine, size_t bytes, void* all);
+  // passes a different size fails with Result::kInvalidUsage.
+  Result allgather(const void* mine, size_t bytes, void* all);
   // broadcast_among: `root` sends `bytes` bytes of `data` to every other rank of `members` (this
   // rank among them); ranks outside `members` take no part and may be dead (ncclCommShrink). The
   // members must call it alike, in the same order as their other control collectives; a
   // transport where some ranks did is then out of step with the others for barrier/allgather.
-  ncclResult_t broadcast_among(const std::vector<int>& members, int root, void* data, size_t bytes);
+  Result broadcast_among(const std::vector<int>& members, int root, void* data, size_t bytes);
 
   // From now on a thread progresses the workers whenever `owner_lock` is free (idle_progress.h:
   // a peer's rendezvous send to this rank must finish even when this rank makes no more calls
@@ -149,7 +147,7 @@ class Transport {
   // stop the thread first.
   void enable_idle_progress(std::mutex* owner_lock);
 
-  // Thread-safe: makes the current and every later wait() fail at once with ncclRemoteError
+  // Thread-safe: makes the current and every later wait() fail at once with Result::kRemoteError
   // (how an abort from another thread unblocks the rank's thread).
   void interrupt() { interrupted_.store(true); }
   // Lets waits run again after interrupt(), once the interrupted call has returned (the
@@ -165,26 +163,25 @@ class Transport {
 
  private:
   Transport() = default;
-  ncclResult_t connect_endpoints(const std::vector<std::vector<uint8_t>>& table,
-                                 UcxErrorModeSetting setting);
-  // One round of progress on every worker that has endpoints; the events handled.
+  Result connect_links(const std::vector<std::vector<uint8_t>>& table, UcxErrorModeSetting setting);
+  // One round of progress on every worker that has links; the events handled.
   unsigned progress_workers();
-  // An idle wait's sleep on every worker that has endpoints (UcxWorker::sleep_until_event).
+  // An idle wait's sleep on every worker that has links (UcxWorker::sleep_until_event).
   void sleep_until_event(int max_ms) { UcxWorker::sleep_until_event(active_workers_, max_ms); }
   // Whether `peer` is a watched process (watched_) that has exited.
   bool peer_process_gone(int peer) const;
   // How often waits and closes ask that (a /proc read per peer): rarely enough to cost nothing
   // next to the transfers.
   static constexpr std::chrono::milliseconds kLivenessCheckInterval{50};
-  ncclResult_t post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
-                         TransferRequest* request);
-  ncclResult_t post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
-                         TransferRequest* request);
+  Result post_send(int peer, uint32_t operation, const void* buffer, size_t bytes,
+                   TransferRequest* request);
+  Result post_recv(int peer, uint32_t operation, void* buffer, size_t bytes,
+                   TransferRequest* request);
   enum class Direction { kSend, kReceive };
-  ncclResult_t check_peer(int peer, Direction direction) const;
+  Result check_peer(int peer, Direction direction) const;
   // wait()'s failure path: leaves every request finished, force-closing endpoints if needed.
   void cancel_unfinished(TransferRequest* requests, size_t count);
-  void close_endpoints(bool force, const Deadline& deadline);
+  void close_links(bool force, const Deadline& deadline);
   std::string describe(const TransferRequest& request) const;
 
   int rank_ = 0;
@@ -195,13 +192,14 @@ class Transport {
   // The network worker (every transport UCX_TLS allows) and, unless UCX_TLS is set or
   // TERSE_UCX_ERROR_MODE=peer, a worker of its own context restricted to shared memory for the
   // ranks on this host: UCX 1.13 otherwise adds the TCP loopback lane to their rendezvous
-  // traffic, which halves their bandwidth.
+  // traffic, which halves their bandwidth. The links share these two workers (link.h says why
+  // not one each).
   std::shared_ptr<UcxContext> context_;
   std::shared_ptr<UcxWorker> worker_;
   std::shared_ptr<UcxContext> local_context_;
   std::shared_ptr<UcxWorker> local_worker_;
-  std::vector<UcxWorker*> active_workers_;  // those with endpoints; what waits progress
-  std::vector<UcxEndpoint> endpoints_;      // by rank
+  std::vector<UcxWorker*> active_workers_;  // those with links; what waits progress
+  std::vector<Link> links_;                 // by rank
   std::vector<std::string> host_identities_;
   std::vector<ProcessIdentity> processes_;  // by rank
   // By rank: true for peers reached with UcxErrorMode::kNone whose process this one can see,

@@ -1,7 +1,7 @@
 // The transport's settings from the environment, read when a communicator is created.
 #pragma once
 
-#include <nccl.h>
+#include "common/result.h"
 
 namespace terse {
 
@@ -13,7 +13,7 @@ constexpr int kDefaultTransportTimeoutSeconds = 600;
 // TERSE_TIMEOUT_S: the longest any single transport wait may take (bootstrap rendezvous, a UCX
 // request, closing endpoints), a positive whole number of seconds. A dead or stuck peer turns
 // into an error within it, never a hang.
-ncclResult_t transport_timeout_seconds(double* seconds);
+Result transport_timeout_seconds(double* seconds);
 
 // How endpoints learn that a peer failed (TERSE_UCX_ERROR_MODE).
 enum class UcxErrorMode {
@@ -38,6 +38,6 @@ enum class UcxErrorModeSetting {
 };
 
 // TERSE_UCX_ERROR_MODE = auto | peer | none (default auto).
-ncclResult_t ucx_error_mode(UcxErrorModeSetting* setting);
+Result ucx_error_mode(UcxErrorModeSetting* setting);
 
 }  // namespace terse

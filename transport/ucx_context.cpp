@@ -16,20 +16,20 @@ bool environment_sets(const std::string& name) {
 
 }  // namespace
 
-ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transports,
-                                std::shared_ptr<UcxContext>* out, const std::string& net_devices,
-                                const std::vector<Setting>& defaults) {
+Result UcxContext::create(size_t estimated_endpoints, const char* transports,
+                          std::shared_ptr<UcxContext>* out, const std::string& net_devices,
+                          const std::vector<Setting>& defaults) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
-    return fail(ncclSystemError, "UCX cannot read its configuration (UCX_* variables): %s",
+    return fail(Result::kSystemError, "UCX cannot read its configuration (UCX_* variables): %s",
                 ucs_status_string(status));
   }
   if (transports != nullptr) {
     status = ucp_config_modify(config, "TLS", transports);
     if (status != UCS_OK) {
       ucp_config_release(config);
-      return fail(ncclSystemError, "UCX refuses the transport list %s: %s", transports,
+      return fail(Result::kSystemError, "UCX refuses the transport list %s: %s", transports,
                   ucs_status_string(status));
     }
   }
@@ -37,8 +37,8 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transpor
     status = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str());
     if (status != UCS_OK) {
       ucp_config_release(config);
-      return fail(ncclSystemError, "UCX refuses the network device %s: %s", net_devices.c_str(),
-                  ucs_status_string(status));
+      return fail(Result::kSystemError, "UCX refuses the network device %s: %s",
+                  net_devices.c_str(), ucs_status_string(status));
     }
   }
   for (const Setting& setting : defaults) {
@@ -46,7 +46,7 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transpor
     status = ucp_config_modify(config, setting.name, setting.value);
     if (status != UCS_OK) {
       ucp_config_release(config);
-      return fail(ncclSystemError, "UCX refuses %s=%s: %s", setting.name, setting.value,
+      return fail(Result::kSystemError, "UCX refuses %s=%s: %s", setting.name, setting.value,
                   ucs_status_string(status));
     }
   }
@@ -63,12 +63,12 @@ ncclResult_t UcxContext::create(size_t estimated_endpoints, const char* transpor
   status = ucp_init(&params, config, &context);
   ucp_config_release(config);
   if (status != UCS_OK) {
-    return fail(ncclSystemError, "UCX initialisation failed: %s (UCX_TLS=%s)",
+    return fail(Result::kSystemError, "UCX initialisation failed: %s (UCX_TLS=%s)",
                 ucs_status_string(status),
                 transports != nullptr ? transports : env_string("UCX_TLS", "unset").c_str());
   }
   out->reset(new UcxContext(context));
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 bool UcxContext::supports_cuda_memory() const {

@@ -3,13 +3,14 @@
 // alive, so tearing things down in any order is safe.
 #pragma once
 
-#include <nccl.h>
 #include <ucp/api/ucp.h>
 
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "common/result.h"
 
 namespace terse {
 
@@ -26,10 +27,10 @@ class UcxContext {
     const char* name;
     const char* value;
   };
-  static ncclResult_t create(size_t estimated_endpoints, const char* transports,
-                             std::shared_ptr<UcxContext>* out,
-                             const std::string& net_devices = std::string(),
-                             const std::vector<Setting>& defaults = {});
+  static Result create(size_t estimated_endpoints, const char* transports,
+                       std::shared_ptr<UcxContext>* out,
+                       const std::string& net_devices = std::string(),
+                       const std::vector<Setting>& defaults = {});
 
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;

@@ -1,10 +1,10 @@
-// An endpoint to one peer rank, created from the peer's worker address. With UcxErrorMode::kPeer
+// An endpoint to one peer, created from the peer's worker address: the RAII handle inside a link
+// (link.h), which is what everything else uses. With UcxErrorMode::kPeer
 // (UCP_ERR_HANDLING_MODE_PEER) a peer that dies or becomes unreachable fails the requests on this
 // endpoint (and marks it failed) instead of leaving them pending; with kNone only the caller's
 // deadline notices (transport_settings.h says when each applies).
 #pragma once
 
-#include <nccl.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -20,7 +20,7 @@ namespace terse {
 class UcxEndpoint {
  public:
   UcxEndpoint() = default;
-  // An endpoint still open here is force-closed without waiting (Transport closes endpoints
+  // An endpoint still open here is force-closed without waiting (its link's owner closes it
   // properly first; this is the backstop).
   ~UcxEndpoint();
   UcxEndpoint(UcxEndpoint&& other) noexcept { *this = std::move(other); }

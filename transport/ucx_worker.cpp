@@ -10,15 +10,14 @@
 
 namespace terse {
 
-ncclResult_t UcxWorker::create(std::shared_ptr<UcxContext> context,
-                               std::shared_ptr<UcxWorker>* out) {
+Result UcxWorker::create(std::shared_ptr<UcxContext> context, std::shared_ptr<UcxWorker>* out) {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   ucp_worker_h worker = nullptr;
   ucs_status_t status = ucp_worker_create(context->handle(), &params, &worker);
   if (status != UCS_OK) {
-    return fail(ncclSystemError, "UCX cannot create a worker: %s", ucs_status_string(status));
+    return fail(Result::kSystemError, "UCX cannot create a worker: %s", ucs_status_string(status));
   }
   int event_fd = -1;
   status = ucp_worker_get_efd(worker, &event_fd);
@@ -29,7 +28,7 @@ ncclResult_t UcxWorker::create(std::shared_ptr<UcxContext> context,
     event_fd = -1;
   }
   out->reset(new UcxWorker(std::move(context), worker, event_fd));
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 UcxWorker::~UcxWorker() {
@@ -37,18 +36,18 @@ UcxWorker::~UcxWorker() {
   callback_state_.clear();  // no callback can run any more
 }
 
-ncclResult_t UcxWorker::address(std::vector<uint8_t>* bytes) const {
+Result UcxWorker::address(std::vector<uint8_t>* bytes) const {
   ucp_address_t* address = nullptr;
   size_t length = 0;
   ucs_status_t status = ucp_worker_get_address(worker_, &address, &length);
   if (status != UCS_OK) {
-    return fail(ncclSystemError, "UCX cannot report the worker address: %s",
+    return fail(Result::kSystemError, "UCX cannot report the worker address: %s",
                 ucs_status_string(status));
   }
   const uint8_t* begin = reinterpret_cast<const uint8_t*>(address);
   bytes->assign(begin, begin + length);
   ucp_worker_release_address(worker_, address);
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms,

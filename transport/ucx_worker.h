@@ -4,20 +4,20 @@
 // (idle_progress.h) also takes to progress it between calls.
 #pragma once
 
-#include <nccl.h>
 #include <ucp/api/ucp.h>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "common/result.h"
 #include "transport/ucx_context.h"
 
 namespace terse {
 
 class UcxWorker {
  public:
-  static ncclResult_t create(std::shared_ptr<UcxContext> context, std::shared_ptr<UcxWorker>* out);
+  static Result create(std::shared_ptr<UcxContext> context, std::shared_ptr<UcxWorker>* out);
 
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
@@ -26,7 +26,7 @@ class UcxWorker {
   ucp_worker_h handle() const { return worker_; }
 
   // The packed address peers create endpoints from (goes into the bootstrap table).
-  ncclResult_t address(std::vector<uint8_t>* bytes) const;
+  Result address(std::vector<uint8_t>* bytes) const;
 
   // One round of ucp_worker_progress; the number of events handled.
   unsigned progress() { return ucp_worker_progress(worker_); }

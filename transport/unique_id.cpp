@@ -43,7 +43,7 @@ void encode_unique_id(const UniqueIdFields& fields, UniqueId* id) {
   memcpy(id->internal, bytes.data(), kUniqueIdBytes);
 }
 
-ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields) {
+Result decode_unique_id(const UniqueId& id, UniqueIdFields* fields) {
   ByteReader reader(id.internal, kUniqueIdBytes);
   const uint8_t* magic = nullptr;
   uint16_t version = 0, port = 0, zero = 0;
@@ -61,19 +61,19 @@ ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields) {
   reader.bytes(16, &address);
   reader.u64(&secret);
   if (memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "unique id starts with bytes %02x %02x %02x %02x, not terse's magic \"trse\"; "
                 "was it made by terse's ncclGetUniqueId and passed to every rank intact?",
                 magic[0], magic[1], magic[2], magic[3]);
   }
   if (version != kVersion) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "unique id has format version %u but this terse reads version %u; do all ranks "
                 "run the same terse build?",
                 version, kVersion);
   }
   if ((family != 4 && family != 6) || port == 0) {
-    return fail(ncclInvalidArgument,
+    return fail(Result::kInvalidArgument,
                 "unique id names address family %u and port %u; expected family 4 or 6 and a "
                 "non-zero port",
                 family, port);
@@ -93,7 +93,7 @@ ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields) {
   fields->root.set_port(port);
   fields->secret = secret;
   fields->root_started_by_rank_zero = (flags & kFlagRootStartedByRankZero) != 0;
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
 uint16_t communicator_tag_id(uint64_t secret) {

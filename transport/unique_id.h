@@ -15,21 +15,21 @@
 //       40    88  zero
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "common/result.h"
 #include "transport/socket_address.h"
 
 namespace terse {
 
+// NCCL_UNIQUE_ID_BYTES: the id fills ncclUniqueId exactly (checked where the NCCL API is,
+// plugin/comm_lifecycle.cpp).
 constexpr size_t kUniqueIdBytes = 128;
 
 struct UniqueId {
   char internal[kUniqueIdBytes];
 };
-static_assert(sizeof(UniqueId) == sizeof(ncclUniqueId), "must fit ncclUniqueId exactly");
 
 struct UniqueIdFields {
   SocketAddress root;                      // where the bootstrap root listens
@@ -39,8 +39,8 @@ struct UniqueIdFields {
 
 void encode_unique_id(const UniqueIdFields& fields, UniqueId* id);
 // Refuses ids that are not terse's (wrong magic or version, unknown family, no port) with
-// ncclInvalidArgument, e.g. an id that was not broadcast intact.
-ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields);
+// Result::kInvalidArgument, e.g. an id that was not broadcast intact.
+Result decode_unique_id(const UniqueId& id, UniqueIdFields* fields);
 
 // What ncclGetUniqueId does. With TERSE_COMM_ID (or NCCL_COMM_ID) = host:port set it starts
 // nothing and returns an id naming that address, the same on every rank that calls it, so the
@@ -48,17 +48,17 @@ ncclResult_t decode_unique_id(const UniqueId& id, UniqueIdFields* fields);
 // bootstrap root in this process, listening on the interface chosen as described in
 // interface_address.h, with a fresh random secret (getrandom). The root serves one rendezvous
 // and exits; it also gives up TERSE_TIMEOUT_S after it started if not every rank came.
-ncclResult_t create_unique_id(UniqueId* id);
+Result create_unique_id(UniqueId* id);
 
 // Starts a bootstrap root in this process and returns its id whatever TERSE_COMM_ID says: for
 // ids made at run time (ncclCommSplit's sub-communicators), which must not all name the one
 // address the environment gives.
-ncclResult_t create_unique_id_with_own_root(UniqueId* id);
+Result create_unique_id_with_own_root(UniqueId* id);
 
 // The id fields TERSE_COMM_ID / NCCL_COMM_ID describe; `*present` false when neither is set.
 // The secret is a hash of the variable's text: it keeps out ranks of a job that uses another
 // address, but anyone who knows the address knows it too (NCCL_COMM_ID has no secret at all).
-ncclResult_t unique_id_from_environment(UniqueIdFields* fields, bool* present);
+Result unique_id_from_environment(UniqueIdFields* fields, bool* present);
 
 // A 16-bit communicator number for the tag layout, derived from the secret so that every rank
 // computes the same one without talking.

@@ -5,9 +5,9 @@
 // message as it is when encoding would not make it smaller (or it is under kMinEncodedBytes).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
+
+#include "plugin/net/net_abi.h"
 
 namespace terse::net {
 

@@ -94,7 +94,16 @@ ncclResult_t finish_stage(SetupStage* stage, bool* done) {
   stage->peer_framed = theirs.framed;
   UcxErrorMode mode = UcxErrorMode::kPeer;
   TERSE_CHECK(error_mode_for(theirs.host, &mode));
-  return stage->link->connect(theirs.worker_address, mode, 0);
+  const ucs_status_t status = stage->link->connect(theirs.worker_address, mode, 0);
+  if (status != UCS_OK) {
+    return NET_FAIL(ncclSystemError, "UCX cannot open an endpoint to the peer at %s: %s%s",
+                    stage->socket.peer_address().to_string().c_str(), ucs_status_string(status),
+                    status == UCS_ERR_UNREACHABLE
+                        ? " (no transport both sides allow reports peer failure; try "
+                          "TERSE_UCX_ERROR_MODE=none)"
+                        : "");
+  }
+  return ncclSuccess;
 }
 
 }  // namespace

@@ -12,11 +12,10 @@
 // stays as the lifeline (link_handshake.h). One listen comm accepts any number of connections.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <memory>
 
+#include "plugin/net/net_abi.h"
 #include "plugin/net/net_comm.h"
 #include "transport/deadline.h"
 #include "transport/link_handshake.h"

@@ -8,9 +8,9 @@
 // ends need not agree on the value.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
+
+#include "plugin/net/net_abi.h"
 
 namespace terse::net {
 

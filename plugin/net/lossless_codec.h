@@ -10,11 +10,11 @@
 // checks that the frame yields exactly the bytes expected).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "plugin/net/net_abi.h"
 
 struct ZSTD_CCtx_s;
 struct ZSTD_DCtx_s;

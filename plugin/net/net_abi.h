@@ -1,13 +1,28 @@
-// What every ncclNet version shares: the logger NCCL hands to init, the profiler callback, the
-// device-offload handle, pointer-support bits and limits. Written from the ABI facts of NCCL's
-// plugin headers (DESIGN.md section 10); only the layouts must match, so the names live in
-// terse::netabi and nothing here is NCCL's text. nccl.h supplies ncclResult_t.
+// What every ncclNet version shares: the result codes, the logger NCCL hands to init, the
+// profiler callback, the device-offload handle, pointer-support bits and limits. Written from the
+// ABI facts of NCCL's plugin headers (DESIGN.md section 10); only the layouts and numbers must
+// match, so the names live in terse::netabi and nothing here is NCCL's text, except the result
+// codes below.
 #pragma once
-
-#include <nccl.h>
 
 #include <cstddef>
 #include <cstdint>
+
+// The ncclNet ABI's result codes (every entry point returns one, as an int-sized enum), declared
+// here as NCCL's ext-net example plugins declare them, so that the plugin builds without NCCL's
+// headers (tests/net_plugin/check_net_no_nccl_headers.sh holds it to that). Their numbers are
+// nccl.h's; terse::Result copies them too (common/result.h), and net_abi_checks.cpp checks both
+// agree. A translation unit must not include this header and nccl.h together.
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+} ncclResult_t;
 
 namespace terse::netabi {
 

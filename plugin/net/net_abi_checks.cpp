@@ -4,12 +4,25 @@
 // NCCL at run time.
 #include <cstddef>
 
+#include "common/result.h"
+#include "plugin/net/net_abi.h"
 #include "plugin/net/net_v10.h"
 #include "plugin/net/net_v11.h"
 #include "plugin/net/net_v8.h"
 #include "plugin/net/net_v9.h"
 
 namespace terse::netabi {
+
+// The result codes: NCCL reads an int; the lower layers' Result converts by number.
+static_assert(sizeof(ncclResult_t) == sizeof(int));
+static_assert(Result::kSuccess == ncclSuccess && ncclSuccess == 0);
+static_assert(Result::kUnhandledCudaError == ncclUnhandledCudaError && ncclUnhandledCudaError == 1);
+static_assert(Result::kSystemError == ncclSystemError && ncclSystemError == 2);
+static_assert(Result::kInternalError == ncclInternalError && ncclInternalError == 3);
+static_assert(Result::kInvalidArgument == ncclInvalidArgument && ncclInvalidArgument == 4);
+static_assert(Result::kInvalidUsage == ncclInvalidUsage && ncclInvalidUsage == 5);
+static_assert(Result::kRemoteError == ncclRemoteError && ncclRemoteError == 6);
+static_assert(Result::kInProgress == ncclInProgress && ncclInProgress == 7);
 
 static_assert(sizeof(void*) == 8, "the ncclNet layouts below are LP64's");
 static_assert(sizeof(DeviceType) == 4);

@@ -4,8 +4,6 @@
 // and returns an NCCL result with a logged reason.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 

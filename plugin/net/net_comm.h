@@ -26,8 +26,6 @@
 // before any clear-to-send.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +34,7 @@
 #include "plugin/net/coder_pool.h"
 #include "plugin/net/compression_setting.h"
 #include "plugin/net/lossless_codec.h"
+#include "plugin/net/net_abi.h"
 #include "plugin/net/net_wire.h"
 #include "plugin/net/registration_cache.h"
 #include "plugin/net/tag_ordinals.h"

@@ -5,11 +5,10 @@
 // RDMA NICs without an IP interface are not devices yet.
 #pragma once
 
-#include <nccl.h>
-
 #include <string>
 #include <vector>
 
+#include "plugin/net/net_abi.h"
 #include "transport/socket_address.h"
 
 namespace terse::net {

@@ -3,8 +3,6 @@
 // (TERSE_DEBUG) before init or when a harness passes no logger.
 #pragma once
 
-#include <nccl.h>
-
 #include "plugin/net/net_abi.h"
 
 namespace terse::net {

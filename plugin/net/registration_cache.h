@@ -5,13 +5,13 @@
 // pages through its own registration cache when a protocol needs it).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <utility>
+
+#include "plugin/net/net_abi.h"
 
 namespace terse::net {
 

@@ -4,11 +4,10 @@
 // multi-thread sharing.
 #pragma once
 
-#include <nccl.h>
-
 #include <memory>
 #include <mutex>
 
+#include "plugin/net/net_abi.h"
 #include "transport/ucx_context.h"
 
 namespace terse::net {

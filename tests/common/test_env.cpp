@@ -36,20 +36,20 @@ TEST(ParseBytes, RefusesGarbageNegativeAndOverflow) {
 TEST(EnvBytes, NamesTheVariableInTheError) {
   setenv("TERSE_TEST_BYTES", "lots", 1);
   uint64_t value = 0;
-  EXPECT_EQ(env_bytes("TERSE_TEST_BYTES", 5, &value), ncclInvalidArgument);
+  EXPECT_EQ(env_bytes("TERSE_TEST_BYTES", 5, &value), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_TEST_BYTES=lots"), std::string::npos);
   unsetenv("TERSE_TEST_BYTES");
-  EXPECT_EQ(env_bytes("TERSE_TEST_BYTES", 5, &value), ncclSuccess);
+  EXPECT_EQ(env_bytes("TERSE_TEST_BYTES", 5, &value), Result::kSuccess);
   EXPECT_EQ(value, 5u);
 }
 
 TEST(EnvInt, ParsesAndRefuses) {
   int64_t value = 0;
   setenv("TERSE_TEST_INT", "-42", 1);
-  EXPECT_EQ(env_int("TERSE_TEST_INT", 0, &value), ncclSuccess);
+  EXPECT_EQ(env_int("TERSE_TEST_INT", 0, &value), Result::kSuccess);
   EXPECT_EQ(value, -42);
   setenv("TERSE_TEST_INT", "4x", 1);
-  EXPECT_EQ(env_int("TERSE_TEST_INT", 0, &value), ncclInvalidArgument);
+  EXPECT_EQ(env_int("TERSE_TEST_INT", 0, &value), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_TEST_INT"), std::string::npos);
   unsetenv("TERSE_TEST_INT");
 }

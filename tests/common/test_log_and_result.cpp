@@ -19,15 +19,15 @@ namespace {
 TEST(Result, FailRecordsTheSentenceAndReturnsTheCode) {
   clear_last_error();
   EXPECT_STREQ(last_error(), "");
-  EXPECT_EQ(fail(ncclInvalidArgument, "count %d is negative", -3), ncclInvalidArgument);
+  EXPECT_EQ(fail(Result::kInvalidArgument, "count %d is negative", -3), Result::kInvalidArgument);
   EXPECT_STREQ(last_error(), "count -3 is negative");
-  EXPECT_STREQ(result_string(ncclInvalidArgument), "invalid argument");
-  EXPECT_STREQ(result_string(ncclRemoteError),
+  EXPECT_STREQ(result_string(Result::kInvalidArgument), "invalid argument");
+  EXPECT_STREQ(result_string(Result::kRemoteError),
                "remote process exited or there was a network error");
 }
 
 TEST(Result, LastErrorIsPerThread) {
-  fail(ncclInternalError, "main thread");
+  fail(Result::kInternalError, "main thread");
   std::string seen;
   std::thread other([&] { seen = last_error(); });
   other.join();
@@ -36,13 +36,13 @@ TEST(Result, LastErrorIsPerThread) {
 }
 
 TEST(Result, CheckMacroPropagatesFailures) {
-  auto inner = [](bool ok) { return ok ? ncclSuccess : ncclSystemError; };
-  auto outer = [&](bool ok) -> ncclResult_t {
+  auto inner = [](bool ok) { return ok ? Result::kSuccess : Result::kSystemError; };
+  auto outer = [&](bool ok) -> Result {
     TERSE_CHECK(inner(ok));
-    return ncclInProgress;
+    return Result::kInProgress;
   };
-  EXPECT_EQ(outer(true), ncclInProgress);
-  EXPECT_EQ(outer(false), ncclSystemError);
+  EXPECT_EQ(outer(true), Result::kInProgress);
+  EXPECT_EQ(outer(false), Result::kSystemError);
 }
 
 TEST(Log, WritesNcclStyleLinesAtTheChosenLevelToTheDebugFile) {

@@ -51,7 +51,7 @@ void fuzz_reply(const uint8_t* data, size_t size) {
   const BootstrapReplyHeader header = decode_reply_header(data);
   if (!check_reply_header(header, nranks).empty()) return;
   const size_t available = size - kBootstrapReplyHeaderBytes;
-  if (header.status != ncclSuccess) {
+  if (header.status != static_cast<uint32_t>(Result::kSuccess.code())) {
     TERSE_FUZZ_REQUIRE(header.body_bytes <= kMaxBootstrapErrorBytes,
                        "accepted a %llu-byte error sentence",
                        static_cast<unsigned long long>(header.body_bytes));
@@ -82,17 +82,17 @@ void fuzz_unique_id(const uint8_t* data, size_t size) {
   UniqueId id;
   memcpy(id.internal, data, kUniqueIdBytes);
   UniqueIdFields fields;
-  const ncclResult_t result = decode_unique_id(id, &fields);
-  if (result != ncclSuccess) {
-    TERSE_FUZZ_REQUIRE(result == ncclInvalidArgument && last_error()[0] != '\0',
-                       "unique id refused with %d and no reason", static_cast<int>(result));
+  const Result result = decode_unique_id(id, &fields);
+  if (result != Result::kSuccess) {
+    TERSE_FUZZ_REQUIRE(result == Result::kInvalidArgument && last_error()[0] != '\0',
+                       "unique id refused with %d and no reason", result.code());
     return;
   }
   // What an accepted id says survives encoding it again.
   UniqueId again;
   encode_unique_id(fields, &again);
   UniqueIdFields reread;
-  TERSE_FUZZ_REQUIRE(decode_unique_id(again, &reread) == ncclSuccess, "re-encoded id refused");
+  TERSE_FUZZ_REQUIRE(decode_unique_id(again, &reread) == Result::kSuccess, "re-encoded id refused");
   TERSE_FUZZ_REQUIRE(reread.secret == fields.secret && reread.root.port() == fields.root.port() &&
                          reread.root_started_by_rank_zero == fields.root_started_by_rank_zero,
                      "unique id does not survive a round trip");
@@ -100,10 +100,10 @@ void fuzz_unique_id(const uint8_t* data, size_t size) {
 
 void fuzz_peer_info(const uint8_t* data, size_t size) {
   PeerInfo info;
-  const ncclResult_t result = decode_peer_info(std::vector<uint8_t>(data, data + size), 3, &info);
-  if (result != ncclSuccess) {
-    TERSE_FUZZ_REQUIRE(result == ncclRemoteError && last_error()[0] != '\0',
-                       "peer info refused with %d and no reason", static_cast<int>(result));
+  const Result result = decode_peer_info(std::vector<uint8_t>(data, data + size), 3, &info);
+  if (result != Result::kSuccess) {
+    TERSE_FUZZ_REQUIRE(result == Result::kRemoteError && last_error()[0] != '\0',
+                       "peer info refused with %d and no reason", result.code());
     return;
   }
   TERSE_FUZZ_REQUIRE(encode_peer_info(info) == std::vector<uint8_t>(data, data + size),

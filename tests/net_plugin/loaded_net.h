@@ -3,11 +3,10 @@
 // tests and perf/net_plugin_perf drive each version's struct exactly as NCCL would.
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <string>
 
+#include "plugin/net/net_abi.h"
 #include "plugin/net/net_v10.h"
 #include "plugin/net/net_v11.h"
 #include "plugin/net/net_v8.h"

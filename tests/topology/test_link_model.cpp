@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "common/result.h"
 #include "topology/link_model.h"
 #include "topology_fixtures.h"
 
@@ -34,7 +35,7 @@ NicDevice port(const char* name, NicKind kind, double gbps, PortState state = Po
 TEST(LinkModel, DefaultsWithoutATopology) {
   CleanEnv env;
   LinkModel model;
-  ASSERT_EQ(assumed_link_model(nullptr, "", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(nullptr, "", &model), Result::kSuccess) << last_error();
   EXPECT_DOUBLE_EQ(model.intra.latency_s, 2e-6);
   EXPECT_DOUBLE_EQ(model.intra.bytes_per_s, 4e9);
   EXPECT_DOUBLE_EQ(model.inter.latency_s, 20e-6);
@@ -50,7 +51,7 @@ TEST(LinkModel, FastestActiveRdmaPortOverRdma) {
                    port("mlx5_2", NicKind::kRdma, 400, PortState::kDown),
                    port("eth0", NicKind::kEthernet, 25)};
   LinkModel model;
-  ASSERT_EQ(assumed_link_model(&topology, "eth0", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(&topology, "eth0", &model), Result::kSuccess) << last_error();
   EXPECT_DOUBLE_EQ(model.inter.bytes_per_s, 200 * kGbit);
   EXPECT_DOUBLE_EQ(model.inter.latency_s, 5e-6);
   EXPECT_NE(model.source.find("mlx5_1:1 200 Gbit/s (ibverbs)"), std::string::npos) << model.source;
@@ -63,11 +64,11 @@ TEST(LinkModel, UcxTlsWithoutVerbsMeansTcpOverTheInterface) {
   topology.nics = {port("mlx5_0", NicKind::kRdma, 200), port("eth0", NicKind::kEthernet, 25),
                    port("eth1", NicKind::kEthernet, 100)};
   LinkModel model;
-  ASSERT_EQ(assumed_link_model(&topology, "eth0", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(&topology, "eth0", &model), Result::kSuccess) << last_error();
   EXPECT_DOUBLE_EQ(model.inter.bytes_per_s, 25 * kGbit);
   EXPECT_DOUBLE_EQ(model.inter.latency_s, 20e-6);
   // No interface named: the fastest Ethernet NIC of known speed.
-  ASSERT_EQ(assumed_link_model(&topology, "", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(&topology, "", &model), Result::kSuccess) << last_error();
   EXPECT_DOUBLE_EQ(model.inter.bytes_per_s, 100 * kGbit);
   EXPECT_NE(model.source.find("eth1 100 Gbit/s (sysfs)"), std::string::npos) << model.source;
 }
@@ -78,7 +79,7 @@ TEST(LinkModel, VirtualInterfaceSpeedAndUnknownSpeedOfAnRdmaNic) {
   topology.nics = {port("mlx5_0", NicKind::kRdma, 0)};  // from a file: speed unknown
   topology.other_interfaces = {NetInterface{"veth0", 1}};
   LinkModel model;
-  ASSERT_EQ(assumed_link_model(&topology, "veth0", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(&topology, "veth0", &model), Result::kSuccess) << last_error();
   EXPECT_DOUBLE_EQ(model.inter.bytes_per_s, 1 * kGbit);
   EXPECT_DOUBLE_EQ(model.inter.latency_s, 5e-6);  // RDMA, even at an unknown speed
 }
@@ -92,7 +93,7 @@ TEST(LinkModel, EnvironmentOverrides) {
   MachineTopology topology;
   topology.nics = {port("mlx5_0", NicKind::kRdma, 200)};
   LinkModel model;
-  ASSERT_EQ(assumed_link_model(&topology, "", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(&topology, "", &model), Result::kSuccess) << last_error();
   EXPECT_DOUBLE_EQ(model.inter.bytes_per_s, 1 * kGbit);
   EXPECT_DOUBLE_EQ(model.inter.latency_s, 50e-6);
   EXPECT_DOUBLE_EQ(model.intra.bytes_per_s, 10e9);
@@ -105,7 +106,7 @@ TEST(LinkModel, ZeroLatencyIsAllowed) {
   CleanEnv env;
   ScopedEnv latency("TERSE_NET_LATENCY_US", std::string("0"));
   LinkModel model;
-  ASSERT_EQ(assumed_link_model(nullptr, "", &model), ncclSuccess) << last_error();
+  ASSERT_EQ(assumed_link_model(nullptr, "", &model), Result::kSuccess) << last_error();
   EXPECT_EQ(model.inter.latency_s, 0);
 }
 
@@ -127,14 +128,14 @@ TEST(LinkModel, BadValuesAreRefusedNamingTheVariable) {
     CleanEnv env;
     ScopedEnv bad(refusal.variable, std::string(refusal.value));
     LinkModel model;
-    EXPECT_EQ(assumed_link_model(nullptr, "", &model), ncclInvalidArgument)
+    EXPECT_EQ(assumed_link_model(nullptr, "", &model), Result::kInvalidArgument)
         << refusal.variable << "=" << refusal.value;
     EXPECT_NE(std::string(last_error()).find(std::string(refusal.variable) + "=" + refusal.value),
               std::string::npos)
         << last_error();
   }
   CleanEnv env;
-  EXPECT_EQ(assumed_link_model(nullptr, "", nullptr), ncclInvalidArgument);
+  EXPECT_EQ(assumed_link_model(nullptr, "", nullptr), Result::kInvalidArgument);
 }
 
 TEST(LinkModel, UcxTlsReading) {

@@ -10,7 +10,7 @@ namespace {
 
 TEST(NicDiscovery, ReturnsWithoutErrorEvenWithNoDevices) {
   std::vector<RdmaPort> ports(3);  // stale content must be replaced
-  ASSERT_EQ(discover_rdma_ports(&ports), ncclSuccess) << last_error();
+  ASSERT_EQ(discover_rdma_ports(&ports), Result::kSuccess) << last_error();
   for (const RdmaPort& port : ports) {
     EXPECT_FALSE(port.device.empty());
     EXPECT_GE(port.port, 1);
@@ -20,7 +20,7 @@ TEST(NicDiscovery, ReturnsWithoutErrorEvenWithNoDevices) {
 }
 
 TEST(NicDiscovery, NullOutputIsRefused) {
-  EXPECT_EQ(discover_rdma_ports(nullptr), ncclInvalidArgument);
+  EXPECT_EQ(discover_rdma_ports(nullptr), Result::kInvalidArgument);
 }
 
 TEST(NicDiscovery, DecodesIbverbsWidthAndSpeedCodes) {

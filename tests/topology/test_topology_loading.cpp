@@ -1,11 +1,12 @@
 // Where a topology comes from (an explicit file, TERSE_TOPO_FILE, this machine) and how a bad
-// file is refused: ncclInvalidArgument with the file and the reason, never a crash.
+// file is refused: Result::kInvalidArgument with the file and the reason, never a crash.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <optional>
 
+#include "common/result.h"
 #include "topology_fixtures.h"
 
 namespace terse {
@@ -26,7 +27,7 @@ class TempFile {
 
 void expect_refused(const std::string& path, const char* reason) {
   MachineTopology topology;
-  EXPECT_EQ(load_machine_topology(path, &topology), ncclInvalidArgument) << path;
+  EXPECT_EQ(load_machine_topology(path, &topology), Result::kInvalidArgument) << path;
   const std::string message = last_error();
   EXPECT_NE(message.find(path), std::string::npos) << message;
   EXPECT_NE(message.find(reason), std::string::npos) << message;
@@ -54,19 +55,19 @@ TEST(TopologyLoading, TerseTopoFileIsReadAndNamedInErrors) {
   {
     ScopedEnv file("TERSE_TOPO_FILE", fixture_path("workstation-4gpu-1nic.xml"));
     MachineTopology topology;
-    ASSERT_EQ(load_machine_topology("", &topology), ncclSuccess) << last_error();
+    ASSERT_EQ(load_machine_topology("", &topology), Result::kSuccess) << last_error();
     EXPECT_EQ(topology.gpus.size(), 4u);
     EXPECT_EQ(topology.source, fixture_path("workstation-4gpu-1nic.xml"));
     EXPECT_FALSE(topology.live);
     // An explicit path wins over the variable.
     ASSERT_EQ(load_machine_topology(fixture_path("hgx-8gpu-8nic-2socket.xml"), &topology),
-              ncclSuccess)
+              Result::kSuccess)
         << last_error();
     EXPECT_EQ(topology.gpus.size(), 8u);
   }
   ScopedEnv missing("TERSE_TOPO_FILE", std::string("/nonexistent/terse.xml"));
   MachineTopology topology;
-  EXPECT_EQ(load_machine_topology("", &topology), ncclInvalidArgument);
+  EXPECT_EQ(load_machine_topology("", &topology), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_TOPO_FILE=/nonexistent/terse.xml"),
             std::string::npos)
       << last_error();
@@ -76,14 +77,14 @@ TEST(TopologyLoading, ThisMachineLoads) {
   // Whatever this machine holds (often no GPU and no RDMA), loading it is not an error.
   ScopedEnv file("TERSE_TOPO_FILE", std::nullopt);
   MachineTopology topology;
-  ASSERT_EQ(load_machine_topology("", &topology), ncclSuccess) << last_error();
+  ASSERT_EQ(load_machine_topology("", &topology), Result::kSuccess) << last_error();
   EXPECT_TRUE(topology.live);
   EXPECT_NE(topology.source.find("this machine"), std::string::npos);
   EXPECT_FALSE(topology.localities.empty() && !topology.nics.empty());
 }
 
 TEST(TopologyLoading, NullOutputIsRefused) {
-  EXPECT_EQ(load_machine_topology("", nullptr), ncclInvalidArgument);
+  EXPECT_EQ(load_machine_topology("", nullptr), Result::kInvalidArgument);
 }
 
 }  // namespace

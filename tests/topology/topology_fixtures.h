@@ -20,7 +20,7 @@ inline std::string fixture_path(const char* name) {
 // Loads a fixture or fails the test with the library's message.
 inline MachineTopology load_fixture(const char* name) {
   MachineTopology topology;
-  EXPECT_EQ(load_machine_topology(fixture_path(name), &topology), ncclSuccess) << last_error();
+  EXPECT_EQ(load_machine_topology(fixture_path(name), &topology), Result::kSuccess) << last_error();
   return topology;
 }
 

@@ -47,8 +47,8 @@ size_t all_to_all_message_bytes(int from, int to, uint32_t sequence) {
   return kSizes[(from * 7 + to * 3 + sequence) % (sizeof(kSizes) / sizeof(kSizes[0]))];
 }
 
-ncclResult_t ring_exchange(Transport& transport, size_t bytes, int rounds, uint32_t sequence,
-                           std::string* problem) {
+Result ring_exchange(Transport& transport, size_t bytes, int rounds, uint32_t sequence,
+                     std::string* problem) {
   const int rank = transport.rank(), n = transport.nranks();
   const int right = (rank + 1) % n, left = (rank - 1 + n) % n;
   std::vector<uint8_t> send(bytes + 1), recv(bytes + 1);
@@ -57,24 +57,20 @@ ncclResult_t ring_exchange(Transport& transport, size_t bytes, int rounds, uint3
     fill(&send, 1, bytes, rank, right, operation);
     std::fill(recv.begin(), recv.end(), 0);
     std::vector<TransferRequest> requests(2);
-    if (ncclResult_t r = transport.recv(left, operation, recv.data() + 1, bytes, &requests[0])) {
-      return r;
-    }
-    if (ncclResult_t r = transport.send(right, operation, send.data() + 1, bytes, &requests[1])) {
-      return r;
-    }
-    if (ncclResult_t r = transport.wait(&requests)) return r;
+    TERSE_CHECK(transport.recv(left, operation, recv.data() + 1, bytes, &requests[0]));
+    TERSE_CHECK(transport.send(right, operation, send.data() + 1, bytes, &requests[1]));
+    TERSE_CHECK(transport.wait(&requests));
     if (requests[0].received_bytes() != bytes) {
       *problem = "ring: received " + std::to_string(requests[0].received_bytes()) + " bytes, not " +
                  std::to_string(bytes);
-      return ncclInternalError;
+      return Result::kInternalError;
     }
-    if (!check(recv, 1, bytes, left, rank, operation, problem)) return ncclInternalError;
+    if (!check(recv, 1, bytes, left, rank, operation, problem)) return Result::kInternalError;
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t all_to_all_exchange(Transport& transport, uint32_t sequence, std::string* problem) {
+Result all_to_all_exchange(Transport& transport, uint32_t sequence, std::string* problem) {
   const int rank = transport.rank(), n = transport.nranks();
   const uint32_t operation = make_operation(sequence, 0);
   std::vector<std::vector<uint8_t>> sends(n), recvs(n);
@@ -82,49 +78,43 @@ ncclResult_t all_to_all_exchange(Transport& transport, uint32_t sequence, std::s
   for (int peer = 0; peer < n; ++peer) {
     size_t in = all_to_all_message_bytes(peer, rank, sequence);
     recvs[peer].assign(in + 1, 0);
-    if (ncclResult_t r =
-            transport.recv(peer, operation, recvs[peer].data() + 1, in, &requests[peer])) {
-      return r;
-    }
+    TERSE_CHECK(transport.recv(peer, operation, recvs[peer].data() + 1, in, &requests[peer]));
   }
   for (int peer = 0; peer < n; ++peer) {
     size_t out = all_to_all_message_bytes(rank, peer, sequence);
     sends[peer].assign(out + 1, 0);
     fill(&sends[peer], 1, out, rank, peer, operation);
-    if (ncclResult_t r =
-            transport.send(peer, operation, sends[peer].data() + 1, out, &requests[n + peer])) {
-      return r;
-    }
+    TERSE_CHECK(transport.send(peer, operation, sends[peer].data() + 1, out, &requests[n + peer]));
   }
-  if (ncclResult_t r = transport.wait(&requests)) return r;
+  TERSE_CHECK(transport.wait(&requests));
   for (int peer = 0; peer < n; ++peer) {
     size_t in = all_to_all_message_bytes(peer, rank, sequence);
     if (requests[peer].received_bytes() != in) {
       *problem = "all-to-all: received " + std::to_string(requests[peer].received_bytes()) +
                  " bytes from rank " + std::to_string(peer) + ", not " + std::to_string(in);
-      return ncclInternalError;
+      return Result::kInternalError;
     }
-    if (!check(recvs[peer], 1, in, peer, rank, operation, problem)) return ncclInternalError;
+    if (!check(recvs[peer], 1, in, peer, rank, operation, problem)) return Result::kInternalError;
   }
-  return ncclSuccess;
+  return Result::kSuccess;
 }
 
-ncclResult_t control_collectives(Transport& transport, std::string* problem) {
+Result control_collectives(Transport& transport, std::string* problem) {
   const int rank = transport.rank(), n = transport.nranks();
-  if (ncclResult_t r = transport.barrier()) return r;
+  TERSE_CHECK(transport.barrier());
   struct Entry {
     uint64_t rank;
     uint64_t host_hash;
   };
   std::vector<Entry> all(n);
   Entry mine{static_cast<uint64_t>(rank), std::hash<std::string>()(transport.host_identity(rank))};
-  if (ncclResult_t r = transport.allgather(&mine, sizeof(mine), all.data())) return r;
+  TERSE_CHECK(transport.allgather(&mine, sizeof(mine), all.data()));
   for (int peer = 0; peer < n; ++peer) {
     if (all[peer].rank != static_cast<uint64_t>(peer) ||
         all[peer].host_hash != std::hash<std::string>()(transport.host_identity(peer))) {
       *problem = "allgather: entry " + std::to_string(peer) + " holds rank " +
                  std::to_string(all[peer].rank) + " or a host identity that differs";
-      return ncclInternalError;
+      return Result::kInternalError;
     }
   }
   return transport.barrier();

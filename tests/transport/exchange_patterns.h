@@ -3,12 +3,11 @@
 // problems come back as a result and a sentence).
 #pragma once
 
-#include <nccl.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "common/result.h"
 #include "transport/transport.h"
 
 namespace terse {
@@ -24,15 +23,15 @@ size_t all_to_all_message_bytes(int from, int to, uint32_t sequence);
 
 // Every rank sends `bytes` to rank + 1 and receives from rank - 1, `rounds` times; buffers start
 // one byte past an aligned address.
-ncclResult_t ring_exchange(Transport& transport, size_t bytes, int rounds, uint32_t sequence,
-                           std::string* problem);
+Result ring_exchange(Transport& transport, size_t bytes, int rounds, uint32_t sequence,
+                     std::string* problem);
 
 // Every rank sends a message of all_to_all_message_bytes(from, to) to every rank, itself
 // included, with all transfers in flight at once.
-ncclResult_t all_to_all_exchange(Transport& transport, uint32_t sequence, std::string* problem);
+Result all_to_all_exchange(Transport& transport, uint32_t sequence, std::string* problem);
 
 // Barrier, then an allgather of (rank, host identity hash) checked against host_identity().
-ncclResult_t control_collectives(Transport& transport, std::string* problem);
+Result control_collectives(Transport& transport, std::string* problem);
 
 }  // namespace test
 }  // namespace terse

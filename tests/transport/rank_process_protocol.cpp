@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "common/log.h"
+#include "common/result.h"
 #include "hex_bytes.h"
 #include "transport/transport_settings.h"
 
@@ -21,7 +22,7 @@ bool start_rank_process(int argc, char** argv, RankProcessArguments* arguments) 
   arguments->scenario = argv[1];
   arguments->rank = atoi(argv[2]);
   arguments->nranks = atoi(argv[3]);
-  if (transport_timeout_seconds(&arguments->timeout_seconds) != ncclSuccess) return false;
+  if (transport_timeout_seconds(&arguments->timeout_seconds) != Result::kSuccess) return false;
   alarm(static_cast<unsigned>(3 * arguments->timeout_seconds + 20));
   set_log_rank(arguments->rank);
   return true;

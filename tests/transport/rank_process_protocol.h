@@ -14,7 +14,7 @@ namespace test {
 
 // transport_rank_process <scenario> <rank> <nranks> <unique id in hex>
 constexpr const char* kScenarioExchange = "exchange";
-// The last rank exits after the first round; the others must then get ncclRemoteError within
+// The last rank exits after the first round; the others must then get Result::kRemoteError within
 // TERSE_TIMEOUT_S (+ slack) and abort() must return promptly.
 constexpr const char* kScenarioDeadPeer = "dead-peer";
 // The same, but the last rank stops itself (SIGSTOP) instead of exiting: nothing tells UCX it is

@@ -59,9 +59,9 @@ class Bootstrap : public ::testing::Test {
   const double timeout_seconds_ = 10;
 
   // Runs bootstrap_allgather for each (rank, nranks) pair on its own thread.
-  std::vector<ncclResult_t> run(const UniqueId& id, const std::vector<std::pair<int, int>>& ranks,
-                                std::vector<Table>* tables, std::vector<std::string>* errors) {
-    std::vector<ncclResult_t> results(ranks.size(), ncclInternalError);
+  std::vector<Result> run(const UniqueId& id, const std::vector<std::pair<int, int>>& ranks,
+                          std::vector<Table>* tables, std::vector<std::string>* errors) {
+    std::vector<Result> results(ranks.size(), Result::kInternalError);
     tables->assign(ranks.size(), {});
     errors->assign(ranks.size(), "");
     run_ranks(static_cast<int>(ranks.size()), [&](int i) {
@@ -78,14 +78,14 @@ class BootstrapRanks : public Bootstrap, public ::testing::WithParamInterface<in
 TEST_P(BootstrapRanks, EveryRankGetsTheSameTable) {
   const int nranks = GetParam();
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   std::vector<std::pair<int, int>> ranks;
   for (int rank = 0; rank < nranks; ++rank) ranks.push_back({rank, nranks});
   std::vector<Table> tables;
   std::vector<std::string> errors;
-  std::vector<ncclResult_t> results = run(id, ranks, &tables, &errors);
+  std::vector<Result> results = run(id, ranks, &tables, &errors);
   for (int rank = 0; rank < nranks; ++rank) {
-    EXPECT_EQ(results[rank], ncclSuccess) << errors[rank];
+    EXPECT_EQ(results[rank], Result::kSuccess) << errors[rank];
     EXPECT_EQ(tables[rank], expected_table(nranks)) << "rank " << rank;
   }
 }
@@ -112,7 +112,7 @@ TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
                         (strchr(host, ':') ? "]" : "") + ":" + port;
     ScopedEnv comm_id("TERSE_COMM_ID", value.c_str());
     const int nranks = 4;
-    std::vector<ncclResult_t> results(nranks, ncclInternalError);
+    std::vector<Result> results(nranks, Result::kInternalError);
     std::vector<Table> tables(nranks);
     std::vector<std::string> errors(nranks);
     // The others must have been refused before rank 0 starts the root, and then retry: their
@@ -137,7 +137,7 @@ TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
         }
         UniqueId id;  // every rank makes its own: the same id, never broadcast
         results[rank] = create_unique_id(&id);
-        if (results[rank] == ncclSuccess) {
+        if (results[rank] == Result::kSuccess) {
           results[rank] = bootstrap_allgather(id, rank, nranks, payload_of(rank), timeout_seconds_,
                                               &tables[rank]);
         }
@@ -147,7 +147,7 @@ TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
     reload_log_settings();  // back to the test's own settings
     unlink(log_path);
     for (int rank = 0; rank < nranks; ++rank) {
-      EXPECT_EQ(results[rank], ncclSuccess) << value << ": " << errors[rank];
+      EXPECT_EQ(results[rank], Result::kSuccess) << value << ": " << errors[rank];
       EXPECT_EQ(tables[rank], expected_table(nranks)) << value;
     }
   }
@@ -156,22 +156,22 @@ TEST_F(Bootstrap, CommIdLetsRankZeroStartTheRootWhateverTheArrivalOrder) {
 TEST_F(Bootstrap, CommIdThatIsNotLocalFailsOnRankZero) {
   ScopedEnv comm_id("TERSE_COMM_ID", "192.0.2.250:29500");  // TEST-NET-1: never this host
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess);
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess);
   Table table;
   EXPECT_EQ(bootstrap_allgather(id, 0, 2, payload_of(0), timeout_seconds_, &table),
-            ncclSystemError);
+            Result::kSystemError);
   EXPECT_NE(std::string(last_error()).find("192.0.2.250:29500"), std::string::npos);
 }
 
 TEST_F(Bootstrap, DuplicateRankFailsEveryRankWithoutWaiting) {
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   std::vector<Table> tables;
   std::vector<std::string> errors;
   Clock::time_point start = Clock::now();
-  std::vector<ncclResult_t> results = run(id, {{0, 3}, {1, 3}, {1, 3}}, &tables, &errors);
+  std::vector<Result> results = run(id, {{0, 3}, {1, 3}, {1, 3}}, &tables, &errors);
   for (size_t i = 0; i < results.size(); ++i) {
-    EXPECT_EQ(results[i], ncclInvalidUsage) << errors[i];
+    EXPECT_EQ(results[i], Result::kInvalidUsage) << errors[i];
     EXPECT_NE(errors[i].find("passed rank 1"), std::string::npos) << errors[i];
   }
   EXPECT_LT(seconds_since(start), timeout_seconds_ / 2);
@@ -179,13 +179,13 @@ TEST_F(Bootstrap, DuplicateRankFailsEveryRankWithoutWaiting) {
 
 TEST_F(Bootstrap, NranksMismatchFailsEveryRankWithoutWaiting) {
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   std::vector<Table> tables;
   std::vector<std::string> errors;
   Clock::time_point start = Clock::now();
-  std::vector<ncclResult_t> results = run(id, {{0, 3}, {1, 4}}, &tables, &errors);
+  std::vector<Result> results = run(id, {{0, 3}, {1, 4}}, &tables, &errors);
   for (size_t i = 0; i < results.size(); ++i) {
-    EXPECT_EQ(results[i], ncclInvalidUsage) << errors[i];
+    EXPECT_EQ(results[i], Result::kInvalidUsage) << errors[i];
     EXPECT_NE(errors[i].find("disagree"), std::string::npos) << errors[i];
   }
   EXPECT_LT(seconds_since(start), timeout_seconds_ / 2);
@@ -195,20 +195,20 @@ TEST_F(Bootstrap, RankOutOfRangeIsRefusedBeforeConnecting) {
   UniqueId id;
   encode_unique_id(UniqueIdFields{}, &id);  // never contacted
   Table table;
-  EXPECT_EQ(bootstrap_allgather(id, 3, 3, {}, 1, &table), ncclInvalidArgument);
+  EXPECT_EQ(bootstrap_allgather(id, 3, 3, {}, 1, &table), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("rank 3"), std::string::npos);
-  EXPECT_EQ(bootstrap_allgather(id, -1, 3, {}, 1, &table), ncclInvalidArgument);
-  EXPECT_EQ(bootstrap_allgather(id, 0, 0, {}, 1, &table), ncclInvalidArgument);
+  EXPECT_EQ(bootstrap_allgather(id, -1, 3, {}, 1, &table), Result::kInvalidArgument);
+  EXPECT_EQ(bootstrap_allgather(id, 0, 0, {}, 1, &table), Result::kInvalidArgument);
   EXPECT_EQ(
       bootstrap_allgather(id, 0, 1, std::vector<uint8_t>(kMaxBootstrapPayloadBytes + 1), 1, &table),
-      ncclInvalidArgument);
+      Result::kInvalidArgument);
 }
 
 TEST_F(Bootstrap, MissingRankIsNamedWhenTheTimeoutPasses) {
   ScopedEnv timeout("TERSE_TIMEOUT_S", "1");
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
-  std::vector<ncclResult_t> results(2, ncclInternalError);
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
+  std::vector<Result> results(2, Result::kInternalError);
   std::vector<std::string> errors(2);
   Clock::time_point start = Clock::now();
   run_ranks(2, [&](int i) {
@@ -218,7 +218,7 @@ TEST_F(Bootstrap, MissingRankIsNamedWhenTheTimeoutPasses) {
     errors[i] = last_error();
   });
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(results[i], ncclRemoteError) << errors[i];
+    EXPECT_EQ(results[i], Result::kRemoteError) << errors[i];
     EXPECT_NE(errors[i].find("missing ranks: 1"), std::string::npos) << errors[i];
   }
   EXPECT_LT(seconds_since(start), kHangSeconds);
@@ -232,12 +232,12 @@ TEST_F(Bootstrap, UnreachableRootTimesOut) {
   UniqueIdFields fields;
   ASSERT_EQ(
       SocketAddress::parse("127.0.0.1:" + std::to_string(reserved.port()), "TEST", &fields.root),
-      ncclSuccess);
+      Result::kSuccess);
   UniqueId id;
   encode_unique_id(fields, &id);
   Table table;
   Clock::time_point start = Clock::now();
-  EXPECT_EQ(bootstrap_allgather(id, 0, 2, payload_of(0), 1, &table), ncclRemoteError);
+  EXPECT_EQ(bootstrap_allgather(id, 0, 2, payload_of(0), 1, &table), Result::kRemoteError);
   EXPECT_NE(std::string(last_error()).find("could not connect"), std::string::npos);
   EXPECT_LT(seconds_since(start), kHangSeconds);
 }

@@ -31,7 +31,7 @@ std::string hex(const uint8_t* bytes, size_t size) {
 
 BootstrapKey key_from_env(uint64_t id_secret) {
   BootstrapKey key;
-  EXPECT_EQ(derive_bootstrap_key(id_secret, &key), ncclSuccess) << last_error();
+  EXPECT_EQ(derive_bootstrap_key(id_secret, &key), Result::kSuccess) << last_error();
   return key;
 }
 
@@ -97,7 +97,7 @@ TEST(BootstrapKey, UnreadableOrEmptyOrHugeSecretsAreRefusedByName) {
   BootstrapKey key;
   {
     ScopedEnv missing("TERSE_COMM_SECRET", "@/nonexistent/terse/secret");
-    EXPECT_EQ(derive_bootstrap_key(1, &key), ncclInvalidArgument);
+    EXPECT_EQ(derive_bootstrap_key(1, &key), Result::kInvalidArgument);
     EXPECT_NE(std::string(last_error()).find("TERSE_COMM_SECRET=@/nonexistent/terse/secret"),
               std::string::npos)
         << last_error();
@@ -105,7 +105,7 @@ TEST(BootstrapKey, UnreadableOrEmptyOrHugeSecretsAreRefusedByName) {
   std::string empty = write_file("\n");
   {
     ScopedEnv file("TERSE_COMM_SECRET", ("@" + empty).c_str());
-    EXPECT_EQ(derive_bootstrap_key(1, &key), ncclInvalidArgument);
+    EXPECT_EQ(derive_bootstrap_key(1, &key), Result::kInvalidArgument);
     EXPECT_NE(std::string(last_error()).find("empty"), std::string::npos) << last_error();
   }
   unlink(empty.c_str());
@@ -113,12 +113,12 @@ TEST(BootstrapKey, UnreadableOrEmptyOrHugeSecretsAreRefusedByName) {
   std::string huge = write_file(huge_text);
   {
     ScopedEnv file("TERSE_COMM_SECRET", ("@" + huge).c_str());
-    EXPECT_EQ(derive_bootstrap_key(1, &key), ncclInvalidArgument);
+    EXPECT_EQ(derive_bootstrap_key(1, &key), Result::kInvalidArgument);
   }
   unlink(huge.c_str());
   {
     ScopedEnv value("TERSE_COMM_SECRET", huge_text.c_str());
-    EXPECT_EQ(derive_bootstrap_key(1, &key), ncclInvalidArgument);
+    EXPECT_EQ(derive_bootstrap_key(1, &key), Result::kInvalidArgument);
     EXPECT_NE(std::string(last_error()).find("TERSE_COMM_SECRET"), std::string::npos);
   }
 }

@@ -69,19 +69,19 @@ TEST(BootstrapMessages, HelloHeaderBoundsAreCheckedBeforeThePayload) {
 
 TEST(BootstrapMessages, ReplyHeaderRoundTripsAndIsBounded) {
   BootstrapReplyHeader in;
-  in.status = ncclInvalidUsage;
+  in.status = Result::kInvalidUsage.code();
   in.body_bytes = 1ull << 33;
   std::vector<uint8_t> bytes = encode_reply_header(in);
   ASSERT_EQ(bytes.size(), kBootstrapReplyHeaderBytes);
   BootstrapReplyHeader out = decode_reply_header(bytes.data());
   EXPECT_EQ(out.magic, kBootstrapReplyMagic);
-  EXPECT_EQ(out.status, static_cast<uint32_t>(ncclInvalidUsage));
+  EXPECT_EQ(out.status, static_cast<uint32_t>(Result::kInvalidUsage.code()));
   EXPECT_EQ(out.body_bytes, 1ull << 33);
   // An error sentence is at most 4 KiB; a table at most nranks full payloads with lengths.
   EXPECT_NE(check_reply_header(out, 4), "");
   out.body_bytes = kMaxBootstrapErrorBytes;
   EXPECT_EQ(check_reply_header(out, 4), "");
-  out.status = ncclSuccess;
+  out.status = Result::kSuccess.code();
   out.body_bytes = 2ull * (4 + kMaxBootstrapPayloadBytes);
   EXPECT_EQ(check_reply_header(out, 2), "");
   out.body_bytes += 1;
@@ -115,7 +115,7 @@ TEST(PeerInfo, RoundTripsAndRefusesMalformedBytes) {
               {"boot:pidns=4/4026531836", 4242, 987654321012}};
   std::vector<uint8_t> bytes = encode_peer_info(in);
   PeerInfo out;
-  ASSERT_EQ(decode_peer_info(bytes, 3, &out), ncclSuccess);
+  ASSERT_EQ(decode_peer_info(bytes, 3, &out), Result::kSuccess);
   EXPECT_EQ(out.host_identity, in.host_identity);
   EXPECT_EQ(out.worker_address, in.worker_address);
   EXPECT_EQ(out.local_worker_address, in.local_worker_address);
@@ -124,11 +124,11 @@ TEST(PeerInfo, RoundTripsAndRefusesMalformedBytes) {
   EXPECT_EQ(out.process.start_time, in.process.start_time);
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     std::vector<uint8_t> truncated(bytes.begin(), bytes.begin() + cut);
-    EXPECT_EQ(decode_peer_info(truncated, 3, &out), ncclRemoteError) << cut;
+    EXPECT_EQ(decode_peer_info(truncated, 3, &out), Result::kRemoteError) << cut;
   }
   EXPECT_NE(std::string(last_error()).find("rank 3"), std::string::npos);
   bytes.push_back(0);
-  EXPECT_EQ(decode_peer_info(bytes, 3, &out), ncclRemoteError);
+  EXPECT_EQ(decode_peer_info(bytes, 3, &out), Result::kRemoteError);
 }
 
 TEST(WireBytes, LittleEndianAndBoundsChecked) {

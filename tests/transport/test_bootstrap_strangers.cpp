@@ -47,7 +47,7 @@ class BootstrapStrangers : public ::testing::Test {
 
   // Runs ranks 0..nranks-1 of `id` on threads; true when every one got the full table.
   bool run_job(const UniqueId& id, int nranks, std::vector<std::string>* errors) {
-    std::vector<ncclResult_t> results(nranks, ncclInternalError);
+    std::vector<Result> results(nranks, Result::kInternalError);
     std::vector<Table> tables(nranks);
     errors->assign(nranks, "");
     run_ranks(nranks, [&](int rank) {
@@ -59,7 +59,7 @@ class BootstrapStrangers : public ::testing::Test {
     for (int rank = 0; rank < nranks; ++rank) {
       Table expected;
       for (int other = 0; other < nranks; ++other) expected.push_back(payload_of(other));
-      all = all && results[rank] == ncclSuccess && tables[rank] == expected;
+      all = all && results[rank] == Result::kSuccess && tables[rank] == expected;
     }
     return all;
   }
@@ -68,30 +68,30 @@ class BootstrapStrangers : public ::testing::Test {
 // Reads the challenge a root sends to every new connection.
 BootstrapChallenge read_challenge(const Socket& socket, const Deadline& deadline) {
   uint8_t bytes[kBootstrapChallengeBytes] = {};
-  EXPECT_EQ(socket.recv_all(bytes, sizeof(bytes), deadline, "the challenge"), ncclSuccess);
+  EXPECT_EQ(socket.recv_all(bytes, sizeof(bytes), deadline, "the challenge"), Result::kSuccess);
   return decode_challenge(bytes);
 }
 
 TEST_F(BootstrapStrangers, WrongKeysAndGarbageChangeNothingAndAreToldNothingUseful) {
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   UniqueIdFields fields;
-  ASSERT_EQ(decode_unique_id(id, &fields), ncclSuccess);
+  ASSERT_EQ(decode_unique_id(id, &fields), Result::kSuccess);
   Deadline deadline = Deadline::after_seconds(timeout_seconds_);
 
   // A silent connection must hold nobody up; garbage is dropped after the challenge.
   Socket silent, garbage, forger;
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &silent), ncclSuccess);
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &garbage), ncclSuccess);
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &silent), Result::kSuccess);
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &garbage), Result::kSuccess);
   read_challenge(garbage, deadline);
   std::vector<uint8_t> junk(200, 'x');
-  ASSERT_EQ(garbage.send_all(junk.data(), junk.size(), deadline, "junk"), ncclSuccess);
+  ASSERT_EQ(garbage.send_all(junk.data(), junk.size(), deadline, "junk"), Result::kSuccess);
   uint8_t byte = 0;
-  EXPECT_EQ(garbage.recv_all(&byte, 1, deadline, "anything"), ncclRemoteError);
+  EXPECT_EQ(garbage.recv_all(&byte, 1, deadline, "anything"), Result::kRemoteError);
 
   // A forger knows the protocol and claims rank 0 of 3, but signs with another key: it is told
   // that its code is wrong (an authenticated reply it cannot check) and changes nothing.
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &forger), ncclSuccess);
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &forger), Result::kSuccess);
   BootstrapChallenge challenge = read_challenge(forger, deadline);
   EXPECT_EQ(challenge.magic, kBootstrapChallengeMagic);
   BootstrapKey wrong;
@@ -101,16 +101,16 @@ TEST_F(BootstrapStrangers, WrongKeysAndGarbageChangeNothingAndAreToldNothingUsef
   hello.nranks = 3;
   hello_mac(wrong, challenge.nonce, hello, nullptr, hello.mac);
   std::vector<uint8_t> bytes = encode_hello(hello);
-  ASSERT_EQ(forger.send_all(bytes.data(), bytes.size(), deadline, "hello"), ncclSuccess);
+  ASSERT_EQ(forger.send_all(bytes.data(), bytes.size(), deadline, "hello"), Result::kSuccess);
   uint8_t head[kBootstrapReplyHeaderBytes];
-  ASSERT_EQ(forger.recv_all(head, sizeof(head), deadline, "reply"), ncclSuccess);
+  ASSERT_EQ(forger.recv_all(head, sizeof(head), deadline, "reply"), Result::kSuccess);
   BootstrapReplyHeader reply = decode_reply_header(head);
-  EXPECT_EQ(reply.status, static_cast<uint32_t>(ncclInvalidUsage));
+  EXPECT_EQ(reply.status, static_cast<uint32_t>(Result::kInvalidUsage.code()));
   EXPECT_EQ(reply.body_bytes <= kMaxBootstrapErrorBytes, true);
 
   // A captured hello is useless on another connection: its code covers that connection's nonce.
   Socket replayer;
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &replayer), ncclSuccess);
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &replayer), Result::kSuccess);
   BootstrapChallenge fresh = read_challenge(replayer, deadline);
   EXPECT_NE(memcmp(fresh.nonce, challenge.nonce, kBootstrapNonceBytes), 0);
 
@@ -122,7 +122,7 @@ TEST_F(BootstrapStrangers, WrongKeysAndGarbageChangeNothingAndAreToldNothingUsef
   encode_unique_id(stale, &stale_id);
   Table ignored;
   EXPECT_EQ(bootstrap_allgather(stale_id, 1, 3, payload_of(1), timeout_seconds_, &ignored),
-            ncclRemoteError);
+            Result::kRemoteError);
   EXPECT_NE(std::string(last_error()).find("does not authenticate"), std::string::npos)
       << last_error();
 
@@ -135,16 +135,16 @@ TEST_F(BootstrapStrangers, CommSecretKeepsOutWhoeverKnowsOnlyTheId) {
   // holds it, as the outsider here holds this id's. TERSE_COMM_SECRET is what they lack.
   ScopedEnv secret("TERSE_COMM_SECRET", "job secret");
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   UniqueIdFields fields;
-  ASSERT_EQ(decode_unique_id(id, &fields), ncclSuccess);
+  ASSERT_EQ(decode_unique_id(id, &fields), Result::kSuccess);
 
   // The outsider claims rank 1 of 2 with the id's secret but no TERSE_COMM_SECRET.
   BootstrapKey outsider;
   derive_bootstrap_key_from(fields.secret, nullptr, 0, &outsider);
   Socket socket;
   Deadline deadline = Deadline::after_seconds(timeout_seconds_);
-  ASSERT_EQ(Socket::connect(fields.root, deadline, &socket), ncclSuccess);
+  ASSERT_EQ(Socket::connect(fields.root, deadline, &socket), Result::kSuccess);
   BootstrapChallenge challenge = read_challenge(socket, deadline);
   BootstrapHello hello;
   hello.rank = 1;
@@ -154,10 +154,10 @@ TEST_F(BootstrapStrangers, CommSecretKeepsOutWhoeverKnowsOnlyTheId) {
   hello_mac(outsider, challenge.nonce, hello, payload.data(), hello.mac);
   std::vector<uint8_t> bytes = encode_hello(hello);
   bytes.insert(bytes.end(), payload.begin(), payload.end());
-  ASSERT_EQ(socket.send_all(bytes.data(), bytes.size(), deadline, "hello"), ncclSuccess);
+  ASSERT_EQ(socket.send_all(bytes.data(), bytes.size(), deadline, "hello"), Result::kSuccess);
   uint8_t head[kBootstrapReplyHeaderBytes];
-  ASSERT_EQ(socket.recv_all(head, sizeof(head), deadline, "reply"), ncclSuccess);
-  EXPECT_EQ(decode_reply_header(head).status, static_cast<uint32_t>(ncclInvalidUsage));
+  ASSERT_EQ(socket.recv_all(head, sizeof(head), deadline, "reply"), Result::kSuccess);
+  EXPECT_EQ(decode_reply_header(head).status, static_cast<uint32_t>(Result::kInvalidUsage.code()));
 
   // It took nobody's place: the ranks that hold the secret complete.
   std::vector<std::string> errors;
@@ -169,10 +169,10 @@ TEST_F(BootstrapStrangers, ARankWhoseConnectionIsDroppedConnectsAgain) {
   // root pushes out its longest-waiting one), first after accepting, then after the challenge,
   // and serves the third.
   SocketAddress loopback;
-  ASSERT_EQ(SocketAddress::parse("127.0.0.1:1", "test", &loopback), ncclSuccess);
+  ASSERT_EQ(SocketAddress::parse("127.0.0.1:1", "test", &loopback), Result::kSuccess);
   loopback.set_port(0);  // the listener picks a free port, and holds it
   Socket listener;
-  ASSERT_EQ(Socket::listen(loopback, &listener), ncclSuccess);
+  ASSERT_EQ(Socket::listen(loopback, &listener), Result::kSuccess);
   UniqueIdFields fields;
   fields.root = listener.local_address();
   fields.secret = 0x5eed;
@@ -181,7 +181,7 @@ TEST_F(BootstrapStrangers, ARankWhoseConnectionIsDroppedConnectsAgain) {
   BootstrapKey key;
   derive_bootstrap_key_from(fields.secret, nullptr, 0, &key);
 
-  ncclResult_t result = ncclInternalError;
+  Result result = Result::kInternalError;
   Table table;
   std::thread rank([&] { result = bootstrap_allgather(id, 0, 1, payload_of(0), 8, &table); });
   // Joined however the test ends (the rank gives up at its own 8 s deadline).
@@ -212,17 +212,17 @@ TEST_F(BootstrapStrangers, ARankWhoseConnectionIsDroppedConnectsAgain) {
     Socket second;
     accept_one(&second);
     ASSERT_EQ(second.send_all(challenge_bytes.data(), challenge_bytes.size(), deadline, "c"),
-              ncclSuccess);
+              Result::kSuccess);
   }  // closed after the challenge, the hello unread
   Socket third;
   accept_one(&third);
   ASSERT_EQ(third.send_all(challenge_bytes.data(), challenge_bytes.size(), deadline, "c"),
-            ncclSuccess);
+            Result::kSuccess);
   uint8_t head[kBootstrapHelloBytes];
-  ASSERT_EQ(third.recv_all(head, sizeof(head), deadline, "hello"), ncclSuccess);
+  ASSERT_EQ(third.recv_all(head, sizeof(head), deadline, "hello"), Result::kSuccess);
   BootstrapHello hello = decode_hello(head);
   std::vector<uint8_t> payload(hello.payload_bytes);
-  ASSERT_EQ(third.recv_all(payload.data(), payload.size(), deadline, "payload"), ncclSuccess);
+  ASSERT_EQ(third.recv_all(payload.data(), payload.size(), deadline, "payload"), Result::kSuccess);
   uint8_t expected[kBootstrapMacBytes];
   hello_mac(key, challenge.nonce, hello, payload.data(), expected);
   EXPECT_TRUE(bootstrap_mac_equal(expected, hello.mac));
@@ -234,9 +234,9 @@ TEST_F(BootstrapStrangers, ARankWhoseConnectionIsDroppedConnectsAgain) {
   reply_mac(key, challenge.nonce, reply, digest, reply.mac);
   std::vector<uint8_t> bytes = encode_reply_header(reply);
   bytes.insert(bytes.end(), body.begin(), body.end());
-  ASSERT_EQ(third.send_all(bytes.data(), bytes.size(), deadline, "reply"), ncclSuccess);
+  ASSERT_EQ(third.send_all(bytes.data(), bytes.size(), deadline, "reply"), Result::kSuccess);
   rank.join();
-  EXPECT_EQ(result, ncclSuccess) << last_error();
+  EXPECT_EQ(result, Result::kSuccess) << last_error();
   EXPECT_EQ(table, Table{payload_of(0)});
 }
 
@@ -320,9 +320,9 @@ TEST_F(BootstrapStrangers, TwoThousandIdleConnectionsDoNotDelayTheRanksOrFloodTh
   ScopedDescriptorLimit limit(1024);
 
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   UniqueIdFields fields;
-  ASSERT_EQ(decode_unique_id(id, &fields), ncclSuccess);
+  ASSERT_EQ(decode_unique_id(id, &fields), Result::kSuccess);
   auto start = std::chrono::steady_clock::now();
   std::vector<std::string> errors;
   bool completed = false;

@@ -30,7 +30,7 @@ TEST(FindInterfaceAddress, LoopbackCanBeForced) {
   ScopedEnv ifname("TERSE_SOCKET_IFNAME", "lo");
   ScopedEnv family("TERSE_SOCKET_FAMILY", "AF_INET");
   InterfaceAddress found;
-  ASSERT_EQ(find_interface_address(&found), ncclSuccess) << last_error();
+  ASSERT_EQ(find_interface_address(&found), Result::kSuccess) << last_error();
   EXPECT_EQ(found.interface_name, "lo");
   EXPECT_EQ(found.address.to_string(), "127.0.0.1:0");
 }
@@ -39,7 +39,7 @@ TEST(FindInterfaceAddress, Ipv6LoopbackWhenAsked) {
   ScopedEnv ifname("TERSE_SOCKET_IFNAME", "=lo");
   ScopedEnv family("TERSE_SOCKET_FAMILY", "AF_INET6");
   InterfaceAddress found;
-  if (find_interface_address(&found) != ncclSuccess) GTEST_SKIP() << "no IPv6 on lo here";
+  if (find_interface_address(&found) != Result::kSuccess) GTEST_SKIP() << "no IPv6 on lo here";
   EXPECT_EQ(found.address.family(), AF_INET6);
   EXPECT_EQ(found.address.to_string(), "[::1]:0");
 }
@@ -48,7 +48,7 @@ TEST(FindInterfaceAddress, NcclVariableIsHonouredWhenTerseOneIsUnset) {
   ScopedEnv terse("TERSE_SOCKET_IFNAME", nullptr);
   ScopedEnv nccl("NCCL_SOCKET_IFNAME", "=lo");
   InterfaceAddress found;
-  ASSERT_EQ(find_interface_address(&found), ncclSuccess) << last_error();
+  ASSERT_EQ(find_interface_address(&found), Result::kSuccess) << last_error();
   EXPECT_EQ(found.interface_name, "lo");
 }
 
@@ -56,7 +56,7 @@ TEST(FindInterfaceAddress, DefaultIsAnUpInterface) {
   ScopedEnv terse("TERSE_SOCKET_IFNAME", nullptr);
   ScopedEnv nccl("NCCL_SOCKET_IFNAME", nullptr);
   InterfaceAddress found;
-  ASSERT_EQ(find_interface_address(&found), ncclSuccess) << last_error();
+  ASSERT_EQ(find_interface_address(&found), Result::kSuccess) << last_error();
   EXPECT_FALSE(found.interface_name.empty());
   EXPECT_TRUE(found.address.is_set());
 }
@@ -64,7 +64,7 @@ TEST(FindInterfaceAddress, DefaultIsAnUpInterface) {
 TEST(FindInterfaceAddress, UnmatchedListNamesTheVariable) {
   ScopedEnv ifname("TERSE_SOCKET_IFNAME", "=no-such-interface");
   InterfaceAddress found;
-  EXPECT_EQ(find_interface_address(&found), ncclInvalidArgument);
+  EXPECT_EQ(find_interface_address(&found), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_SOCKET_IFNAME==no-such-interface"),
             std::string::npos)
       << last_error();
@@ -73,7 +73,7 @@ TEST(FindInterfaceAddress, UnmatchedListNamesTheVariable) {
 TEST(FindInterfaceAddress, BadFamilyIsRefused) {
   ScopedEnv family("TERSE_SOCKET_FAMILY", "AF_UNIX");
   InterfaceAddress found;
-  EXPECT_EQ(find_interface_address(&found), ncclInvalidArgument);
+  EXPECT_EQ(find_interface_address(&found), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("AF_UNIX"), std::string::npos);
 }
 

@@ -27,7 +27,7 @@ class TransportProcesses : public ::testing::Test {
   std::vector<RankProcessResult> run(const char* scenario, int nranks, double seconds_allowed,
                                      int expendable_rank = -1) {
     UniqueId id;
-    EXPECT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+    EXPECT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
     return test::run_rank_processes(scenario, nranks, id, seconds_allowed, expendable_rank);
   }
 };
@@ -56,7 +56,7 @@ TEST_F(TransportProcesses, ExchangeOverSharedMemoryOnly) {
 }
 
 // The last rank exits after the first round. Whatever wire UCX uses, the others must report
-// ncclRemoteError within TERSE_TIMEOUT_S (plus slack), never hang, and abort promptly.
+// Result::kRemoteError within TERSE_TIMEOUT_S (plus slack), never hang, and abort promptly.
 class DeadPeer : public TransportProcesses, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(DeadPeer, SurvivorsGetRemoteErrorWithinTheTimeout) {
@@ -91,7 +91,7 @@ TEST_F(TransportProcesses, DeadPeerOnThisHostIsNoticedLongBeforeTheDeadline) {
 }
 
 // The last rank stops (SIGSTOP) after the first round: its connections stay up, so only the
-// deadline can end the others' waits. They must report ncclRemoteError within TERSE_TIMEOUT_S.
+// deadline can end the others' waits. They must report Result::kRemoteError within TERSE_TIMEOUT_S.
 TEST_F(TransportProcesses, HungPeerTurnsIntoRemoteErrorAtTheDeadline) {
   ScopedEnv timeout("TERSE_TIMEOUT_S", "3");
   std::vector<RankProcessResult> results = run(test::kScenarioHungPeer, 3, 40, /*expendable=*/2);

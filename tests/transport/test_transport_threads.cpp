@@ -43,11 +43,11 @@ class TransportThreads : public ::testing::Test {
   // Creates a communicator of `nranks` threads and runs body(transport) on each.
   void run(int nranks, const std::function<void(Transport&)>& body) {
     UniqueId id;
-    ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+    ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
     test::run_ranks(nranks, [&](int rank) {
       std::unique_ptr<Transport> transport;
-      ncclResult_t result = Transport::create(id, rank, nranks, &transport);
-      ASSERT_EQ(result, ncclSuccess) << "rank " << rank << ": " << last_error();
+      Result result = Transport::create(id, rank, nranks, &transport);
+      ASSERT_EQ(result, Result::kSuccess) << "rank " << rank << ": " << last_error();
       body(*transport);
     });
   }
@@ -77,14 +77,14 @@ TEST_P(TransportExchange, RingAllToAllAndControlCollectives) {
     std::string problem;
     uint32_t sequence = 1;
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{4093}, size_t{(1u << 20) + 3}}) {
-      EXPECT_EQ(test::ring_exchange(transport, bytes, 2, sequence++, &problem), ncclSuccess)
+      EXPECT_EQ(test::ring_exchange(transport, bytes, 2, sequence++, &problem), Result::kSuccess)
           << bytes << " bytes: " << problem << last_error();
     }
     for (int round = 0; round < 2; ++round) {
-      EXPECT_EQ(test::all_to_all_exchange(transport, sequence++, &problem), ncclSuccess)
+      EXPECT_EQ(test::all_to_all_exchange(transport, sequence++, &problem), Result::kSuccess)
           << problem << last_error();
     }
-    EXPECT_EQ(test::control_collectives(transport, &problem), ncclSuccess)
+    EXPECT_EQ(test::control_collectives(transport, &problem), Result::kSuccess)
         << problem << last_error();
     for (int peer = 0; peer < transport.nranks(); ++peer) {
       EXPECT_EQ(transport.host_identity(peer), transport.host_identity(transport.rank()));
@@ -125,15 +125,15 @@ TEST_F(TransportThreads, LongerMessageThanBufferIsInvalidUsage) {
     std::vector<TransferRequest> requests(1);
     const uint32_t operation = make_operation(1, 0);
     if (transport.rank() == 0) {
-      ASSERT_EQ(transport.send(1, operation, buffer.data(), 100, &requests[0]), ncclSuccess);
-      EXPECT_EQ(transport.wait(&requests), ncclSuccess) << last_error();
+      ASSERT_EQ(transport.send(1, operation, buffer.data(), 100, &requests[0]), Result::kSuccess);
+      EXPECT_EQ(transport.wait(&requests), Result::kSuccess) << last_error();
     } else {
-      ASSERT_EQ(transport.recv(0, operation, buffer.data(), 10, &requests[0]), ncclSuccess);
-      EXPECT_EQ(transport.wait(&requests), ncclInvalidUsage);
+      ASSERT_EQ(transport.recv(0, operation, buffer.data(), 10, &requests[0]), Result::kSuccess);
+      EXPECT_EQ(transport.wait(&requests), Result::kInvalidUsage);
       EXPECT_NE(std::string(last_error()).find("longer than the receive buffer"), std::string::npos)
           << last_error();
     }
-    EXPECT_EQ(transport.barrier(), ncclSuccess) << last_error();
+    EXPECT_EQ(transport.barrier(), Result::kSuccess) << last_error();
   });
 }
 
@@ -142,9 +142,10 @@ TEST_F(TransportThreads, ReceiveDeadlineNamesThePeerAndLeavesTheTransportUsable)
     if (transport.rank() == 1) {
       uint8_t byte = 0;
       std::vector<TransferRequest> requests(1);
-      ASSERT_EQ(transport.recv(0, make_operation(9, 2), &byte, 1, &requests[0]), ncclSuccess);
+      ASSERT_EQ(transport.recv(0, make_operation(9, 2), &byte, 1, &requests[0]), Result::kSuccess);
       Clock::time_point start = Clock::now();
-      EXPECT_EQ(transport.wait(requests.data(), 1, Deadline::after_seconds(0.3)), ncclRemoteError);
+      EXPECT_EQ(transport.wait(requests.data(), 1, Deadline::after_seconds(0.3)),
+                Result::kRemoteError);
       EXPECT_LT(seconds_since(start), kHangSeconds);
       std::string error = last_error();
       EXPECT_NE(error.find("receive of 1 bytes from rank 0"), std::string::npos) << error;
@@ -152,7 +153,7 @@ TEST_F(TransportThreads, ReceiveDeadlineNamesThePeerAndLeavesTheTransportUsable)
       EXPECT_NE(requests[0].status(), UCS_INPROGRESS);
     }
     // The unmatched receive was cancelled, not the endpoints: the pair still talks.
-    EXPECT_EQ(transport.barrier(), ncclSuccess) << last_error();
+    EXPECT_EQ(transport.barrier(), Result::kSuccess) << last_error();
   });
 }
 
@@ -167,17 +168,17 @@ TEST_F(TransportThreads, StuckSendIsEndedByClosingItsEndpoint) {
     std::vector<uint8_t> big(8u << 20, 3);
     std::vector<TransferRequest> requests(1);
     ASSERT_EQ(transport.send(1, make_operation(4, 0), big.data(), big.size(), &requests[0]),
-              ncclSuccess);
+              Result::kSuccess);
     Clock::time_point start = Clock::now();
-    ncclResult_t result = transport.wait(requests.data(), 1, Deadline::after_seconds(0.3));
+    Result result = transport.wait(requests.data(), 1, Deadline::after_seconds(0.3));
     // Small messages may complete locally (eager); 8 MiB waits for the receiver (rendezvous).
-    EXPECT_EQ(result, ncclRemoteError);
+    EXPECT_EQ(result, Result::kRemoteError);
     EXPECT_LT(seconds_since(start), kHangSeconds);
     EXPECT_NE(requests[0].status(), UCS_INPROGRESS);  // the buffer is free to reuse
-    if (result == ncclRemoteError) {
+    if (result == Result::kRemoteError) {
       uint8_t byte = 0;
       TransferRequest again;
-      EXPECT_EQ(transport.send(1, make_operation(5, 0), &byte, 1, &again), ncclRemoteError);
+      EXPECT_EQ(transport.send(1, make_operation(5, 0), &byte, 1, &again), Result::kRemoteError);
       EXPECT_NE(std::string(last_error()).find("closed after an earlier failure"),
                 std::string::npos)
           << last_error();
@@ -197,7 +198,7 @@ TEST_F(TransportThreads, InterruptEndsAWaitFromAnotherThread) {
     }
     uint8_t byte = 0;
     std::vector<TransferRequest> requests(1);
-    ASSERT_EQ(transport.recv(1, make_operation(1, 0), &byte, 1, &requests[0]), ncclSuccess);
+    ASSERT_EQ(transport.recv(1, make_operation(1, 0), &byte, 1, &requests[0]), Result::kSuccess);
     std::thread interrupter([&] {
       // Not a synchronisation: an interrupt before the wait fails it the same way (interrupt()
       // fails every later wait too). The pause only makes it likely to find the wait under way.
@@ -206,7 +207,7 @@ TEST_F(TransportThreads, InterruptEndsAWaitFromAnotherThread) {
     });
     // Only the interrupt can end this wait before TERSE_TIMEOUT_S (20 s), and only it says
     // "interrupted": no clock is needed to tell.
-    EXPECT_EQ(transport.wait(&requests), ncclRemoteError);
+    EXPECT_EQ(transport.wait(&requests), Result::kRemoteError);
     EXPECT_NE(std::string(last_error()).find("interrupted"), std::string::npos) << last_error();
     interrupter.join();
     waiter_done.store(true);
@@ -221,19 +222,23 @@ TEST_F(TransportThreads, AbortReturnsPromptlyWithTransfersInFlightAndPeersNotice
     const int peer = 1 - transport.rank();
     if (transport.rank() == 0) {
       // Neither will ever be matched by rank 1.
-      ASSERT_EQ(transport.recv(peer, make_operation(7, 0), &byte, 1, &requests[0]), ncclSuccess);
+      ASSERT_EQ(transport.recv(peer, make_operation(7, 0), &byte, 1, &requests[0]),
+                Result::kSuccess);
       ASSERT_EQ(transport.send(peer, make_operation(8, 0), big.data(), big.size(), &requests[1]),
-                ncclSuccess);
+                Result::kSuccess);
       Clock::time_point start = Clock::now();
       transport.abort();
       EXPECT_LT(seconds_since(start), kHangSeconds);
       TransferRequest after;
-      EXPECT_EQ(transport.send(peer, make_operation(9, 0), &byte, 1, &after), ncclInvalidUsage);
+      EXPECT_EQ(transport.send(peer, make_operation(9, 0), &byte, 1, &after),
+                Result::kInvalidUsage);
     } else {
       // Waits for a message rank 0 never sends; must end by its deadline at the latest.
-      ASSERT_EQ(transport.recv(peer, make_operation(6, 0), &byte, 1, &requests[0]), ncclSuccess);
+      ASSERT_EQ(transport.recv(peer, make_operation(6, 0), &byte, 1, &requests[0]),
+                Result::kSuccess);
       Clock::time_point start = Clock::now();
-      EXPECT_EQ(transport.wait(requests.data(), 1, Deadline::after_seconds(1)), ncclRemoteError);
+      EXPECT_EQ(transport.wait(requests.data(), 1, Deadline::after_seconds(1)),
+                Result::kRemoteError);
       EXPECT_LT(seconds_since(start), kHangSeconds);
     }
   });
@@ -244,32 +249,36 @@ TEST_F(TransportThreads, MisuseIsRefusedWithClearErrors) {
     uint8_t byte = 0;
     TransferRequest request;
     EXPECT_EQ(transport.send(0, make_control_operation(1, 0), &byte, 1, &request),
-              ncclInvalidArgument);
+              Result::kInvalidArgument);
     EXPECT_NE(std::string(last_error()).find("control bit"), std::string::npos);
-    EXPECT_EQ(transport.send(2, make_operation(1, 0), &byte, 1, &request), ncclInvalidArgument);
+    EXPECT_EQ(transport.send(2, make_operation(1, 0), &byte, 1, &request),
+              Result::kInvalidArgument);
     EXPECT_NE(std::string(last_error()).find("rank 2"), std::string::npos);
-    EXPECT_EQ(transport.recv(-1, make_operation(1, 0), &byte, 1, &request), ncclInvalidArgument);
-    EXPECT_EQ(transport.send(0, make_operation(1, 0), nullptr, 4, &request), ncclInvalidArgument);
-    EXPECT_EQ(transport.send(0, make_operation(1, 0), &byte, 1, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(transport.recv(-1, make_operation(1, 0), &byte, 1, &request),
+              Result::kInvalidArgument);
+    EXPECT_EQ(transport.send(0, make_operation(1, 0), nullptr, 4, &request),
+              Result::kInvalidArgument);
+    EXPECT_EQ(transport.send(0, make_operation(1, 0), &byte, 1, nullptr), Result::kInvalidArgument);
 
     // A request still in flight cannot be reused.
     ASSERT_EQ(transport.recv(transport.rank(), make_operation(2, 0), &byte, 1, &request),
-              ncclSuccess);
+              Result::kSuccess);
     EXPECT_EQ(transport.recv(transport.rank(), make_operation(3, 0), &byte, 1, &request),
-              ncclInvalidUsage);
+              Result::kInvalidUsage);
     uint8_t value = 42;
     TransferRequest send;
     ASSERT_EQ(transport.send(transport.rank(), make_operation(2, 0), &value, 1, &send),
-              ncclSuccess);
+              Result::kSuccess);
     TransferRequest pair[2];
     pair[0] = std::move(request);
     pair[1] = std::move(send);
-    EXPECT_EQ(transport.wait(pair, 2, transport.default_deadline()), ncclSuccess) << last_error();
+    EXPECT_EQ(transport.wait(pair, 2, transport.default_deadline()), Result::kSuccess)
+        << last_error();
     EXPECT_EQ(byte, 42);
 
-    EXPECT_EQ(transport.barrier(), ncclSuccess);
+    EXPECT_EQ(transport.barrier(), Result::kSuccess);
     transport.close();
-    EXPECT_EQ(transport.send(0, make_operation(1, 0), &byte, 1, &request), ncclInvalidUsage);
+    EXPECT_EQ(transport.send(0, make_operation(1, 0), &byte, 1, &request), Result::kInvalidUsage);
   });
 }
 
@@ -277,23 +286,23 @@ TEST_F(TransportThreads, AllgatherOfDifferentSizesIsInvalidUsage) {
   run(2, [](Transport& transport) {
     std::vector<uint8_t> mine(transport.rank() == 0 ? 8 : 16, 5);
     std::vector<uint8_t> all(2 * mine.size());
-    EXPECT_EQ(transport.allgather(mine.data(), mine.size(), all.data()), ncclInvalidUsage);
+    EXPECT_EQ(transport.allgather(mine.data(), mine.size(), all.data()), Result::kInvalidUsage);
     EXPECT_NE(std::string(last_error()).find("same size"), std::string::npos) << last_error();
   });
 }
 
 TEST_F(TransportThreads, CreateRefusesBadArguments) {
   UniqueId id;
-  ASSERT_EQ(create_unique_id(&id), ncclSuccess) << last_error();
+  ASSERT_EQ(create_unique_id(&id), Result::kSuccess) << last_error();
   std::unique_ptr<Transport> transport;
-  EXPECT_EQ(Transport::create(id, 2, 2, &transport), ncclInvalidArgument);
-  EXPECT_EQ(Transport::create(id, 0, kMaxTaggedRanks + 1, &transport), ncclInvalidArgument);
+  EXPECT_EQ(Transport::create(id, 2, 2, &transport), Result::kInvalidArgument);
+  EXPECT_EQ(Transport::create(id, 0, kMaxTaggedRanks + 1, &transport), Result::kInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("nranks 65537"), std::string::npos);
   UniqueId zero{};
-  EXPECT_EQ(Transport::create(zero, 0, 1, &transport), ncclInvalidArgument);
+  EXPECT_EQ(Transport::create(zero, 0, 1, &transport), Result::kInvalidArgument);
   EXPECT_EQ(transport, nullptr);
   // The id is still good: nothing above reached its root.
-  EXPECT_EQ(Transport::create(id, 0, 1, &transport), ncclSuccess) << last_error();
+  EXPECT_EQ(Transport::create(id, 0, 1, &transport), Result::kSuccess) << last_error();
 }
 
 }  // namespace

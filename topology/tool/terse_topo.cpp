@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   }
   terse::MachineTopology topology;
   terse::LinkModel model;
-  if (terse::load_machine_topology(xml, &topology) != ncclSuccess ||
-      terse::assumed_link_model(&topology, interface, &model) != ncclSuccess) {
+  if (terse::load_machine_topology(xml, &topology) != terse::Result::kSuccess ||
+      terse::assumed_link_model(&topology, interface, &model) != terse::Result::kSuccess) {
     std::fprintf(stderr, "terse_topo: %s\n", terse::last_error());
     return 1;
   }

@@ -25,7 +25,7 @@ uint32_t read_flag(const uint32_t& flag) {
 class RunOrder {
  public:
   StreamProxy::Work work(int id, ncclResult_t result = ncclSuccess) {
-    return [this, id, result] {
+    return [this, id, result]() -> ncclResult_t {
       std::lock_guard<std::mutex> lock(mutex_);
       order_.push_back(id);
       if (result != ncclSuccess) return fail(result, "unit %d failed on purpose", id);

@@ -33,11 +33,11 @@ int report(int code, int rank, const std::string& what) {
 
 int run_exchange(Transport& transport) {
   std::string problem;
-  ncclResult_t result = ring_exchange(transport, 1 << 20, 3, 1, &problem);
-  if (result == ncclSuccess) result = all_to_all_exchange(transport, 2, &problem);
-  if (result == ncclSuccess) result = all_to_all_exchange(transport, 3, &problem);
-  if (result == ncclSuccess) result = control_collectives(transport, &problem);
-  if (result != ncclSuccess) {
+  Result result = ring_exchange(transport, 1 << 20, 3, 1, &problem);
+  if (result == Result::kSuccess) result = all_to_all_exchange(transport, 2, &problem);
+  if (result == Result::kSuccess) result = all_to_all_exchange(transport, 3, &problem);
+  if (result == Result::kSuccess) result = control_collectives(transport, &problem);
+  if (result != Result::kSuccess) {
     return report(kRankExchangeFailed, transport.rank(),
                   problem.empty() ? std::string(last_error()) : problem);
   }
@@ -45,33 +45,34 @@ int run_exchange(Transport& transport) {
 }
 
 // The last rank leaves without a word after the first round, as a crashed process would; the
-// others must see ncclRemoteError within TERSE_TIMEOUT_S and then abort promptly.
+// others must see Result::kRemoteError within TERSE_TIMEOUT_S and then abort promptly.
 // With `hang`, the last rank stops itself instead: a peer that is alive to the kernel and to
 // UCX's connections but never answers, which only the deadline can catch.
 int run_dead_peer(std::unique_ptr<Transport> transport, bool hang) {
   const int rank = transport->rank();
   const int victim = transport->nranks() - 1;
   std::string problem;
-  ncclResult_t result = all_to_all_exchange(*transport, 1, &problem);
+  Result result = all_to_all_exchange(*transport, 1, &problem);
   if (rank == victim) {
-    if (result != ncclSuccess) return report(kRankExchangeFailed, rank, last_error());
+    if (result != Result::kSuccess) return report(kRankExchangeFailed, rank, last_error());
     if (hang) raise(SIGSTOP);  // the test kills it once the others are done
     _exit(kRankOk);  // no destructors, no endpoint close: the kernel cleans up as after a crash
   }
   const double slack = 5.0;
-  for (uint32_t round = 2; result == ncclSuccess && round < 1000; ++round) {
+  for (uint32_t round = 2; result == Result::kSuccess && round < 1000; ++round) {
     Clock::time_point started = Clock::now();
     result = all_to_all_exchange(*transport, round, &problem);
-    if (result != ncclSuccess && seconds_since(started) > transport->timeout_seconds() + slack) {
+    if (result != Result::kSuccess &&
+        seconds_since(started) > transport->timeout_seconds() + slack) {
       return report(kRankErrorTooLate, rank,
                     "the error came after " + std::to_string(seconds_since(started)) + " s");
     }
   }
-  if (result == ncclSuccess) {
+  if (result == Result::kSuccess) {
     return report(kRankNoErrorFromDeadPeer, rank,
                   "every round succeeded without rank " + std::to_string(victim));
   }
-  if (result != ncclRemoteError) {
+  if (result != Result::kRemoteError) {
     return report(kRankWrongErrorFromDeadPeer, rank,
                   std::string(result_string(result)) + ": " + last_error());
   }
@@ -97,7 +98,7 @@ int run(int argc, char** argv) {
   const UniqueId& id = arguments.id;
 
   std::unique_ptr<Transport> transport;
-  if (Transport::create(id, rank, nranks, &transport) != ncclSuccess) {
+  if (Transport::create(id, rank, nranks, &transport) != Result::kSuccess) {
     return report(kRankCreateFailed, rank, last_error());
   }
   if (scenario == kScenarioExchange) return run_exchange(*transport);
