@@ -1,5 +1,7 @@
 #include "plugin/net/net_comm.h"
 
+#include <algorithm>
+
 #include <cinttypes>
 #include <cstring>
 
@@ -29,6 +31,13 @@ constexpr int kEagerSendsPerProgress = 16;
 // The most staging a request slot keeps between messages.
 constexpr size_t kKeptStagingBytes = size_t{8} << 20;
 
+// Every comm of this process that is open, in creation order. Only touched under the plugin's
+// lock (net_api.cpp takes it around every call that creates, uses or closes a comm).
+std::vector<Comm*>& open_comms() {
+  static auto* comms = new std::vector<Comm*>();
+  return *comms;
+}
+
 Deadline close_deadline() {
   double timeout = kDefaultTransportTimeoutSeconds;
   if (transport_timeout_seconds(&timeout) != ncclSuccess) timeout = kDefaultTransportTimeoutSeconds;
@@ -53,6 +62,12 @@ Comm::Comm(bool is_send, int dev, std::unique_ptr<Link> link, Socket lifeline, s
       lifeline_socket_(std::move(lifeline)),
       peer_(std::move(peer)) {
   for (Request& request : requests_) request.comm = this;
+  open_comms().push_back(this);
+}
+
+Comm::~Comm() {
+  std::vector<Comm*>& comms = open_comms();
+  comms.erase(std::remove(comms.begin(), comms.end(), this), comms.end());
 }
 
 Request* Comm::request_at(void* pointer) {
@@ -150,8 +165,16 @@ ncclResult_t Comm::close() {
   Deadline deadline = in_flight > 0 ? Deadline::after_seconds(0) : close_deadline();
   bool peer_alive = peer_state(true) == PeerLifeline::State::kOpen;
   // A forced close needs UCX's peer-failure mode; the link knows whether it has it.
-  link_->close(/*force=*/!peer_alive || in_flight > 0, deadline,
-               [this] { return peer_state(true) != PeerLifeline::State::kOpen; });
+  // Over TCP a flush finishes only once the peer's worker progressed, and the peer is closing
+  // its comms one after another too (NCCL's proxy does), waiting on a comm of this process the
+  // same way: so the wait progresses every other open comm of this process, or both ends would
+  // sit out the deadline (10 s per comm, as the plugin measured before).
+  link_->close(/*force=*/!peer_alive || in_flight > 0, deadline, [this] {
+    for (Comm* other : open_comms()) {
+      if (other != this) other->link_->progress();
+    }
+    return peer_state(true) != PeerLifeline::State::kOpen;
+  });
   for (Request& request : requests_) {
     for (int i = 0; i < request.count; ++i) {
       Link::abandon(&request.entries[i].header_transfer);

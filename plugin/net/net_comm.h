@@ -89,7 +89,7 @@ struct Request {
 class Comm {
  public:
   Comm(bool is_send, int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer);
-  virtual ~Comm() = default;
+  virtual ~Comm();
 
   bool is_send() const { return is_send_; }
   int dev() const { return dev_; }
