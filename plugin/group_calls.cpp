@@ -102,8 +102,9 @@ ncclResult_t run_pending_inits(std::vector<PendingInit> inits) {
   return ncclSuccess;
 }
 
-// NCCL_SIM_INFO_INITIALIZER's magic (nccl.h spells it as a literal there).
-constexpr unsigned int kSimInfoMagic = 0x74685283;
+// The magic NCCL_SIM_INFO_INITIALIZER writes, taken from nccl.h's own initializer.
+constexpr ncclSimInfo_t kInitialSimInfo = NCCL_SIM_INFO_INITIALIZER;
+constexpr unsigned int kSimInfoMagic = kInitialSimInfo.magic;
 
 // A simInfo as NCCL reads it (src/group.cc, ncclGroupEndInternal): the caller's first `size`
 // bytes, at most the whole struct, over one without the magic, so that a struct too small to

@@ -802,7 +802,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   const Group taken = take_group();
   if (taken.error != ncclSuccess) return fail(taken.error, "a call of the group was refused");
   if (simInfo == nullptr) return run_taken(taken);
-  if (simInfo->magic != 0x74685283) {
+  const ncclSimInfo_t initial = NCCL_SIM_INFO_INITIALIZER;
+  if (simInfo->magic != initial.magic) {
     return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialised");
   }
   if (taken.nonblocking) return run_taken(taken);
