@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
+#include "transport/ucx_protocol_info.h"
 
 namespace terse {
 
@@ -107,6 +108,11 @@ bool Link::close(bool force, const Deadline& deadline, const std::function<bool(
     worker_->progress();
   }
   return true;
+}
+
+std::optional<size_t> Link::rendezvous_threshold() const {
+  if (!endpoint_.is_open()) return std::nullopt;
+  return tag_send_rendezvous_threshold(endpoint_.handle());
 }
 
 }  // namespace terse

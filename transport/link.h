@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/result.h"
@@ -87,6 +88,10 @@ class Link {
   // UCS_OK while the endpoint is healthy; UCX's error once it reported the peer failed (only with
   // UcxErrorMode::kPeer; with kNone the caller watches the peer itself).
   ucs_status_t peer_error() const { return endpoint_.error(); }
+
+  // The size from which UCX sends this link's messages with rendezvous (ucx_protocol_info.h);
+  // nullopt when closed or when UCX does not say.
+  std::optional<size_t> rendezvous_threshold() const;
 
   // Closing, in steps, for a caller that closes many links at once and progresses their workers
   // itself. start_close() closes the endpoint (is_open() false from then on), flushing outstanding

@@ -215,6 +215,14 @@ Result Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
   return Result::kSuccess;
 }
 
+std::optional<size_t> Transport::network_rendezvous_threshold() const {
+  for (int peer = 0; peer < nranks_; ++peer) {
+    if (host_identities_[peer] == host_identities_[rank_]) continue;
+    return links_[peer].rendezvous_threshold();
+  }
+  return std::nullopt;
+}
+
 unsigned Transport::progress_workers() {
   unsigned events = 0;
   for (UcxWorker* worker : active_workers_) events += worker->progress();

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,11 @@ class Transport {
   Result wait(std::vector<TransferRequest>* requests) {
     return wait(requests->data(), requests->size(), default_deadline());
   }
+
+  // The size from which a message to a rank on another host goes with UCX's rendezvous protocol,
+  // one round trip more than an eager message (ucx_protocol_info.h), as UCX chose it for the
+  // first such rank's endpoint; nullopt with no rank on another host or when UCX does not say.
+  std::optional<size_t> network_rendezvous_threshold() const;
 
   // Bytes of every data message this rank posted for sending to another rank (control messages
   // and messages to itself excluded) since creation: what the statistics call wire bytes.

@@ -13,17 +13,14 @@ const LinkCost& link_of(const GroupShape& group, const LinkModel& links) {
   return group.nodes > 1 ? links.inter : links.intra;
 }
 
-// Over a network, UCX sends a tagged message above this size with its rendezvous protocol: the
-// sender announces it and the data follows once the receiver has answered, one round trip more
-// than an eager message (`ucx_info -e` shows tag_send going rendezvous at 8 KiB over TCP).
-// Measured on the emulated cluster at 10 ms RTT: an uncompressed ring of 256 KiB took 92 ms,
-// and 31 ms with UCX_RNDV_THRESH=inf (perf/RESULTS.md, issue 11).
-constexpr double kNetworkEagerBytes = 8 << 10;
-
-// The latency of one step that sends a message of `bytes` over `group`'s link.
+// The latency of one step that sends a message of `bytes` over `group`'s link. Over a network,
+// UCX sends a message above the link's rendezvous size with its rendezvous protocol: the sender
+// announces it and the data follows once the receiver has answered, one round trip more than an
+// eager message. Measured on the emulated cluster at 10 ms RTT: an uncompressed ring of 256 KiB
+// took 92 ms, and 31 ms with UCX_RNDV_THRESH=inf (perf/RESULTS.md, issue 11).
 double step_latency(const GroupShape& group, const LinkModel& links, double bytes) {
   if (group.nodes <= 1) return links.intra.latency_s;
-  return bytes > kNetworkEagerBytes ? 3 * links.inter.latency_s : links.inter.latency_s;
+  return bytes >= links.inter.rendezvous_bytes ? 3 * links.inter.latency_s : links.inter.latency_s;
 }
 
 // The latency of one phase in which every rank sends a message of `bytes` to each of its n - 1

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include <sched.h>
 
 #include "collectives/allreduce_selection.h"
 #include "collectives/compressed/compressed_error_bound.h"
+#include "common/log.h"
 #include "common/result.h"
 #include "topology/local_topology.h"
 #include "topology/node_layout.h"
@@ -57,7 +60,8 @@ bool equal_nodes(const NodeLayout& layout) {
 }
 
 struct AgreedFigures {
-  double intra_latency, intra_bandwidth, inter_latency, inter_bandwidth, reduce, cpu_share, nics;
+  double intra_latency, intra_bandwidth, inter_latency, inter_bandwidth, inter_rendezvous, reduce,
+      cpu_share, nics;
 };
 
 // Cores this process may run on.
@@ -143,10 +147,15 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
   }
   local_ranks = std::max(local_ranks, same_machine);
   const double cpu_share = std::min(1.0, double(available_cores()) / std::max(1, local_ranks));
+  // The rendezvous size UCX chose for this rank's endpoints to other hosts (SIZE_MAX: never).
+  if (const std::optional<size_t> threshold = transport->network_rendezvous_threshold()) {
+    mine.inter.rendezvous_bytes = static_cast<double>(*threshold);
+  }
   const AgreedFigures own{mine.intra.latency_s,
                           mine.intra.bytes_per_s,
                           mine.inter.latency_s,
                           mine.inter.bytes_per_s,
+                          mine.inter.rendezvous_bytes,
                           reduce,
                           cpu_share,
                           static_cast<double>(mine.nics)};
@@ -158,16 +167,28 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
     agreed.intra_bandwidth = std::min(agreed.intra_bandwidth, f.intra_bandwidth);
     agreed.inter_latency = std::max(agreed.inter_latency, f.inter_latency);
     agreed.inter_bandwidth = std::min(agreed.inter_bandwidth, f.inter_bandwidth);
+    agreed.inter_rendezvous = std::min(agreed.inter_rendezvous, f.inter_rendezvous);
     agreed.reduce = std::min(agreed.reduce, f.reduce);
     agreed.cpu_share = std::min(agreed.cpu_share, f.cpu_share);
     agreed.nics = std::min(agreed.nics, f.nics);
   }
   planner->links_ = mine;
   planner->links_.intra = LinkCost{agreed.intra_latency, agreed.intra_bandwidth};
-  planner->links_.inter = LinkCost{agreed.inter_latency, agreed.inter_bandwidth};
+  planner->links_.inter =
+      LinkCost{agreed.inter_latency, agreed.inter_bandwidth, agreed.inter_rendezvous};
   planner->links_.nics = static_cast<int>(agreed.nics);
   planner->reduce_bytes_per_s_ = agreed.reduce;
   planner->cpu_share_ = agreed.cpu_share;
+  if (planner->rank_ == 0) {
+    const LinkModel& links = planner->links_;
+    TERSE_INFO(
+        "planner: links agreed by %d ranks: inside a node %.3g us, %.3g GB/s; between nodes "
+        "%.3g us, %.3g GB/s, rendezvous from %.0f bytes, %d NIC(s); additions %.3g GB/s, core "
+        "share %.2g",
+        transport->nranks(), links.intra.latency_s * 1e6, links.intra.bytes_per_s / 1e9,
+        links.inter.latency_s * 1e6, links.inter.bytes_per_s / 1e9, links.inter.rendezvous_bytes,
+        links.nics, planner->reduce_bytes_per_s_ / 1e9, planner->cpu_share_);
+  }
   *out = std::move(planner);
   return ncclSuccess;
 }

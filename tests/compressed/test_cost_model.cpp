@@ -55,6 +55,23 @@ TEST(CostModel, UncompressedRingIsLatencyPlusTwiceTheShareOfTheTensor) {
   EXPECT_NEAR(p.seconds, 6 * 2e-6 + 1.5 * f.raw_bytes / 4e9 + adds, 1e-9);
 }
 
+TEST(CostModel, AMessageFromTheLinksRendezvousSizeCostsARoundTripMore) {
+  // 64 KiB through a dense ring of 4 nodes: 6 steps of 16 KiB messages.
+  CodecFigures f = int8_figures();
+  f.raw_bytes = f.input_bytes = 64 << 10;
+  LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
+  const double rest = 1.5 * f.raw_bytes / 125e6 + 0.75 * f.input_bytes / 8e9;
+  Prediction p;
+  // UCX's TCP choice on a 10 Gbit/s interface: 16 KiB messages go eagerly, one alpha a step.
+  model.inter.rendezvous_bytes = 19522;
+  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  EXPECT_NEAR(p.seconds, 6 * 50e-6 + rest, 1e-9);
+  // From exactly 16 KiB on: announce, answer, data.
+  model.inter.rendezvous_bytes = 16 << 10;
+  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  EXPECT_NEAR(p.seconds, 6 * 3 * 50e-6 + rest, 1e-9);
+}
+
 TEST(CostModel, SraOverlapsItsCodecWithANetworkButNotWithSharedMemory) {
   const CodecFigures f = int8_figures();
   const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);

@@ -119,6 +119,13 @@ TEST_F(TransportThreads, HostIdentityCanBeOverridden) {
   });
 }
 
+TEST_F(TransportThreads, RanksOnOneHostHaveNoNetworkRendezvousThreshold) {
+  // Only an endpoint to another host says what a network message costs (the cost model's input).
+  run(2, [](Transport& transport) {
+    EXPECT_EQ(transport.network_rendezvous_threshold(), std::nullopt);
+  });
+}
+
 TEST_F(TransportThreads, LongerMessageThanBufferIsInvalidUsage) {
   run(2, [](Transport& transport) {
     std::vector<uint8_t> buffer(100, 1);
