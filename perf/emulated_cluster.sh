@@ -295,18 +295,22 @@ set_rtt() {
   start_delay "$one_way_us" "$out/delay_line_$tag.log"
 }
 
-# What the link does now, node 0 to node 1: ping RTT (after one ping that resolves the address)
-# and a TCP transfer of about 1.5 s at the rate. Writes link_TAG.json; prints half the average
-# ping RTT in microseconds, the one-way latency the ranks are told.
+# What the link does now: ping RTT node 0 to node 1 (after one ping that resolves the address), a
+# TCP transfer of about 1.5 s at the rate from node 0 to node 1 alone, and the same from every
+# node to the next at once (a ring's steps: what this machine's cores sustain for all the nodes'
+# TCP stacks, the switch and the delay line together). Writes link_TAG.json; prints half the
+# average ping RTT in microseconds, the one-way latency the ranks are told.
 check_link() {
-  local rate=$1 rtt=$2 tag=$3 bytes transfer ping_min ping_avg ping_max
+  local rate=$1 rtt=$2 tag=$3 bytes transfer ring ping_min ping_avg ping_max ring_nodes=()
   read -r ping_min ping_avg ping_max <<<"$(ping_ms)"
   bytes=$(awk -v bps="$(rate_bps "$rate")" \
     'BEGIN { b = bps / 8 * 1.5; if (b > 536870912) b = 536870912; printf "%.0f", b }')
   transfer=$(python3 perf/link_check.py "$prefix-n0" "$prefix-n1" "$(address 1)" "$bytes")
-  printf '{"rate": "%s", "rtt": "%s", "ping_ms": {"min": %s, "avg": %s, "max": %s}, "tcp": %s}\n' \
-    "$rate" "$rtt" "$ping_min" "$ping_avg" "$ping_max" "$transfer" >"$out/link_$tag.json"
-  echo "  link $rate, RTT $rtt: ping $ping_min/$ping_avg/$ping_max ms (min/avg/max), TCP $transfer" >&2
+  for ((i = 0; i < nodes; ++i)); do ring_nodes+=("$prefix-n$i:$(address "$i")"); done
+  ring=$(python3 perf/link_check.py --ring "${ring_nodes[@]}" "$bytes")
+  printf '{"rate": "%s", "rtt": "%s", "ping_ms": {"min": %s, "avg": %s, "max": %s}, "tcp": %s, "tcp_ring": %s}\n' \
+    "$rate" "$rtt" "$ping_min" "$ping_avg" "$ping_max" "$transfer" "$ring" >"$out/link_$tag.json"
+  echo "  link $rate, RTT $rtt: ping $ping_min/$ping_avg/$ping_max ms (min/avg/max), TCP $transfer; every node at once: $ring" >&2
   awk -v ms="$ping_avg" 'BEGIN { printf "%.0f", ms * 1000 / 2 }'
 }
 

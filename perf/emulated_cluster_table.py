@@ -51,14 +51,17 @@ def size_text(size):
 
 
 def link_table(paths):
-    print("| link | RTT asked | ping RTT min / avg / max (ms) | TCP node 0 -> 1 (Mbit/s) |")
-    print("| --- | --- | --- | --- |")
+    print("| link | RTT asked | ping RTT min / avg / max (ms) | TCP node 0 -> 1 (Mbit/s) "
+          "| TCP every node to the next at once, mean / slowest flow (Mbit/s) |")
+    print("| --- | --- | --- | --- | --- |")
     for path in paths:
         with open(path) as handle:
             link = json.load(handle)
         ping = link["ping_ms"]
+        ring = link.get("tcp_ring")  # absent from files written before it was measured
+        ring_text = f"{ring['mean_mbit']:.0f} / {ring['min_mbit']:.0f}" if ring else "-"
         print(f"| {link['rate']} | {link['rtt']} | {ping['min']:.3f} / {ping['avg']:.3f} / "
-              f"{ping['max']:.3f} | {link['tcp']['mbit']:.0f} |")
+              f"{ping['max']:.3f} | {link['tcp']['mbit']:.0f} | {ring_text} |")
     print()
 
 

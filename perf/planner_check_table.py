@@ -100,14 +100,16 @@ def runs_of(directory):
 
 
 def links_of(directories):
-    """{(rate, rtt): [(ping avg ms, tcp Mbit/s)]} over every run's link check."""
+    """{(rate, rtt): [(ping avg ms, tcp Mbit/s, mean Mbit/s of every node to the next at once
+    or None)]} over every run's link check."""
     links = {}
     for directory in directories:
         for path in files_in(directory, link=True):
             with open(path) as handle:
                 link = json.load(handle)
+            ring = link.get("tcp_ring")  # absent from files written before it was measured
             links.setdefault((link["rate"], link["rtt"]), []).append(
-                (link["ping_ms"]["avg"], link["tcp"]["mbit"]))
+                (link["ping_ms"]["avg"], link["tcp"]["mbit"], ring["mean_mbit"] if ring else None))
     return links
 
 
@@ -158,12 +160,15 @@ def main():
 
     links = links_of([os.path.join(root, n) for n in names])
     print("| link | RTT asked | ping RTT avg (ms), over the runs | TCP node 0 -> 1 alone (Mbit/s), "
-          "over the runs |")
-    print("| --- | --- | --- | --- |")
+          "over the runs | TCP every node to the next at once, mean per flow (Mbit/s), over the "
+          "runs |")
+    print("| --- | --- | --- | --- | --- |")
     for (rate, rtt), checks in sorted(links.items(), key=lambda item: link_order(item[0])):
         pings, tcps = [c[0] for c in checks], [c[1] for c in checks]
+        rings = [c[2] for c in checks if c[2] is not None]
+        ring_text = f"{min(rings):.0f} - {max(rings):.0f}" if rings else "-"
         print(f"| {rate} | {rtt} | {min(pings):.3f} - {max(pings):.3f} | "
-              f"{min(tcps):.0f} - {max(tcps):.0f} |")
+              f"{min(tcps):.0f} - {max(tcps):.0f} | {ring_text} |")
     print()
 
     head = ["link", "RTT", "size"] + [label(n) for n in candidates]
