@@ -16,7 +16,7 @@
 #
 #   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-l "0 0.1ms 10ms"]
 #        [-c "none int8 ..."] [-s 64M | -s MIN:MAX:FACTOR] [-i ITERS] [-o OUTDIR] [-p PNG]
-#        [-B BUILDDIR] [-P] [-e "VAR=value ..."] [-S link:RATE | -S cpu:FRACTION] [-x "COMMAND"]
+#        [-B BUILDDIR] [-P | -M] [-e "VAR=value ..."] [-S link:RATE | -S cpu:FRACTION] [-x "COMMAND"]
 #
 # Defaults: 4 nodes, rates 1gbit and 10gbit, RTT 0 (no added delay), codecs none int8 int4
 # topk:ratio=0.01 powersgd:rank=4 (-c "": only the link checks), 64M fp32, 5 timed iterations,
@@ -25,7 +25,9 @@
 # (100mbit, 1gbit, 2.5gbit, ...), RTTs a number with us, ms or s (0.1ms, 10ms, 50ms). Each rank
 # is told the link it sits behind (TERSE_NET_GBPS = the rate, TERSE_NET_LATENCY_US = half the
 # measured ping RTT), which the planner reads; -P leaves them unset, to see what it does
-# uninformed. -e adds environment to every rank (-e "TERSE_COMPRESSED_ALGO=sra TERSE_DEBUG=INFO":
+# uninformed; -M tells them the rate measured with every node sending to the next at once (the
+# link check's slowest flow) instead of the rate asked, which is less where this machine's cores
+# cannot carry every node's TCP at the rate (10 Gbit/s on 2 cores). -e adds environment to every rank (-e "TERSE_COMPRESSED_ALGO=sra TERSE_DEBUG=INFO":
 # an algorithm forced, the planner's log). Files: RATE_RTT_CODEC.json (and .rankI.log) per run,
 # link_RATE_RTT.json per link.
 #
@@ -65,7 +67,7 @@ extra_env=()
 straggler=
 command_line=
 codecs_given=0
-while getopts "n:r:l:c:s:i:o:p:B:e:S:x:Ph" flag; do
+while getopts "n:r:l:c:s:i:o:p:B:e:S:x:PMh" flag; do
   case $flag in
     n) nodes=$OPTARG ;;
     r) rates=$OPTARG ;;
@@ -77,6 +79,7 @@ while getopts "n:r:l:c:s:i:o:p:B:e:S:x:Ph" flag; do
     p) png=$OPTARG ;;
     B) build=$OPTARG ;;
     P) inform=0 ;;
+    M) inform=2 ;;
     e) read -ra extra_env <<<"$OPTARG" ;;
     S) straggler=$OPTARG ;;
     x) command_line=$OPTARG ;;
@@ -229,7 +232,7 @@ fi
 limit_links() {
   local rate=$1 burst
   burst=$(awk -v bps="$(rate_bps "$rate")" \
-    'BEGIN { b = bps / 8 * 0.004; if (b < 65536) b = 65536; if (b > 524288) b = 524288; printf "%.0f", b }')
+    'BEGIN { b = bps / 8 * 0.001; if (b < 65536) b = 65536; if (b > 524288) b = 524288; printf "%.0f", b }')
   for ((i = 0; i < nodes; ++i)); do
     for side in "$prefix-n$i eth0" "$switch p$i"; do
       read -r ns dev <<<"$side"
@@ -237,7 +240,7 @@ limit_links() {
       if [[ -n $straggler_rate ]] && ((i == nodes - 1)); then
         node_rate=$straggler_rate
         node_burst=$(awk -v bps="$(rate_bps "$node_rate")" \
-          'BEGIN { b = bps / 8 * 0.004; if (b < 65536) b = 65536; if (b > 524288) b = 524288; printf "%.0f", b }')
+          'BEGIN { b = bps / 8 * 0.001; if (b < 65536) b = 65536; if (b > 524288) b = 524288; printf "%.0f", b }')
       fi
       ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "$node_rate" \
         burst "$node_burst" latency 100ms
@@ -327,8 +330,12 @@ run_codec() {
   # veth reports a fixed 10000 Mb/s in /sys/class/net/*/speed and refuses `ethtool -s ... speed`
   # ("Operation not supported"), so the topology layer cannot see tc's limit: each rank is told
   # the link instead (unless -P).
-  if ((inform)); then
+  if ((inform == 1)); then
     link=(TERSE_NET_GBPS="$(awk -v bps="$(rate_bps "$rate")" 'BEGIN { print bps / 1e9 }')"
+          TERSE_NET_LATENCY_US="$latency_us")
+  elif ((inform == 2)); then
+    link=(TERSE_NET_GBPS="$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["tcp_ring"]["min_mbit"] / 1000)' "$out/link_${rate}_$rtt.json")"
           TERSE_NET_LATENCY_US="$latency_us")
   fi
   if [[ $codec == "${codecs%% *}" ]]; then

@@ -19,9 +19,10 @@
 # measured candidate that auto may choose (goal: within 10%).
 #
 #   sudo perf/planner_check.sh [-r "1gbit 10gbit"] [-l "0.1ms 10ms"] [-s "256K 4M 64M"] [-i 3]
-#        [-c "int8"] [-B build-check] [-o OUTDIR]
+#        [-c "int8"] [-B build-check] [-o OUTDIR] [-M]
 #
-# Defaults as above (fp32; -i timed iterations); -c the codecs forced with each compressed
+# -M: the ranks are told the rate every node reaches sending to the next at once (emulated_cluster.sh
+# -M) instead of the rate asked. Defaults as above (fp32; -i timed iterations); -c the codecs forced with each compressed
 # algorithm; output in BUILDDIR/planner_check/ (CANDIDATE/RATE_RTT_SIZE/ with emulated_cluster.sh's
 # files; load.log with uptime and the namespaces present at each run; table.md). Each
 # emulated_cluster.sh run holds the shared cluster's lock (/tmp/terse-cluster.lock, or LOCK)
@@ -39,7 +40,8 @@ iters=3
 codecs=int8
 build="build-check"
 out=
-while getopts "r:l:s:i:c:B:o:h" flag; do
+told=()
+while getopts "r:l:s:i:c:B:o:Mh" flag; do
   case $flag in
     r) rates=$OPTARG ;;
     l) rtts=$OPTARG ;;
@@ -48,6 +50,7 @@ while getopts "r:l:s:i:c:B:o:h" flag; do
     c) codecs=$OPTARG ;;
     B) build=$OPTARG ;;
     o) out=$OPTARG ;;
+    M) told=(-M) ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
   esac
@@ -81,7 +84,7 @@ candidate() {
   echo "== $name $rate $rtt $size: -c $codec -e \"${env[*]}\"" >>"$out/load.log"
   flock "$lock" bash -c "$under_lock" "$out/load.log" \
     perf/emulated_cluster.sh -B "$build" -r "$rate" -l "$rtt" -s "$size" -i "$iters" \
-    -c "$codec" -e "${env[*]}" -o "$dir" -p "$dir/chart.png" >"$dir.log" 2>&1 || {
+    -c "$codec" -e "${env[*]}" "${told[@]}" -o "$dir" -p "$dir/chart.png" >"$dir.log" 2>&1 || {
     echo "planner_check.sh: $name failed; see $dir.log" >&2
     tail -5 "$dir.log" >&2
     return 1
