@@ -3,6 +3,11 @@
 // algorithms, and what its statistics say. Ranks as threads over the real transport.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -11,6 +16,7 @@
 
 #include "codecs/policy.h"
 #include "collectives/communicator.h"
+#include "common/log.h"
 #include "communicator_test_support.h"
 
 namespace terse {
@@ -131,6 +137,61 @@ TEST(CompressionEngine, ScheduleCountsStepsPerTensor) {
     ASSERT_EQ(stats.rows.size(), 2u);  // none and int8, each with its algorithm
     EXPECT_EQ(recv[0], 1.0f);          // 0.5 + 0.5 is exact in int8 min-max of a constant block
   });
+}
+
+// TERSE_DEBUG=INFO logs a tensor's plan once per size and type: a buffer reused at another size
+// (all_reduce_perf sweeping sizes over one buffer) gets a line for each size's plan, and a size
+// seen before gets none again.
+TEST(CompressionEngine, InfoLogsAPlanOncePerBufferSizeAndType) {
+  const std::string path =
+      ::testing::TempDir() + "terse_engine_plan_log_" + std::to_string(getpid()) + ".txt";
+  std::remove(path.c_str());
+  {
+    test::EnvironmentSettings debug({{"TERSE_DEBUG", "INFO"}, {"TERSE_DEBUG_FILE", path.c_str()}});
+    reload_log_settings();
+    {
+      CommunicatorWorld world(2);
+      ASSERT_TRUE(world.ok()) << world.error();
+      world.run([&](Communicator& comm) {
+        comm.compression()->set_policy(policy_from("rules:\n  - codec: int8\n"));
+        // One anonymous buffer, as all_reduce_perf uses: 4096, 1024, 4096 and 1024 elements of
+        // float, then 1024 of int32 (which int8 leaves uncompressed).
+        std::vector<float> send(4096, 0.5f), recv(4096);
+        for (const size_t count : {4096, 1024, 4096, 1024}) {
+          CollectiveArgs args = allreduce_args(send, &recv, nullptr);
+          args.count = count;
+          ASSERT_EQ(comm.run(args), ncclSuccess);
+        }
+        std::vector<int32_t> integers(1024, 1);
+        CollectiveArgs args = allreduce_args(send, &recv, nullptr);
+        args.send = integers.data();
+        args.count = integers.size();
+        args.type = ncclInt32;
+        ASSERT_EQ(comm.run(args), ncclSuccess);
+      });
+    }
+  }
+  reload_log_settings();  // TERSE_DEBUG and TERSE_DEBUG_FILE as they were; closes the file
+  std::ifstream file(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);) {
+    if (line.find(": tensor at 0x") != std::string::npos) lines.push_back(line);
+  }
+  std::remove(path.c_str());
+  const auto count_lines = [&](int rank, const std::string& text) {
+    const std::string prefix = "rank " + std::to_string(rank) + ": tensor at 0x";
+    return std::count_if(lines.begin(), lines.end(), [&](const std::string& line) {
+      return line.find(prefix) != std::string::npos && line.find(text) != std::string::npos;
+    });
+  };
+  std::string all;
+  for (const std::string& line : lines) all += line + "\n";
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(count_lines(rank, "(4096 x float): codec int8"), 1) << all;
+    EXPECT_EQ(count_lines(rank, "(1024 x float): codec int8"), 1) << all;
+    EXPECT_EQ(count_lines(rank, "(1024 x float) (int32 x 1024): uncompressed"), 1) << all;
+  }
+  EXPECT_EQ(lines.size(), 6u) << all;
 }
 
 // ncclGroupSimulateEnd plans a group's calls without running them. The steps its calls take
