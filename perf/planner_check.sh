@@ -11,9 +11,10 @@
 #                                        predicted_us is the prediction of that algorithm)
 #   auto                                 -Z auto, the planner's own choice
 # every run with TERSE_DEBUG=INFO (each tensor's plan with every candidate's prediction, in the
-# rank logs). Each run is one size on one link in a process of its own (terse logs a plan once per
-# buffer, not again when the buffer comes back at another size), and the candidates of one link
-# and size run one after another, so that they see about the same load on this shared machine.
+# rank logs). Each run is one size on one link in a process of its own (codec speeds are probed
+# once per process, so each size is planned with speeds probed under its own run's load; terse
+# would log each size's plan of a sweep too), and the candidates of one link and size run one
+# after another, so that they see about the same load on this shared machine.
 # perf/planner_check_table.py then prints, per (rate, RTT, size), each candidate's measured and
 # predicted time and their ratio (goal: within 2x), what auto chose and its time against the best
 # measured candidate that auto may choose (goal: within 10%).

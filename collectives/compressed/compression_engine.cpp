@@ -216,9 +216,15 @@ ncclResult_t CompressionEngine::decide_with_spec(const std::string& spec, const 
   return ncclSuccess;
 }
 
+size_t CompressionEngine::LoggedPlanHash::operator()(const LoggedPlan& logged) const {
+  uint64_t hash = TensorIdentityHash()(logged.key);
+  hash = mix(hash ^ logged.key.count);
+  return static_cast<size_t>(mix(hash ^ static_cast<uint64_t>(logged.type)));
+}
+
 void CompressionEngine::log_first_decision(const Plan& plan, const CollectiveArgs& args) {
   if (logged_.size() >= kMaxTrackedTensors) logged_.clear();
-  if (!logged_.insert(plan.key).second) return;
+  if (!logged_.insert(LoggedPlan{plan.key, args.type}).second) return;
   if (plan.compressed) {
     TERSE_INFO("rank %d: %s: codec %s (rule %d, memory %s), algorithm %s%s%s; plan: %s",
                transport_->rank(), plan.key.describe().c_str(), plan.codec->spec().c_str(),
@@ -256,7 +262,7 @@ void CompressionEngine::forget_idle_tensors() {
   }
   const auto forgotten = [&](const TensorKey& key) { return steps_.count(key) == 0; };
   for (auto it = logged_.begin(); it != logged_.end();) {
-    it = forgotten(*it) ? logged_.erase(it) : std::next(it);
+    it = forgotten(it->key) ? logged_.erase(it) : std::next(it);
   }
   for (auto it = refused_.begin(); it != refused_.end();) {
     it = forgotten(it->first) ? refused_.erase(it) : std::next(it);

@@ -30,7 +30,8 @@
 //      alike and takes the same path;
 //   5. the run, with a seed every rank derives alike (communicator, operation, step), and the
 //      statistics (terse.h: terseCommGetStats).
-// TERSE_DEBUG=INFO prints each tensor key's first decision, with the plan's predicted times.
+// TERSE_DEBUG=INFO prints each tensor's first decision at each size and type, with the plan's
+// predicted times.
 //
 // Threading: allreduce()/record_dense() run under the communicator's call lock; the policy,
 // statistics and residual calls of the C API may come from any thread (a mutex guards them,
@@ -291,7 +292,23 @@ class CompressionEngine {
   // counted on from step_base_ (its value + 1) since steps_ last started over.
   uint64_t comm_step_ = 0;
   uint64_t step_base_ = 0;
-  std::unordered_set<TensorKey, TensorIdentityHash, TensorIdentityEqual> logged_;
+  // The plans logged at INFO (log_first_decision): one line per tensor identity, element count
+  // and NCCL type, so a buffer that comes back at another size or type (a size sweep over one
+  // buffer, a resized bucket) is logged again with its new plan. TensorKey's dtype is float32
+  // for the integer types, hence the NCCL type beside it.
+  struct LoggedPlan {
+    TensorKey key;
+    ncclDataType_t type = ncclFloat32;
+  };
+  struct LoggedPlanHash {
+    size_t operator()(const LoggedPlan& logged) const;
+  };
+  struct LoggedPlanEqual {
+    bool operator()(const LoggedPlan& a, const LoggedPlan& b) const {
+      return same_tensor(a.key, b.key) && a.key.count == b.key.count && a.type == b.type;
+    }
+  };
+  std::unordered_set<LoggedPlan, LoggedPlanHash, LoggedPlanEqual> logged_;
   // Tensors residual memory refused (warned about once each): whether they are without memory
   // now.
   std::unordered_map<TensorKey, bool, TensorIdentityHash, TensorIdentityEqual> refused_;
