@@ -4,6 +4,8 @@
 // values come from closed forms written here, not from the cost model's code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -167,6 +169,48 @@ TEST(Planner, AutoCompressesOnASlowNetworkWithinItsBound) {
   request.max_rel_err = 1e-9;
   ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
   EXPECT_EQ(plan.codec, nullptr) << plan.describe();
+}
+
+TEST(Planner, AutoCompressesOnlyWhenPredictedAFifthFasterThanUncompressed) {
+  // From a link where the codecs are the bottleneck to one where the wire is: at every rate the
+  // best compressed candidate must be predicted at least 1.2x faster than the uncompressed one,
+  // or auto stays uncompressed (a gain inside the model's error is not worth a lossy result).
+  Codecs codecs;
+  Planner::Settings settings;
+  settings.piece_bytes = 256 << 10;
+  int margin_cases = 0, compressed_cases = 0, uncompressed_cases = 0;
+  for (double gbps = 1.0; gbps <= 40.0; gbps *= 1.02) {
+    auto planner = Planner::for_figures(0, hosts(4, 1), links(2e-6, 4e9, 20e-6, gbps * 1e9 / 8),
+                                        settings, codecs.maker(), realistic_speeds(codecs), 5e9);
+    PlanRequest request;
+    request.count = 16 << 20;
+    request.max_rel_err = 0.01;
+    CallPlan plan;
+    ASSERT_EQ(planner->plan(request, &plan), ncclSuccess);
+    double uncompressed = 0, best_compressed = 1e300;
+    for (const PlanCandidate& candidate : plan.candidates) {
+      if (candidate.codec == "none") {
+        uncompressed = candidate.prediction.seconds;
+      } else {
+        best_compressed = std::min(best_compressed, candidate.prediction.seconds);
+      }
+    }
+    ASSERT_GT(uncompressed, 0) << plan.describe();
+    const double gain = uncompressed / best_compressed;
+    if (std::abs(gain - 1.2) < 1e-3) continue;  // too close to call
+    if (gain > 1.0 && gain < 1.2) ++margin_cases;
+    if (gain > 1.2) {
+      EXPECT_NE(plan.codec, nullptr) << gbps << " Gbit/s: " << plan.describe();
+      ++compressed_cases;
+    } else {
+      EXPECT_EQ(plan.codec, nullptr) << gbps << " Gbit/s: " << plan.describe();
+      ++uncompressed_cases;
+    }
+  }
+  // The sweep crosses the whole range: clear gains, gains below the margin, and losses.
+  EXPECT_GT(compressed_cases, 0);
+  EXPECT_GT(margin_cases, 0);
+  EXPECT_GT(uncompressed_cases, margin_cases);
 }
 
 TEST(Planner, AutoLeavesSharedMemoryUncompressed) {
