@@ -226,9 +226,11 @@ if [[ -n $straggler_cpu ]]; then
 fi
 [[ -n $straggler_rate ]] && echo "  straggler: node $((nodes - 1))'s link runs at $straggler_rate" >&2
 
-# Each node's link: RATE each way. A token bucket of about 4 ms at the rate (64 KiB to 512 KiB:
-# at least one TCP segmentation burst, at most what the 1 and 10 Gbit/s figures of perf/RESULTS.md
-# were measured with) keeps TCP's bursts from exceeding the rate by much.
+# Each node's link: RATE each way. A token bucket of 1 ms at the rate (64 KiB to 512 KiB: at
+# least one TCP segmentation burst) keeps TCP's bursts from exceeding the rate by much, and a
+# small allreduce from passing inside one burst; TCP still reaches the rate (955-957 Mbit/s per
+# flow at 1 Gbit/s, every node sending at once). Figures in perf/RESULTS.md before 2026-11-26
+# were measured with 4 ms buckets.
 limit_links() {
   local rate=$1 burst
   burst=$(awk -v bps="$(rate_bps "$rate")" \
