@@ -1,8 +1,8 @@
 #include "collectives/compressed/codec_speed.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -16,8 +16,6 @@
 
 namespace terse {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Timed runs after one untimed warm-up; the fastest counts (the others met a busy core).
 constexpr int kTimedRuns = 2;
@@ -103,11 +101,21 @@ std::vector<float> probe_values(size_t count) {
   return values;
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+// The probes time the CPU time of the probing thread, not the wall clock. Ranks on one machine
+// probe at the same moment (their first plan) and share its cores, so a wall clock would measure
+// the share each got, which changes from run to run (with 4 ranks on 2 cores one run's int8 came
+// out 1.7x slower than another's); the cost model applies the ranks' share of the cores itself
+// (cpu_share, planner.cpp). A codec that runs BLAS threads (PowerSGD) is still timed fairly:
+// OpenBLAS's calling thread works its part and spins until the others finish.
+double thread_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-ncclResult_t measure(Codec& codec, CodecSpeed* speed) {
+}  // namespace
+
+ncclResult_t measure_codec_speed(Codec& codec, CodecSpeed* speed) {
   const size_t count = kSpeedProbeElements;
   const std::vector<float> input = probe_values(count);
   std::vector<float> error(count), output(count, 0.0f);
@@ -122,14 +130,14 @@ ncclResult_t measure(Codec& codec, CodecSpeed* speed) {
   for (int run = 0; run <= kTimedRuns; ++run) {
     encode.seed = static_cast<uint64_t>(run) + 1;
     size_t bytes = 0;
-    auto start = Clock::now();
+    double start = thread_seconds();
     TERSE_CHECK(codec.encode(input.data(), count, DType::kFloat32, encode, message.data(),
                              message.size(), &bytes));
-    const double encoded = seconds_since(start);
-    start = Clock::now();
+    const double encoded = thread_seconds() - start;
+    start = thread_seconds();
     TERSE_CHECK(codec.decode(message.data(), bytes, output.data(), count, DType::kFloat32,
                              /*accumulate=*/true, DecodeContext{}));
-    const double decoded = seconds_since(start);
+    const double decoded = thread_seconds() - start;
     if (run == 0) continue;  // warm-up: first touches, lazy tables
     best_encode = std::min(best_encode, encoded);
     best_decode = std::min(best_decode, decoded);
@@ -140,17 +148,19 @@ ncclResult_t measure(Codec& codec, CodecSpeed* speed) {
   return ncclSuccess;
 }
 
+namespace {
+
 double measure_reduce() {
   const size_t count = kSpeedProbeElements;
   const std::vector<float> input = probe_values(count);
   std::vector<float> output(count, 1.0f);
   double best = 1e30;
   for (int run = 0; run <= kTimedRuns; ++run) {
-    const auto start = Clock::now();
+    const double start = thread_seconds();
     float* out = output.data();
     const float* in = input.data();
     for (size_t i = 0; i < count; ++i) out[i] += in[i];
-    const double seconds = seconds_since(start);
+    const double seconds = thread_seconds() - start;
     if (run > 0) best = std::min(best, seconds);
   }
   // Keeps the loop from being optimised away.
@@ -176,7 +186,7 @@ ncclResult_t codec_speed(Codec& codec, CodecSpeed* speed) {
   auto known = speeds.measured.find(spec);
   if (known == speeds.measured.end()) {
     CodecSpeed measured;
-    if (measure(codec, &measured) != ncclSuccess) {
+    if (measure_codec_speed(codec, &measured) != ncclSuccess) {
       TERSE_INFO("the speed probe of codec %s failed (%s); planning with %g GB/s for it",
                  spec.c_str(), last_error(), kUnmeasuredBytesPerSecond / 1e9);
       measured = CodecSpeed{kUnmeasuredBytesPerSecond, kUnmeasuredBytesPerSecond};

@@ -1,7 +1,8 @@
 // How fast each codec runs on this machine: the codec half of the planner's cost model
 // (cost_model.h). Measured once per process and codec spec, on a synthetic gradient of
 // kSpeedProbeElements fp32 elements (large enough to leave the caches, small enough to take a
-// few milliseconds; about 50 MiB of buffers, freed after), or read from a table when
+// few milliseconds; about 50 MiB of buffers, freed after) by the probing thread's CPU time (the
+// speed on a core; the planner applies the ranks' share of the cores), or read from a table when
 // TERSE_CODEC_SPEED names one:
 //
 //   # codec spec or name       encode GB/s   decode GB/s   (per GB of fp32 input)
@@ -37,6 +38,9 @@ struct CodecSpeed {
 // whose probe fails (it should not) is given kUnmeasuredBytesPerSecond and an INFO line, so that
 // a plan never fails for want of a figure.
 ncclResult_t codec_speed(Codec& codec, CodecSpeed* speed);
+
+// One probe of `codec` as codec_speed makes it, neither cached nor looked up in a table.
+ncclResult_t measure_codec_speed(Codec& codec, CodecSpeed* speed);
 
 // Bytes per second of out[i] += in[i] over fp32 buffers (the table's "reduce", or measured once).
 ncclResult_t reduce_speed(double* bytes_per_s);

@@ -247,6 +247,13 @@ ncclResult_t Planner::speeds_of(const std::vector<Codec*>& codecs, bool may_agre
     }
     agreed_[missing_specs[i]] = slowest;
     own_.erase(missing_specs[i]);
+    if (rank_ == 0) {
+      TERSE_INFO(
+          "planner: codec %s: encode %.3g GB/s, decode %.3g GB/s on a core (the slowest "
+          "rank's), times a core share of %.2g",
+          missing_specs[i].c_str(), slowest.encode_bytes_per_s / 1e9,
+          slowest.decode_bytes_per_s / 1e9, cpu_share_);
+    }
   }
   return ncclSuccess;
 }
