@@ -88,6 +88,10 @@ double ethernet_gbps(const MachineTopology* topology, const std::string& interfa
 
 }  // namespace
 
+bool ucx_network_uses_rdma(const MachineTopology* topology) {
+  return ucx_tls_allows_rdma(getenv("UCX_TLS")) && fastest_rdma(topology) != nullptr;
+}
+
 bool ucx_tls_allows_rdma(const char* ucx_tls) {
   if (ucx_tls == nullptr || *ucx_tls == '\0') return true;
   const bool excluding = ucx_tls[0] == '^';

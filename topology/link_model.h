@@ -45,4 +45,8 @@ Result assumed_link_model(const MachineTopology* topology, const std::string& in
 // Whether UCX may use InfiniBand/RoCE transports under this UCX_TLS value (null or "" = all).
 bool ucx_tls_allows_rdma(const char* ucx_tls);
 
+// Whether UCX's inter-node traffic from this process goes over RDMA: UCX_TLS allows it and
+// `topology` (null: unknown, taken as no) has a usable RDMA port. Otherwise it goes over TCP.
+bool ucx_network_uses_rdma(const MachineTopology* topology);
+
 }  // namespace terse

@@ -10,6 +10,8 @@
 #include "common/exception_guard.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "topology/link_model.h"
+#include "topology/local_topology.h"
 #include "transport/bootstrap_client.h"
 #include "transport/host_identity.h"
 #include "transport/nic_binding.h"
@@ -30,6 +32,14 @@ const std::vector<UcxContext::Setting>& local_settings() {
   static const std::string threshold = std::to_string(Transport::kSharedMemoryEagerBytes + 1);
   static const std::vector<UcxContext::Setting> settings = {{"RNDV_THRESH", threshold.c_str()}};
   return settings;
+}
+
+// The network worker's UCX settings, unless the environment sets them (Transport::kTcpEagerBytes
+// says why): over TCP, messages up to kTcpEagerBytes go eagerly.
+std::vector<UcxContext::Setting> network_settings() {
+  if (ucx_network_uses_rdma(local_topology())) return {};
+  static const std::string threshold = std::to_string(Transport::kTcpEagerBytes + 1);
+  return {{"RNDV_THRESH", threshold.c_str()}};
 }
 
 // abort() must return promptly whatever the peers do; a forced close needs no peer, so this only
@@ -84,7 +94,8 @@ Result Transport::create(const PeerExchange& exchange, uint16_t communicator, in
     TERSE_INFO("transport: network devices %s (%s)",
                net_devices.empty() ? "as UCX chooses" : net_devices.c_str(), nic_reason.c_str());
   });
-  TERSE_CHECK(UcxContext::create(nranks, nullptr, &transport->context_, net_devices));
+  TERSE_CHECK(
+      UcxContext::create(nranks, nullptr, &transport->context_, net_devices, network_settings()));
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
   // Every buffer terse hands UCX is host memory, and each request says so (post_send,
   // post_recv): device-buffer collectives are staged, and the device backend copies its encoded

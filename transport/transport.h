@@ -72,6 +72,15 @@ class Transport {
   // page on each call and moves 4x slower than memcpy (perf/RESULTS.md, issue 11). Algorithms
   // that pipeline on one host cut their pieces to this size. UCX_RNDV_THRESH overrides it.
   static constexpr size_t kSharedMemoryEagerBytes = size_t{256} << 10;
+  // Messages up to this size to a rank on another host travel eagerly when the network is TCP
+  // (no usable RDMA port, or UCX_TLS leaves UCX none). UCX's own choice there is a rendezvous
+  // from about 8-20 KiB, whose handshake is a round trip: behind a slow link's full queue it
+  // waits for the data queued ahead of it, and algorithms that keep several peers busy at once
+  // stall on it (int8 sra on 4 emulated nodes at 1 Gbit/s: 279 ms with rendezvous pieces, 231 ms
+  // eager; perf/RESULTS.md, issue 11). The pieces algorithms pipeline are at most this size,
+  // their receives posted before the sends. Over RDMA UCX keeps its own choice (its rendezvous
+  // is a zero-copy read); UCX_RNDV_THRESH overrides either.
+  static constexpr size_t kTcpEagerBytes = size_t{256} << 10;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

@@ -20,6 +20,10 @@ constexpr const char* kScenarioDeadPeer = "dead-peer";
 // The same, but the last rank stops itself (SIGSTOP) instead of exiting: nothing tells UCX it is
 // gone, so only the TERSE_TIMEOUT_S deadline can end the others' waits.
 constexpr const char* kScenarioHungPeer = "hung-peer";
+// Every rank is a node of its own (TERSE_HOSTID=node<rank>, set by the rank process before it
+// creates its transport) and reports the rendezvous size UCX chose for its endpoints to the other
+// nodes (Transport::network_rendezvous_threshold); it must equal TERSE_TEST_RENDEZVOUS_BYTES.
+constexpr const char* kScenarioRendezvousThreshold = "rendezvous-threshold";
 
 enum RankExitCode {
   kRankOk = 0,
@@ -30,6 +34,7 @@ enum RankExitCode {
   kRankWrongErrorFromDeadPeer = 14,
   kRankErrorTooLate = 15,
   kRankAbortTooSlow = 16,
+  kRankWrongRendezvousThreshold = 17,
 };
 
 // A rank process's command line: <scenario> <rank> <nranks> <unique id in hex>.

@@ -55,6 +55,25 @@ TEST_F(TransportProcesses, ExchangeOverSharedMemoryOnly) {
   }
 }
 
+// Ranks on different nodes over TCP: terse sends messages up to Transport::kTcpEagerBytes (256 KiB)
+// eagerly, as UCX's endpoints must then report; a UCX_RNDV_THRESH of the user's wins.
+TEST_F(TransportProcesses, OverTcpMessagesUpTo256KiBGoEagerlyUnlessTheUserSaysOtherwise) {
+  ScopedEnv timeout("TERSE_TIMEOUT_S", "20");
+  ScopedEnv tls("UCX_TLS", "tcp");
+  {
+    ScopedEnv user("UCX_RNDV_THRESH", nullptr);
+    ScopedEnv expected("TERSE_TEST_RENDEZVOUS_BYTES", std::to_string(256 * 1024 + 1).c_str());
+    for (const RankProcessResult& result : run(test::kScenarioRendezvousThreshold, 3, 60)) {
+      EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+    }
+  }
+  ScopedEnv user("UCX_RNDV_THRESH", "12345");
+  ScopedEnv expected("TERSE_TEST_RENDEZVOUS_BYTES", "12345");
+  for (const RankProcessResult& result : run(test::kScenarioRendezvousThreshold, 2, 60)) {
+    EXPECT_TRUE(result.exited && result.exit_code == test::kRankOk) << describe(result);
+  }
+}
+
 // The last rank exits after the first round. Whatever wire UCX uses, the others must report
 // Result::kRemoteError within TERSE_TIMEOUT_S (plus slack), never hang, and abort promptly.
 class DeadPeer : public TransportProcesses, public ::testing::WithParamInterface<const char*> {};

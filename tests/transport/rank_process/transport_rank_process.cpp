@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/result.h"
@@ -89,6 +90,24 @@ int run_dead_peer(std::unique_ptr<Transport> transport, bool hang) {
   return kRankOk;
 }
 
+int check_rendezvous_threshold(Transport& transport) {
+  const char* expected = getenv("TERSE_TEST_RENDEZVOUS_BYTES");
+  if (expected == nullptr) {
+    return report(kRankBadArguments, transport.rank(), "TERSE_TEST_RENDEZVOUS_BYTES is not set");
+  }
+  const std::optional<size_t> threshold = transport.network_rendezvous_threshold();
+  if (!threshold || std::to_string(*threshold) != expected) {
+    return report(kRankWrongRendezvousThreshold, transport.rank(),
+                  "rendezvous from " + (threshold ? std::to_string(*threshold) : "(unknown)") +
+                      " bytes, expected " + expected);
+  }
+  // Every rank checks before any leaves (a leaving rank's endpoints would close under the others).
+  if (transport.barrier() != Result::kSuccess) {
+    return report(kRankExchangeFailed, transport.rank(), last_error());
+  }
+  return kRankOk;
+}
+
 int run(int argc, char** argv) {
   RankProcessArguments arguments;
   if (!start_rank_process(argc, argv, &arguments)) return kRankBadArguments;
@@ -97,6 +116,9 @@ int run(int argc, char** argv) {
   const int nranks = arguments.nranks;
   const UniqueId& id = arguments.id;
 
+  if (scenario == kScenarioRendezvousThreshold) {
+    setenv("TERSE_HOSTID", ("node" + std::to_string(rank)).c_str(), 1);
+  }
   std::unique_ptr<Transport> transport;
   if (Transport::create(id, rank, nranks, &transport) != Result::kSuccess) {
     return report(kRankCreateFailed, rank, last_error());
@@ -104,6 +126,7 @@ int run(int argc, char** argv) {
   if (scenario == kScenarioExchange) return run_exchange(*transport);
   if (scenario == kScenarioDeadPeer) return run_dead_peer(std::move(transport), false);
   if (scenario == kScenarioHungPeer) return run_dead_peer(std::move(transport), true);
+  if (scenario == kScenarioRendezvousThreshold) return check_rendezvous_threshold(*transport);
   return report(kRankBadArguments, rank, "unknown scenario " + scenario);
 }
 
