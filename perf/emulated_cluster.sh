@@ -310,9 +310,11 @@ check_link() {
   read -r ping_min ping_avg ping_max <<<"$(ping_ms)"
   bytes=$(awk -v bps="$(rate_bps "$rate")" \
     'BEGIN { b = bps / 8 * 1.5; if (b > 536870912) b = 536870912; printf "%.0f", b }')
-  transfer=$(python3 perf/link_check.py "$prefix-n0" "$prefix-n1" "$(address 1)" "$bytes")
+  # (`set -e` does not reach into the $(...) this runs in: each failure returns by itself.)
+  transfer=$(python3 perf/link_check.py "$prefix-n0" "$prefix-n1" "$(address 1)" "$bytes") ||
+    return 1
   for ((i = 0; i < nodes; ++i)); do ring_nodes+=("$prefix-n$i:$(address "$i")"); done
-  ring=$(python3 perf/link_check.py --ring "${ring_nodes[@]}" "$bytes")
+  ring=$(python3 perf/link_check.py --ring "${ring_nodes[@]}" "$bytes") || return 1
   printf '{"rate": "%s", "rtt": "%s", "ping_ms": {"min": %s, "avg": %s, "max": %s}, "tcp": %s, "tcp_ring": %s}\n' \
     "$rate" "$rtt" "$ping_min" "$ping_avg" "$ping_max" "$transfer" "$ring" >"$out/link_$tag.json"
   echo "  link $rate, RTT $rtt: ping $ping_min/$ping_avg/$ping_max ms (min/avg/max), TCP $transfer; every node at once: $ring" >&2
@@ -389,7 +391,7 @@ for rate in $rates; do
     tag=${rate}_$rtt
     us=$(rtt_us "$rtt")
     set_rtt "$us" "$tag"
-    latency_us=$(check_link "$rate" "$rtt" "$tag")
+    latency_us=$(check_link "$rate" "$rtt" "$tag") || fail "the link check of $rate, RTT $rtt failed"
     files+=("$out/link_$tag.json")
     for codec in $codecs; do
       json=$out/${tag}_${codec%%:*}.json

@@ -84,6 +84,9 @@ def transfer(pairs, total):
         thread.join()
     flows = []
     for into in received:
+        if into["first"] is None:  # nothing arrived: a dead link reads 0
+            flows.append({"bytes": 0, "seconds": 0, "mbit": 0.0})
+            continue
         seconds = max(into["last"] - into["first"], 1e-9)
         flows.append({"bytes": into["bytes"], "seconds": round(seconds, 4),
                       "mbit": round(into["bytes"] * 8 / seconds / 1e6, 1)})

@@ -21,7 +21,7 @@ namespace terse {
 struct LinkCost {
   double latency_s;    // alpha
   double bytes_per_s;  // 1/beta
-  // Over a network: messages above this size go with UCX's rendezvous protocol, which costs a
+  // Over a network: messages from this size on go with UCX's rendezvous protocol, which costs a
   // round trip more than an eager message. UCX chooses it per endpoint (the transport asks it,
   // transport/ucx_protocol_info.h); 8 KiB, UCX's choice for TCP on loopback, until known.
   double rendezvous_bytes = 8 << 10;

@@ -1,8 +1,10 @@
 #include "transport/transport.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "transport/peer_info.h"
 #include "transport/tag_layout.h"
 #include "transport/transport_settings.h"
+#include "transport/ucx_protocol_info.h"
 
 namespace terse {
 namespace {
@@ -34,12 +37,28 @@ const std::vector<UcxContext::Setting>& local_settings() {
   return settings;
 }
 
-// The network worker's UCX settings, unless the environment sets them (Transport::kTcpEagerBytes
-// says why): over TCP, messages up to kTcpEagerBytes go eagerly.
+// The network worker's UCX settings (Transport::kTcpEagerBytes says why): over TCP, messages up
+// to kTcpEagerBytes go eagerly. None when UCX_RNDV_THRESH is set (the user's choice), when UCX
+// may use a usable RDMA port, or when the topology is a TERSE_TOPO_FILE, which may describe
+// another machine: UCX then keeps its own choice. UCX_TLS is asked first, so a TCP-only job
+// loads no topology here.
 std::vector<UcxContext::Setting> network_settings() {
-  if (ucx_network_uses_rdma(local_topology())) return {};
+  if (getenv("UCX_RNDV_THRESH") != nullptr) return {};
+  if (ucx_tls_allows_rdma(getenv("UCX_TLS"))) {
+    const MachineTopology* topology = local_topology();
+    if (topology == nullptr || !topology->live || ucx_network_uses_rdma(topology)) return {};
+  }
   static const std::string threshold = std::to_string(Transport::kTcpEagerBytes + 1);
   return {{"RNDV_THRESH", threshold.c_str()}};
+}
+
+// The rendezvous size the network context was configured with, for when UCX's own account of an
+// endpoint cannot be read: terse's setting, else UCX_RNDV_THRESH's size; nullopt for UCX's
+// automatic choice.
+std::optional<size_t> configured_rendezvous(const std::vector<UcxContext::Setting>& settings) {
+  if (!settings.empty()) return Transport::kTcpEagerBytes + 1;
+  const char* value = getenv("UCX_RNDV_THRESH");
+  return value == nullptr ? std::nullopt : parse_ucx_size(value);
 }
 
 // abort() must return promptly whatever the peers do; a forced close needs no peer, so this only
@@ -94,8 +113,9 @@ Result Transport::create(const PeerExchange& exchange, uint16_t communicator, in
     TERSE_INFO("transport: network devices %s (%s)",
                net_devices.empty() ? "as UCX chooses" : net_devices.c_str(), nic_reason.c_str());
   });
-  TERSE_CHECK(
-      UcxContext::create(nranks, nullptr, &transport->context_, net_devices, network_settings()));
+  const std::vector<UcxContext::Setting> settings = network_settings();
+  transport->configured_rendezvous_ = configured_rendezvous(settings);
+  TERSE_CHECK(UcxContext::create(nranks, nullptr, &transport->context_, net_devices, settings));
   TERSE_CHECK(UcxWorker::create(transport->context_, &transport->worker_));
   // Every buffer terse hands UCX is host memory, and each request says so (post_send,
   // post_recv): device-buffer collectives are staged, and the device backend copies its encoded
@@ -229,7 +249,8 @@ Result Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
 std::optional<size_t> Transport::network_rendezvous_threshold() const {
   for (int peer = 0; peer < nranks_; ++peer) {
     if (host_identities_[peer] == host_identities_[rank_]) continue;
-    return links_[peer].rendezvous_threshold();
+    const std::optional<size_t> threshold = links_[peer].rendezvous_threshold();
+    return threshold ? threshold : configured_rendezvous_;
   }
   return std::nullopt;
 }

@@ -77,9 +77,10 @@ class Transport {
   // from about 8-20 KiB, whose handshake is a round trip: behind a slow link's full queue it
   // waits for the data queued ahead of it, and algorithms that keep several peers busy at once
   // stall on it (int8 sra on 4 emulated nodes at 1 Gbit/s: 279 ms with rendezvous pieces, 231 ms
-  // eager; perf/RESULTS.md, issue 11). The pieces algorithms pipeline are at most this size,
-  // their receives posted before the sends. Over RDMA UCX keeps its own choice (its rendezvous
-  // is a zero-copy read); UCX_RNDV_THRESH overrides either.
+  // eager; perf/RESULTS.md, issue 11). The compressed algorithms' pieces fit (256 KiB of fp32
+  // input, its encoding on the wire), their receives posted before the sends; the dense ring's
+  // 1 MiB pieces still go by rendezvous, a round trip per MiB. Over RDMA UCX keeps its own
+  // choice (its rendezvous is a zero-copy read); UCX_RNDV_THRESH overrides either.
   static constexpr size_t kTcpEagerBytes = size_t{256} << 10;
 
   int rank() const { return rank_; }
@@ -114,7 +115,9 @@ class Transport {
 
   // The size from which a message to a rank on another host goes with UCX's rendezvous protocol,
   // one round trip more than an eager message (ucx_protocol_info.h), as UCX chose it for the
-  // first such rank's endpoint; nullopt with no rank on another host or when UCX does not say.
+  // first such rank's endpoint (others may differ where UCX chooses by each lane's speed); when
+  // UCX does not say, the size the network context was configured with. nullopt with no rank on
+  // another host, or when neither is known.
   std::optional<size_t> network_rendezvous_threshold() const;
 
   // Bytes of every data message this rank posted for sending to another rank (control messages
@@ -213,8 +216,9 @@ class Transport {
   std::shared_ptr<UcxWorker> worker_;
   std::shared_ptr<UcxContext> local_context_;
   std::shared_ptr<UcxWorker> local_worker_;
-  std::vector<UcxWorker*> active_workers_;  // those with links; what waits progress
-  std::vector<Link> links_;                 // by rank
+  std::vector<UcxWorker*> active_workers_;       // those with links; what waits progress
+  std::vector<Link> links_;                      // by rank
+  std::optional<size_t> configured_rendezvous_;  // network_rendezvous_threshold's fallback
   std::vector<std::string> host_identities_;
   std::vector<ProcessIdentity> processes_;  // by rank
   // By rank: true for peers reached with UcxErrorMode::kNone whose process this one can see,

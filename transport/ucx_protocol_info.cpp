@@ -17,6 +17,7 @@ std::optional<size_t> parse_tag_send_rendezvous_threshold(const std::string& end
     if (label == std::string::npos) continue;
     const std::string ranges = line.substr(label + 10);
     const size_t rendezvous = ranges.find("..<rndv>");
+    if (rendezvous == 0) return std::nullopt;  // no size before it
     if (rendezvous == std::string::npos) {
       // Every range eager: only valid when the line ends the way every line does.
       if (ranges.find("..(inf)") == std::string::npos) return std::nullopt;
@@ -29,6 +30,27 @@ std::optional<size_t> parse_tag_send_rendezvous_threshold(const std::string& end
     return static_cast<size_t>(std::strtoull(ranges.c_str() + first, nullptr, 10));
   }
   return std::nullopt;
+}
+
+std::optional<size_t> parse_ucx_size(const std::string& text) {
+  if (text == "inf") return SIZE_MAX;
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long number = std::strtoull(text.c_str(), &end, 10);
+  std::string suffix = end;
+  if (!suffix.empty() && (suffix.back() == 'b' || suffix.back() == 'B')) suffix.pop_back();
+  int shift = 0;
+  if (suffix == "k" || suffix == "K") {
+    shift = 10;
+  } else if (suffix == "m" || suffix == "M") {
+    shift = 20;
+  } else if (suffix == "g" || suffix == "G") {
+    shift = 30;
+  } else if (!suffix.empty()) {
+    return std::nullopt;
+  }
+  if (number > (SIZE_MAX >> shift)) return std::nullopt;
+  return static_cast<size_t>(number) << shift;
 }
 
 std::optional<size_t> tag_send_rendezvous_threshold(ucp_ep_h endpoint) {

@@ -23,4 +23,8 @@ std::optional<size_t> parse_tag_send_rendezvous_threshold(const std::string& end
 // The same for a live endpoint (printing its information into memory).
 std::optional<size_t> tag_send_rendezvous_threshold(ucp_ep_h endpoint);
 
+// A size as UCX_RNDV_THRESH gives it: bytes, with an optional K, M or G (binary) and B; "inf" is
+// SIZE_MAX; nullopt for anything else ("auto", garbage).
+std::optional<size_t> parse_ucx_size(const std::string& text);
+
 }  // namespace terse

@@ -105,8 +105,10 @@ std::vector<float> probe_values(size_t count) {
 // probe at the same moment (their first plan) and share its cores, so a wall clock would measure
 // the share each got, which changes from run to run (with 4 ranks on 2 cores one run's int8 came
 // out 1.7x slower than another's); the cost model applies the ranks' share of the cores itself
-// (cpu_share, planner.cpp). A codec that runs BLAS threads (PowerSGD) is still timed fairly:
-// OpenBLAS's calling thread works its part and spins until the others finish.
+// (cpu_share, planner.cpp). A limit: a codec whose BLAS runs threads of its own (PowerSGD) is
+// timed by the calling thread alone, whose clock misses the other threads' work while it waits;
+// with several BLAS threads its speed can read high (the emulated cluster and the convergence
+// study run BLAS on one thread).
 double thread_seconds() {
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);

@@ -14,7 +14,7 @@ const LinkCost& link_of(const GroupShape& group, const LinkModel& links) {
 }
 
 // The latency of one step that sends a message of `bytes` over `group`'s link. Over a network,
-// UCX sends a message above the link's rendezvous size with its rendezvous protocol: the sender
+// UCX sends a message from the link's rendezvous size on with its rendezvous protocol: the sender
 // announces it and the data follows once the receiver has answered, one round trip more than an
 // eager message. Measured on the emulated cluster at 10 ms RTT: an uncompressed ring of 256 KiB
 // took 92 ms, and 31 ms with UCX_RNDV_THRESH=inf (perf/RESULTS.md, issue 11).

@@ -181,13 +181,17 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
   planner->cpu_share_ = agreed.cpu_share;
   if (planner->rank_ == 0) {
     const LinkModel& links = planner->links_;
+    const std::string rendezvous =
+        links.inter.rendezvous_bytes >= 0x1p64
+            ? "never"
+            : std::to_string(static_cast<unsigned long long>(links.inter.rendezvous_bytes));
     TERSE_INFO(
         "planner: links agreed by %d ranks: inside a node %.3g us, %.3g GB/s; between nodes "
-        "%.3g us, %.3g GB/s, rendezvous from %.0f bytes, %d NIC(s); additions %.3g GB/s, core "
+        "%.3g us, %.3g GB/s, rendezvous from %s bytes, %d NIC(s); additions %.3g GB/s, core "
         "share %.2g",
         transport->nranks(), links.intra.latency_s * 1e6, links.intra.bytes_per_s / 1e9,
-        links.inter.latency_s * 1e6, links.inter.bytes_per_s / 1e9, links.inter.rendezvous_bytes,
-        links.nics, planner->reduce_bytes_per_s_ / 1e9, planner->cpu_share_);
+        links.inter.latency_s * 1e6, links.inter.bytes_per_s / 1e9, rendezvous.c_str(), links.nics,
+        planner->reduce_bytes_per_s_ / 1e9, planner->cpu_share_);
   }
   *out = std::move(planner);
   return ncclSuccess;

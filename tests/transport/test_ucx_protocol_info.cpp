@@ -52,6 +52,20 @@ TEST(UcxProtocolInfo, NoRendezvousRangeMeansNeverAndUnknownTextMeansUnknown) {
             std::nullopt);
 }
 
+TEST(UcxProtocolInfo, ReadsSizesAsUcxRndvThreshGivesThem) {
+  EXPECT_EQ(parse_ucx_size("262145"), std::optional<size_t>(262145));
+  EXPECT_EQ(parse_ucx_size("8K"), std::optional<size_t>(8192));
+  EXPECT_EQ(parse_ucx_size("8kb"), std::optional<size_t>(8192));
+  EXPECT_EQ(parse_ucx_size("2M"), std::optional<size_t>(size_t{2} << 20));
+  EXPECT_EQ(parse_ucx_size("1g"), std::optional<size_t>(size_t{1} << 30));
+  EXPECT_EQ(parse_ucx_size("inf"), std::optional<size_t>(SIZE_MAX));
+  EXPECT_EQ(parse_ucx_size("auto"), std::nullopt);
+  EXPECT_EQ(parse_ucx_size(""), std::nullopt);
+  EXPECT_EQ(parse_ucx_size("-5"), std::nullopt);
+  EXPECT_EQ(parse_ucx_size("12 kilo"), std::nullopt);
+  EXPECT_EQ(parse_ucx_size("99999999999999999999G"), std::nullopt);
+}
+
 // Two links over UCX's TCP transport in this process, with UCX_RNDV_THRESH set to `threshold`.
 std::optional<size_t> live_threshold(const char* threshold) {
   test::ScopedEnv setting("UCX_RNDV_THRESH", threshold);
