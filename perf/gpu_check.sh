@@ -3,7 +3,13 @@
 # PyTorch but no network and none of terse's libraries: builds terse against the prefix that
 # perf/gpu_deps.sh prepared (carried as .gpu-deps/carry), then runs, each step timed and bounded:
 #   build       configure (Release, CUDA architecture of the present GPU) and build the targets used
-#   tests       the GPU tests (ctest -R 'Gpu|Device|device|fake_cudart'; they skip without a GPU)
+#   probe       which CUDA calls wait for a stream held as terse holds the caller's
+#               (perf/stream_hold_probe), and that a host write releases it
+#   tests       the GPU tests (ctest -R 'Gpu|Device|device|fake_cudart'; they skip without a GPU),
+#               CUDA_MODULE_LOADING=EAGER, TERSE_TIMEOUT_S=20, 60 s a test
+#   stacks      one device-backend test that hangs, stopped after 20 s with every thread's stack
+#   lazy        the device-backend and stream tests again with lazy loading (CUDA's default)
+#   sanitizer   compute-sanitizer memcheck, racecheck and synccheck over codec_tests' GPU tests
 #   codec_perf  every codec's device kernels against a device-to-device copy (perf/codec_gpu_perf),
 #               and on the CPU (codec_perf)
 #   allreduce   device-buffer allreduces, several processes on one GPU, through torch.distributed
@@ -56,7 +62,13 @@ mkdir -p "$results"
 build="$(mkdir -p "$build_dir" && cd "$build_dir" && pwd)"
 nproc_gpu="${GPU_CHECK_NPROC:-4}"
 jobs="$(nproc)"
-log() { echo "gpu_check.sh: $*" | tee -a "$results/steps.log"; }
+log() { echo "gpu_check.sh: $(date -u +%H:%M:%S) $*" | tee -a "$results/steps.log"; }
+out="${GPU_CHECK_OUT:-${OUT:-}}"
+# Every engine deadline short (a dead peer or a stuck stream is an error in seconds, not 10
+# minutes), and no test allowed to cost more than a minute of a short lease.
+export TERSE_TIMEOUT_S="${GPU_CHECK_TIMEOUT_S:-20}"
+test_timeout_s="${GPU_CHECK_TEST_TIMEOUT_S:-60}"
+
 
 # --- the prefix of Debian packages ---------------------------------------------------------
 prefix="${TERSE_DEPS_PREFIX:-$repo/.gpu-deps/prefix}"
@@ -131,6 +143,15 @@ run_step() {
   if "$fn" "$left"; then status=passed; else status=FAILED; failures=$((failures + 1)); fi
   log "$name: $status in $((SECONDS - t0))s"
   step_rows+=("| $name | $status | $((SECONDS - t0)) |")
+  snapshot
+}
+# The results so far, packed into the out folder after every step: a run cut off by its caller's
+# time limit still hands back every finished step's logs.
+snapshot() {
+  [ -n "$out" ] && [ -d "$out" ] || return 0
+  tar -czf "$out/gpu_check.tar.gz.part" "$results" 2>/dev/null \
+    && mv "$out/gpu_check.tar.gz.part" "$out/gpu_check.tar.gz"
+  cp "$results/steps.log" "$out/steps.log" 2>/dev/null || true
 }
 # bounded SECONDS LOG COMMAND...: the command's output to LOG (and the terminal), killed at SECONDS.
 bounded() {
@@ -162,7 +183,7 @@ step_build() {
   cmake --build "$build" --target help >"$build/.targets" 2>/dev/null || true
   # Only what the later steps run: libterse and the benchmarks first, then the GPU tests'
   # binaries, going on past one that fails to build (its tests then count as failed).
-  for target in ${GPU_CHECK_TARGETS:-terse codec_gpu_perf codec_perf all_reduce_perf nccl-net-terse}; do
+  for target in ${GPU_CHECK_TARGETS:-terse stream_hold_probe codec_gpu_perf codec_perf all_reduce_perf nccl-net-terse}; do
     have_target "$target" && core+=("$target")
   done
   # plugin_device_backend_tests (and its emulated kernels for the fake-runtime run): the backend
@@ -172,7 +193,7 @@ step_build() {
   done
   log "building ${core[*]}, then ${tests[*]}"
   if ! bounded "$(time_left)" "$results/build.log" cmake --build "$build" -j"$jobs" \
-       --target "${core[@]}" >/dev/null; then
+       --target "${core[@]}" -- "${keep_going[@]}" >/dev/null; then
     grep -E 'error' "$results/build.log" | head -20
     return 1
   fi
@@ -188,8 +209,11 @@ step_tests() {
   local left="$1"
   # perf_device_*: the perf binaries' device buffers on the fake runtime (the allreduce step
   # runs them on this GPU instead), whose binaries this build does not make.
-  bounded $((left - 10)) "$results/ctest.log" ctest --test-dir "$build" -R 'Gpu|Device|device|fake_cudart' \
-    -E '_NOT_BUILT|^perf_device_' --output-on-failure --timeout 300 -j4 >/dev/null
+  # CUDA_MODULE_LOADING=EAGER: every kernel loaded when the context is made, so no first launch
+  # waits for a device that a held stream keeps busy (step lazy tries the default).
+  bounded $((left - 10)) "$results/ctest.log" env CUDA_MODULE_LOADING=EAGER \
+    ctest --test-dir "$build" -R 'Gpu|Device|device|fake_cudart' \
+    -E '_NOT_BUILT|^perf_device_' --output-on-failure --timeout "$test_timeout_s" -j4 >/dev/null
   local rc=$?
   # The verdict, the tests that failed or did not run, and how many skipped (saying why in the
   # log): a GPU run should skip none but those needing two GPUs.
@@ -199,6 +223,69 @@ step_tests() {
     echo "skipped: $(grep -c '(Skipped)' "$results/ctest.log" || true) tests"
   } >"$results/ctest_summary.txt"
   cat "$results/ctest_summary.txt"
+  return $rc
+}
+
+# Which CUDA calls wait for a stream held the way terse holds the caller's (perf/stream_hold_probe:
+# one process per call, a stream held by cuStreamWaitValue32 and by a polling kernel), and the
+# proof that a host write to the mapped flag releases the held stream. Lazy loading (CUDA's
+# default) first, then the first launch and cuBLAS again with EAGER.
+step_probe() {
+  local left="$1" probe="$build/perf/stream_hold_probe" rc=0 hold
+  [ -x "$probe" ] || { log "probe: no perf/stream_hold_probe in this build"; return 1; }
+  for hold in memop kernel; do
+    bounded $(((left - 10) / 3)) "$results/stream_hold_$hold.txt" env CUDA_MODULE_LOADING=LAZY \
+      "$probe" --hold "$hold" --timeout-ms 1500 >/dev/null || rc=1
+  done
+  bounded $(((left - 10) / 3)) "$results/stream_hold_eager.txt" env CUDA_MODULE_LOADING=EAGER \
+    "$probe" --hold memop --timeout-ms 1500 firstLaunch cudaFuncGetAttributes cublasCreate \
+    cublasSgemmFirst >/dev/null || rc=1
+  return $rc
+}
+
+# One device-backend test that hangs, stopped after 20 s with every thread's stack
+# (perf/gpu_hang_stacks.sh): where the hang is, not only that there is one.
+step_stacks() {
+  local left="$1" binary="$build/tests/plugin_device_backend_tests"
+  [ -x "$binary" ] || { log "stacks: no tests/plugin_device_backend_tests in this build"; return 1; }
+  env CUDA_MODULE_LOADING=EAGER TERSE_DEBUG=INFO "$repo/perf/gpu_hang_stacks.sh" \
+    "${GPU_CHECK_STACKS_AFTER_S:-20}" "$results/hang_stacks.txt" "$binary" \
+    --gtest_filter="${GPU_CHECK_STACKS_TEST:-PluginDeviceBackendRoute.Int8OnTwoRanksEqualsTheModelAndCopiesOnlyMessages}" \
+    >"$results/hang_stacks_output.txt" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] && log "stacks: the test hung; stacks in hang_stacks.txt"
+  return $rc
+}
+
+# The device-backend tests again with CUDA's default lazy loading: a kernel loaded for the first
+# time while a caller's stream is held by terse's wait may wait for that stream (a deadlock that
+# only the test timeout ends).
+step_lazy() {
+  local left="$1"
+  bounded $((left - 5)) "$results/ctest_lazy.log" env CUDA_MODULE_LOADING=LAZY \
+    ctest --test-dir "$build" -R "${GPU_CHECK_LAZY_TESTS:-PluginDeviceBackend|PluginDeviceStreams}" \
+    -E '_NOT_BUILT|fake_cudart' --output-on-failure --timeout "$test_timeout_s" -j4 >/dev/null
+  local rc=$?
+  grep -E 'tests passed|tests failed|\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted)\)' \
+    "$results/ctest_lazy.log" >"$results/ctest_lazy_summary.txt" || true
+  cat "$results/ctest_lazy_summary.txt"
+  return $rc
+}
+
+# compute-sanitizer's memcheck, racecheck and synccheck over the codecs' device tests (one
+# process each, so every kernel of every codec runs under each tool).
+step_sanitizer() {
+  local left="$1" tool rc=0 sanitizer
+  sanitizer="$(command -v compute-sanitizer || echo "$cuda_root/bin/compute-sanitizer")"
+  [ -x "$sanitizer" ] || { log "sanitizer: no compute-sanitizer"; return 1; }
+  local tools=(${GPU_CHECK_SANITIZER_TOOLS:-memcheck racecheck synccheck})
+  for tool in "${tools[@]}"; do
+    bounded $(((left - 10) / ${#tools[@]})) "$results/sanitizer_$tool.log" env CUDA_MODULE_LOADING=EAGER \
+      "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 \
+      "$build/tests/codec_tests" --gtest_brief=1 \
+      --gtest_filter="${GPU_CHECK_SANITIZER_FILTER:-*Gpu*:*Device*}" >/dev/null || rc=1
+    tail -3 "$results/sanitizer_$tool.log"
+  done
   return $rc
 }
 
@@ -362,9 +449,13 @@ run_step build 120 step_build
 if wanted build && [ ! -f "$terse_lib" ]; then
   log "no libterse.so: stopping after the build"
 else
+  run_step probe 40 step_probe
   run_step tests 60 step_tests
+  run_step stacks 30 step_stacks
   run_step codec_perf 30 step_codec_perf
   run_step allreduce 60 step_allreduce
+  run_step lazy 40 step_lazy
+  run_step sanitizer 60 step_sanitizer
   run_step ddp 60 step_ddp
   run_step nccl_tests 90 step_nccl_tests
   run_step net_plugin 60 step_net_plugin
@@ -385,7 +476,14 @@ excerpt() {  # excerpt TITLE FILE LINES: a fenced excerpt of a result file, if t
   sed -n 's/^torch: /torch /p; s/^nvcc: .*(\(.*\))/CUDA \1/p' "$results/facts.txt" | paste -sd ',' - | sed 's/,/, /g' | tr -d '\n'
   printf '. Raw output: `%s/`.\n\n| step | result | seconds |\n| --- | --- | --- |\n' "$results"
   printf '%s\n' "${step_rows[@]}"
-  excerpt "GPU tests" "$results/ctest_summary.txt" 30
+  for f in "$results"/stream_hold_*.txt; do
+    [ -e "$f" ] && excerpt "CUDA calls while a stream is held ($(basename "$f" .txt))" "$f" 30
+  done
+  excerpt "GPU tests (CUDA_MODULE_LOADING=EAGER)" "$results/ctest_summary.txt" 30
+  excerpt "Device-backend tests with lazy loading (CUDA_MODULE_LOADING=LAZY)" "$results/ctest_lazy_summary.txt" 20
+  for f in "$results"/sanitizer_*.log; do
+    [ -e "$f" ] && excerpt "compute-sanitizer $(basename "$f" .log | sed 's/sanitizer_//') over codec_tests' device tests" "$f" 6
+  done
   excerpt "Codecs on the GPU against a device-to-device copy" "$results/codec_gpu_perf.txt" 30
   excerpt "Codecs on the CPU" "$results/codec_perf.txt" 30
   excerpt "Device-buffer allreduces, $nproc_gpu processes on one GPU, torch.distributed under LD_PRELOAD" "$results/allreduce_torch.txt" 20
@@ -397,9 +495,8 @@ excerpt() {  # excerpt TITLE FILE LINES: a fenced excerpt of a result file, if t
 } >"$results/summary.md"
 cat "$results/summary.md" >>perf/RESULTS.md
 log "figures in $results, section appended to perf/RESULTS.md"
-out="${GPU_CHECK_OUT:-${OUT:-}}"
 if [ -n "$out" ] && [ -d "$out" ]; then
-  tar -czf "$out/gpu_check.tar.gz" "$results"
+  snapshot
   cp "$results/summary.md" "$out/summary.md"
   log "copied to $out: gpu_check.tar.gz (tar -xzf it in the repository root), summary.md"
 fi

@@ -43,7 +43,7 @@ fi
 # What terse's CMake looks for (CMakeLists.txt: pkg-config ucx hwloc libibverbs openblas re2 libzstd;
 # find_package yaml-cpp OpenSSL GTest), and pkg-config itself, which a CUDA image may lack.
 wanted=(libucx-dev libhwloc-dev libibverbs-dev libopenblas-dev libre2-dev libyaml-cpp-dev
-        libzstd-dev libssl-dev libgtest-dev pkgconf)
+        libzstd-dev zlib1g-dev libssl-dev libgtest-dev pkgconf)
 
 # What a GPU image with CUDA, CMake, a compiler and PyTorch already has: the essential packages
 # and the compiler (build-essential), with everything they depend on. What the wanted packages
@@ -52,10 +52,10 @@ baseline=(build-essential base-files base-passwd bash bsdutils coreutils dash de
           diffutils dpkg findutils grep gzip hostname init-system-helpers libc-bin login
           ncurses-base ncurses-bin perl-base sed sysvinit-utils tar util-linux mount passwd
           adduser xz-utils)
-# Such an image nearly always has libssl3 and libudev1 too (the baseline pulls them in), but if
-# it does not, libssl-dev's link symlinks would dangle: they are carried in a fallback folder
-# that env.sh uses only when the system lacks the library.
-fallback_packages=(libssl3 libudev1)
+# Such an image nearly always has libssl3, libudev1, libzstd1 and zlib1g too (the baseline pulls
+# them in), but if it does not, the -dev packages' link symlinks would dangle: they are carried
+# in a fallback folder that env.sh uses only when the system lacks the library.
+fallback_packages=(libssl3 libudev1 libzstd1 zlib1g)
 # Dependencies of the -dev packages that a build never uses (libhwloc-dev's autotools, the
 # GoogleTest sources beside Debian's prebuilt libgtest.a): not downloaded.
 unused_packages=(autoconf automake autotools-dev m4 googletest libltdl-dev)
@@ -140,9 +140,12 @@ for package in "${fallback_packages[@]}"; do
   done < <(dpkg-deb -c "$deb" | awk '{print $6}')
 done
 rm -rf "$libdir/engines-3" "$libdir/ossl-modules"
+# (zlib1g still installs into /lib, so its link names another folder, one that exists on this
+# machine: match by file name, whatever the link's folder.)
 for link in "$libdir"/*.so; do
-  if [ -L "$link" ] && [ ! -e "$link" ] && [ -e "$libdir/fallback/$(readlink "$link")" ]; then
-    ln -sf "fallback/$(readlink "$link")" "$link"
+  if [ -L "$link" ] && [ ! -e "$libdir/$(basename "$(readlink "$link")")" ] \
+     && [ -e "$libdir/fallback/$(basename "$(readlink "$link")")" ]; then
+    ln -sf "fallback/$(basename "$(readlink "$link")")" "$link"
   fi
 done
 
@@ -224,7 +227,7 @@ EOF
   # shellcheck source=/dev/null
   source "$prefix/env.sh"
   pc="$(command -v pkg-config || echo "$prefix/usr/bin/pkgconf")"
-  for module in ucx hwloc libibverbs openblas re2 libzstd yaml-cpp openssl gtest; do
+  for module in ucx hwloc libibverbs openblas re2 libzstd zlib yaml-cpp openssl gtest; do
     flags="$(PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$prefix/usr/share/pkgconfig" "$pc" --cflags --libs "$module")" \
       || { echo "gpu_deps.sh: pkg-config cannot resolve $module in the prefix" >&2; exit 1; }
     for flag in $flags; do

@@ -1,5 +1,6 @@
 #include "perf/nccl_tests/rank_buffers.h"
 
+#include <cstdint>
 #include <unistd.h>
 
 #include <algorithm>
