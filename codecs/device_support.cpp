@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -31,6 +32,18 @@ ncclResult_t check_launch(const char* what) {
   (void)what;
 #endif
   return ncclSuccess;
+}
+
+ncclResult_t require_allocation_allowed(const char* what, size_t bytes) {
+  if (allocation_allowed()) {
+    note_allocation();
+    return ncclSuccess;
+  }
+  return fail(ncclInvalidUsage,
+              "%s: %zu bytes of new device or pinned memory are needed while the call's stream is "
+              "held, where CUDA's allocator may wait for that stream; the call fails and the "
+              "tensor's next call runs without a hold",
+              what, bytes);
 }
 
 unsigned grid_for(size_t items, unsigned threads) {

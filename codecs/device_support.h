@@ -4,6 +4,8 @@
 
 #include <nccl.h>
 
+#include <cstddef>
+
 namespace terse {
 
 // ncclSuccess in CUDA builds; otherwise ncclInvalidUsage with a message naming `codec`.
@@ -11,6 +13,11 @@ ncclResult_t require_cuda(const char* codec);
 
 // After a kernel launch: ncclUnhandledCudaError naming `what` if the launch failed.
 ncclResult_t check_launch(const char* what);
+
+// ncclSuccess where this thread may allocate device or pinned memory now; inside a
+// StreamHoldScope (common/stream_hold_gate.h) ncclInvalidUsage naming `what` and `bytes`: an
+// allocation there could wait forever for the stream the call holds.
+ncclResult_t require_allocation_allowed(const char* what, size_t bytes);
 
 // Grid size for a grid-stride loop over `items` with `threads` per block.
 unsigned grid_for(size_t items, unsigned threads);

@@ -37,6 +37,7 @@
 #include "codecs/sparse_message.h"
 #include "codecs/topk_select.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -58,7 +59,7 @@ class DgcState final : public CodecState {
   explicit DgcState(size_t count) : count_(count) {}
   ~DgcState() override {
 #if TERSE_HAVE_CUDA
-    if (device_ != nullptr) cudaFree(device_);
+    if (device_ != nullptr) release_when_allowed([state = device_] { cudaFree(state); });
 #endif
   }
   DgcState(const DgcState&) = delete;
@@ -84,6 +85,7 @@ class DgcState final : public CodecState {
     if (memory == Memory::kDevice) {
 #if TERSE_HAVE_CUDA
       size_t bytes = std::max<size_t>(1, this->bytes());
+      TERSE_CHECK(require_allocation_allowed("dgc state", bytes));
       cudaError_t error = cudaMalloc(&device_, bytes);
       if (error == cudaSuccess) {
         error = cudaMemsetAsync(device_, 0, bytes, static_cast<cudaStream_t>(stream));

@@ -2,6 +2,7 @@
 
 #include "codecs/device_support.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -16,7 +17,7 @@ PowerSgdState::PowerSgdState(size_t rows, size_t cols, int rank)
 
 PowerSgdState::~PowerSgdState() {
 #if TERSE_HAVE_CUDA
-  if (device_q_ != nullptr) cudaFree(device_q_);
+  if (device_q_ != nullptr) release_when_allowed([q = device_q_] { cudaFree(q); });
 #endif
 }
 
@@ -47,6 +48,7 @@ ncclResult_t PowerSgdState::q(Memory memory, void* stream, float** q) {
   (void)stream;
 #if TERSE_HAVE_CUDA
   size_t q_bytes = host_q_.size() * sizeof(float);
+  if (device_q_ == nullptr) TERSE_CHECK(require_allocation_allowed("powersgd Q", q_bytes));
   if (device_q_ == nullptr && cudaMalloc(&device_q_, q_bytes == 0 ? 1 : q_bytes) != cudaSuccess) {
     device_q_ = nullptr;
     return fail(ncclSystemError, "powersgd: cannot allocate the %zu-byte device Q", q_bytes);

@@ -14,6 +14,7 @@
 #include "codecs/powersgd.h"
 #include "codecs/powersgd_math.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -206,8 +207,8 @@ bool powersgd_factor_bytes(size_t rows, size_t cols, int rank, size_t* bytes) {
 
 PowerSgdWorkspace::~PowerSgdWorkspace() {
 #if TERSE_HAVE_CUDA
-  if (device_block_ != nullptr) cudaFree(device_block_);
-  if (device_flag_ != nullptr) cudaFree(device_flag_);
+  if (device_block_ != nullptr) release_when_allowed([block = device_block_] { cudaFree(block); });
+  if (device_flag_ != nullptr) release_when_allowed([flag = device_flag_] { cudaFree(flag); });
 #endif
 }
 
@@ -220,7 +221,9 @@ ncclResult_t PowerSgdWorkspace::device_block(size_t floats, void* stream, float*
 #if TERSE_HAVE_CUDA
   (void)stream;
   if (device_block_floats_ < floats) {
-    if (device_block_ != nullptr) cudaFree(device_block_);
+    TERSE_CHECK(require_allocation_allowed("powersgd workspace", floats * sizeof(float)));
+    if (device_block_ != nullptr)
+      release_when_allowed([block = device_block_] { cudaFree(block); });
     device_block_ = nullptr;
     device_block_floats_ = 0;
     if (cudaMalloc(&device_block_, floats * sizeof(float)) != cudaSuccess) {
@@ -243,6 +246,8 @@ ncclResult_t PowerSgdWorkspace::device_block(size_t floats, void* stream, float*
 ncclResult_t PowerSgdWorkspace::device_flag(void* stream, int** flag) {
 #if TERSE_HAVE_CUDA
   (void)stream;
+  if (device_flag_ == nullptr)
+    TERSE_CHECK(require_allocation_allowed("powersgd flag", sizeof(int)));
   if (device_flag_ == nullptr && cudaMalloc(&device_flag_, sizeof(int)) != cudaSuccess) {
     device_flag_ = nullptr;
     return fail(ncclSystemError, "powersgd: cannot allocate a device flag");

@@ -5,6 +5,7 @@
 
 #include "codecs/device_support.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -35,8 +36,9 @@ void ResidualBuffer::release() {
   if (data_ == nullptr) return;
 #if TERSE_HAVE_CUDA
   if (memory_ == Memory::kDevice) {
-    // cudaFree waits for queued work that may still use the buffer.
-    cudaFree(data_);
+    // cudaFree waits for queued work that may still use the buffer, and for every stream: not
+    // while a stream is held (stream_hold_gate.h).
+    release_when_allowed([data = data_] { cudaFree(data); });
     data_ = nullptr;
     return;
   }
@@ -69,6 +71,7 @@ ncclResult_t ResidualBuffer::allocate(size_t count, Memory memory, void* stream,
   }
   TERSE_CHECK(require_cuda("residual memory"));
 #if TERSE_HAVE_CUDA
+  TERSE_CHECK(require_allocation_allowed("residual memory", count * sizeof(float)));
   void* data = nullptr;
   cudaError_t error = cudaMalloc(&data, count * sizeof(float));
   if (error != cudaSuccess) {

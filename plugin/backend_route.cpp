@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "collectives/communicator.h"
+#include "collectives/compressed/compression_engine.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 #include "plugin/buffer_placement.h"
 
 #if TERSE_HAVE_CUDA
@@ -34,6 +36,29 @@ ncclResult_t make_device_compute(std::unique_ptr<DeviceCompute>* out) {
   out->reset(factory());
   TERSE_INFO("device backend: kernels from TERSE_TEST_DEVICE_COMPUTE=%s (a test's)", library);
   return ncclSuccess;
+}
+
+bool BackendRoute::CallShape::operator<(const CallShape& other) const {
+  return std::tie(send, recv, count, type, op) <
+         std::tie(other.send, other.recv, other.count, other.type, other.op);
+}
+
+BackendRoute::CallShape BackendRoute::shape_of(const CollectiveArgs& args) {
+  return CallShape{args.send, args.recv, args.count, static_cast<int>(args.type),
+                   static_cast<int>(args.op.kind)};
+}
+
+uint64_t BackendRoute::dropped_residuals() const {
+  const ResidualStats stats = engine_->compression()->residual_stats();
+  return stats.resets + stats.evictions + stats.recreations;
+}
+
+bool BackendRoute::ran_before(const CollectiveArgs& args) const {
+  std::lock_guard<std::mutex> lock(shapes_mutex_);
+  // An entry dropped since (terseResidualReset, an eviction, a tensor used at another size) is
+  // made again by the next call that finds it missing.
+  if (dropped_residuals() != shapes_dropped_) shapes_.clear();
+  return shapes_.count(shape_of(args)) != 0;
 }
 
 #if TERSE_HAVE_CUDA
@@ -84,8 +109,20 @@ ncclResult_t BackendRoute::run(const CollectiveArgs& args) {
     return cuda_failure(error, "cudaSetDevice on the stream proxy", device_);
   CollectiveArgs call = args;
   call.device = this;
+  const unsigned long long allocations = allocations_on_this_thread();
   const ncclResult_t result = engine_->run(call);
   release_block();  // a staged call that failed between stage_in and stage_out
+  // Warm only once a call of the shape needed no new memory (a residual admitted late, a state
+  // made at a later step would otherwise be made under a hold).
+  const bool allocated = allocations_on_this_thread() != allocations;
+  std::lock_guard<std::mutex> lock(shapes_mutex_);
+  if (result == ncclSuccess && !allocated) {
+    if (dropped_residuals() != shapes_dropped_) shapes_.clear();
+    shapes_dropped_ = dropped_residuals();
+    shapes_.insert(shape_of(args));
+  } else {
+    shapes_.erase(shape_of(args));
+  }
   return result;
 }
 

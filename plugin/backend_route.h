@@ -22,7 +22,11 @@
 
 #include <nccl.h>
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "collectives/collective_args.h"
 #include "collectives/compressed/cuda_backend.h"
@@ -50,6 +54,11 @@ class BackendRoute final : public DeviceBuffers {
   // buffers). Returns once the result is in args.recv.
   ncclResult_t run(const CollectiveArgs& args);
 
+  // Whether a call like `args` (same buffers, count, type and operation) ran to the end before:
+  // its residual, scratch and kernels then exist, and the call may hold its stream while it
+  // runs (device_staging.h). Set by run() on success, cleared by a failure.
+  bool ran_before(const CollectiveArgs& args) const;
+
   ExecutionBackend* backend() override { return backend_.get(); }
   void* stream() override { return stream_; }
   ncclResult_t stage_in(CollectiveArgs* args) override;
@@ -60,12 +69,30 @@ class BackendRoute final : public DeviceBuffers {
   // Waits for the stream and gives the staging block back, if one is held.
   void release_block();
 
+  struct CallShape {
+    const void* send;
+    const void* recv;
+    size_t count;
+    int type;
+    int op;
+    bool operator<(const CallShape& other) const;
+  };
+  static CallShape shape_of(const CollectiveArgs& args);
+
   Communicator* engine_ = nullptr;
   int device_ = -1;
   void* stream_ = nullptr;  // cudaStream_t
   // A CudaBackend, held by its interface: builds without CUDA define no CudaBackend destructor.
   std::unique_ptr<ExecutionBackend> backend_;
   std::shared_ptr<PinnedStaging> pinned_;
+  // Shapes of the calls that ran to the end without allocating (ran_before). Written by the
+  // proxy, read by the
+  // caller's thread.
+  mutable std::mutex shapes_mutex_;
+  mutable std::set<CallShape> shapes_;
+  // Residual entries dropped (reset, evicted, recreated) when shapes_ was last added to.
+  uint64_t shapes_dropped_ = 0;
+  uint64_t dropped_residuals() const;
   // The call being staged (stage_in until stage_out).
   PinnedStaging::Block block_;
   StagingLayout layout_;

@@ -7,6 +7,7 @@
 #include "collectives/communicator.h"
 #include "collectives/reduction.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 #include "plugin/buffer_placement.h"
 #include "plugin/reduction_ops.h"
 #include "plugin/stream_wait.h"
@@ -194,6 +195,7 @@ ncclResult_t DeviceStaging::run_on_backend(const QueuedCall& call) {
   }
   TERSE_CHECK(refuse_capture(call.stream));
   if (backend_ == nullptr) TERSE_CHECK(BackendRoute::create(engine_, device_, pinned_, &backend_));
+  if (!backend_->ran_before(call.args)) return run_without_hold(call);
   // Set before the unit is marked ready, read by the proxy after (as Batch::cancelled).
   struct Cancel {
     bool cancelled = false;
@@ -205,6 +207,8 @@ ncclResult_t DeviceStaging::run_on_backend(const QueuedCall& call) {
   BackendRoute* route = backend_.get();
   const CollectiveArgs args = call.args;
   auto work = [engine, route, args, cancel]() -> ncclResult_t {
+    // The caller's stream is held until this returns: nothing may allocate, free or load.
+    StreamHoldScope hold;
     const ncclResult_t result =
         cancel->cancelled
             ? static_cast<ncclResult_t>(fail(cancel->result, "%s", cancel->message.c_str()))
@@ -230,6 +234,42 @@ ncclResult_t DeviceStaging::run_on_backend(const QueuedCall& call) {
   // Without the wait the stream would read the result early: the communicator is broken.
   if (waited != ncclSuccess) engine_->break_with(waited);
   return waited;
+}
+
+ncclResult_t DeviceStaging::run_without_hold(const QueuedCall& call) {
+  // Pinned staging for the proxy in case it must stage a later call of this shape after all (a
+  // plan the backend cannot run, backend_route.h): there, with the stream held, it may not
+  // allocate any. Made here, before the collective: no peer of this process can be waiting on
+  // a held stream of this shape yet, and cudaHostAlloc waits for any that copies into pageable
+  // memory from one.
+  {
+    const BufferBytes bytes = buffer_bytes(call.args, engine_->rank(), engine_->nranks());
+    const StagingLayout layout =
+        plan_staging(reinterpret_cast<uintptr_t>(call.args.send), bytes.send,
+                     reinterpret_cast<uintptr_t>(call.args.recv), bytes.recv);
+    PinnedStaging::Block reserved;
+    TERSE_CHECK(pinned_->acquire(layout.bytes, &reserved));
+    pinned_->release(reserved);
+  }
+  // The inputs: everything the caller queued on the stream before the call.
+  const cudaError_t error = cudaStreamSynchronize(call.stream);
+  if (error != cudaSuccess)
+    return cuda_failure(error, "cudaStreamSynchronize of the call's stream", device_);
+  Communicator* engine = engine_;
+  BackendRoute* route = backend_.get();
+  const CollectiveArgs args = call.args;
+  bool cancelled = false;
+  const ncclResult_t result = proxy_->run_in_order(
+      [engine, route, args]() -> ncclResult_t {
+        // Nothing is held by this call: the place for frees that waited for one.
+        release_deferred();
+        const ncclResult_t ran = route->run(args);
+        if (ran != ncclSuccess) engine->break_with(ran);
+        return ran;
+      },
+      &cancelled);
+  if (cancelled) engine_->break_with(result);
+  return result;
 }
 
 ncclResult_t DeviceStaging::stage_inputs(std::vector<QueuedCall> calls,
@@ -443,6 +483,9 @@ ncclResult_t DeviceStaging::stage_outputs(const std::shared_ptr<Batch>&) {
 }
 
 ncclResult_t DeviceStaging::run_on_backend(const QueuedCall&) {
+  return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
+}
+ncclResult_t DeviceStaging::run_without_hold(const QueuedCall&) {
   return fail(ncclInvalidUsage, "terse was built without CUDA: no device backend");
 }
 

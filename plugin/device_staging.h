@@ -88,11 +88,17 @@ class DeviceStaging {
 
   // A lone allreduce of device buffers on the device backend instead (backend_route.h): on
   // the stream, a host function that marks it ready and the wait for the proxy; no copies of
-  // the tensor. Returns once those are enqueued.
+  // the tensor. Returns once those are enqueued. The proxy then runs the call while the stream
+  // is held, so it must not allocate, free or load a kernel (common/stream_hold_gate.h): the
+  // first call of each shape (BackendRoute::ran_before) runs without a hold instead, which
+  // makes its memory and loads its kernels, and returns once it is done.
   ncclResult_t run_on_backend(const QueuedCall& call);
 
  private:
   DeviceStaging() = default;
+  // run_on_backend's first call of a shape: waits for the stream's earlier work, runs the call
+  // on the proxy in its turn and waits for it. Nothing is enqueued on the stream.
+  ncclResult_t run_without_hold(const QueuedCall& call);
   ncclResult_t join_event(size_t index, cudaEvent_t* event);
   // Marks the batch failed and lets the proxy fail it (breaking the communicator and
   // publishing its sequence). Returns `result`.

@@ -3,6 +3,7 @@
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "codecs/device_support.h"
 #include "common/log.h"
 #include "common/result.h"
 
@@ -55,6 +56,8 @@ ncclResult_t PinnedStaging::acquire(size_t bytes, Block* out) {
   }
   // Allocated outside the lock: host functions returning blocks must never wait on it.
   const size_t size = round_up_to_power_of_two(bytes);
+  // Never while the calling thread runs a call that holds its stream (stream_hold_gate.h).
+  TERSE_CHECK(require_allocation_allowed("device staging", size));
   void* data = nullptr;
   const cudaError_t error = cudaHostAlloc(&data, size, kPinnedFlags);
   if (error != cudaSuccess) {

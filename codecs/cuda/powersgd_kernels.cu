@@ -241,6 +241,8 @@ ncclResult_t cublas_handle(void* stream, cublasHandle_t* handle) {
   }
   if (handles.size() <= static_cast<size_t>(device)) handles.resize(device + 1, nullptr);
   if (handles[device] == nullptr) {
+    // cublasCreate waits for every stream (perf/RESULTS.md, "First GPU runs").
+    TERSE_CHECK(require_allocation_allowed("powersgd: a cuBLAS handle", 0));
     cublasStatus_t status = cublasCreate(&handles[device]);
     if (status != CUBLAS_STATUS_SUCCESS) {
       handles[device] = nullptr;

@@ -1,7 +1,9 @@
 #include "collectives/compressed/cuda_backend.h"
 
+#include "codecs/device_support.h"
 #include "collectives/compressed/contribution.h"
 #include "common/result.h"
+#include "common/stream_hold_gate.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -58,11 +60,12 @@ CudaBackend::~CudaBackend() {
   retired_device_.push_back(received_);
   retired_device_.push_back(loaded_);
   for (Slot& slot : pinned_) retired_pinned_.push_back(slot);
+  // cudaFree and cudaFreeHost wait for every stream: not while one is held.
   for (const Slot& slot : retired_device_) {
-    if (slot.data != nullptr) cudaFree(slot.data);
+    if (slot.data != nullptr) release_when_allowed([data = slot.data] { cudaFree(data); });
   }
   for (const Slot& slot : retired_pinned_) {
-    if (slot.data != nullptr) cudaFreeHost(slot.data);
+    if (slot.data != nullptr) release_when_allowed([data = slot.data] { cudaFreeHost(data); });
   }
 }
 
@@ -70,6 +73,10 @@ void* CudaBackend::grow(Slot* slot, size_t bytes, bool device) {
   if (slot->bytes >= bytes && slot->data != nullptr) return slot->data;
   void* data = nullptr;
   const size_t size = bytes == 0 ? 1 : bytes;
+  if (require_allocation_allowed(device ? "device backend scratch" : "device backend messages",
+                                 size) != ncclSuccess) {
+    return nullptr;
+  }
   const cudaError_t error =
       device ? cudaMalloc(&data, size) : cudaHostAlloc(&data, size, cudaHostAllocDefault);
   if (error != cudaSuccess) {

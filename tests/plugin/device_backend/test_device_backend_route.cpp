@@ -488,7 +488,7 @@ TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
   char path[] = "/tmp/terse_route_policy_XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
-  const std::string policy = "rules:\n  - codec: int8\n    schedule: {start: 0, end: 1}\n";
+  const std::string policy = "rules:\n  - codec: int8\n    schedule: {start: 0, end: 3}\n";
   ASSERT_EQ(write(fd, policy.data(), policy.size()), static_cast<ssize_t>(policy.size()));
   close(fd);
   ScopedEnvironment file("TERSE_POLICY", path);
@@ -500,21 +500,39 @@ TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
     std::atomic<bool> open{false};
   };
   Gate gates[n];
-  std::vector<std::vector<float>> first(n, std::vector<float>(count)),
-      second(n, std::vector<float>(count));
+  constexpr int kWarm = 2;  // ungated calls (steps 0 and 1) before the gated ones
+  std::vector<std::vector<std::vector<float>>> warm(
+      kWarm, std::vector<std::vector<float>>(n, std::vector<float>(count)));
   std::vector<std::string> errors(n);
+  std::vector<std::vector<terseStats>> warm_stats(kWarm, std::vector<terseStats>(n));
   std::vector<terseStats> stats(n);
+  // Pinned, so that the copies into them queue behind the gate instead of waiting for it (a copy
+  // into pageable memory returns only once the stream ran it).
+  float* first[n] = {};
+  float* second[n] = {};
   const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
     cudaStream_t stream = nullptr;
-    void *send_a = nullptr, *send_b = nullptr, *recv = nullptr;
+    void *send = nullptr, *recv = nullptr;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    cudaMalloc(&send_a, bytes);
-    cudaMalloc(&send_b, bytes);
+    cudaMalloc(&send, bytes);
     cudaMalloc(&recv, bytes);
-    std::vector<float> a(count), b(count);
+    cudaMallocHost(reinterpret_cast<void**>(&first[rank]), bytes);
+    cudaMallocHost(reinterpret_cast<void**>(&second[rank]), bytes);
+    std::vector<float> w(count), a(count), b(count);
     for (size_t i = 0; i < count; ++i) {
-      a[i] = input_value(rank, 0, i);
-      b[i] = input_value(rank, 1, i);
+      a[i] = input_value(rank, kWarm, i);
+      b[i] = input_value(rank, kWarm + 1, i);
+    }
+    // The tensor's first two calls (int8) run without a hold (device_staging.h).
+    for (int step = 0; step < kWarm; ++step) {
+      for (size_t i = 0; i < count; ++i) w[i] = input_value(rank, step, i);
+      cudaMemcpyAsync(send, w.data(), bytes, cudaMemcpyHostToDevice, stream);
+      if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+        errors[rank] = ncclGetLastError(comm);
+      }
+      cudaMemcpyAsync(warm[step][rank].data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
+      cudaStreamSynchronize(stream);
+      terseCommGetStats(comm, &warm_stats[step][rank]);
     }
     auto hold = [](void* argument) {
       Gate* held = static_cast<Gate*>(argument);
@@ -523,25 +541,26 @@ TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     };
+    // Behind the gate, both predicted at step 2 (int8, the backend); the proxy runs the second
+    // at step 3, where the policy says none, and stages it.
     cudaLaunchHostFunc(stream, hold, &gates[rank]);
-    cudaMemcpyAsync(send_a, a.data(), bytes, cudaMemcpyHostToDevice, stream);
-    cudaMemcpyAsync(send_b, b.data(), bytes, cudaMemcpyHostToDevice, stream);
-    if (ncclAllReduce(send_a, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+    cudaMemcpyAsync(send, a.data(), bytes, cudaMemcpyHostToDevice, stream);
+    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
       errors[rank] = ncclGetLastError(comm);
     }
-    cudaMemcpyAsync(first[rank].data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
-    if (ncclAllReduce(send_b, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+    cudaMemcpyAsync(first[rank], recv, bytes, cudaMemcpyDeviceToHost, stream);
+    cudaMemcpyAsync(send, b.data(), bytes, cudaMemcpyHostToDevice, stream);
+    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
       errors[rank] = ncclGetLastError(comm);
     }
-    cudaMemcpyAsync(second[rank].data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
+    cudaMemcpyAsync(second[rank], recv, bytes, cudaMemcpyDeviceToHost, stream);
     gates[rank].open = true;
     if (cudaStreamSynchronize(stream) != cudaSuccess) errors[rank] = "cudaStreamSynchronize";
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
     if (async != ncclSuccess) errors[rank] = std::string("async: ") + ncclGetLastError(comm);
     terseCommGetStats(comm, &stats[rank]);
-    cudaFree(send_a);
-    cudaFree(send_b);
+    cudaFree(send);
     cudaFree(recv);
     cudaStreamDestroy(stream);
   });
@@ -553,33 +572,47 @@ TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_STREQ(stats[r].last_codec, "none") << "rank " << r;
     const terse::model::PcieBytes pcie = terse::model::device_pcie_bytes("sra", *int8, count, n, r);
-    // The first call's messages, then the second call's whole tensor each way.
-    EXPECT_EQ(stats[r].pcie_bytes_to_host, pcie.to_host + bytes) << "rank " << r;
-    EXPECT_EQ(stats[r].pcie_bytes_to_device, pcie.to_device + bytes) << "rank " << r;
+    // Three compressed calls' messages, then the staged call's whole tensor each way.
+    EXPECT_EQ(stats[r].pcie_bytes_to_host, (kWarm + 1) * pcie.to_host + bytes) << "rank " << r;
+    EXPECT_EQ(stats[r].pcie_bytes_to_device, (kWarm + 1) * pcie.to_device + bytes) << "rank " << r;
     size_t wrong = 0;
     for (size_t i = 0; i < count; ++i) {
       // Two ranks: the ring's sum is a + b exactly.
-      wrong += second[r][i] != input_value(0, 1, i) + input_value(1, 1, i) ? 1 : 0;
+      wrong += second[r][i] != input_value(0, kWarm + 1, i) + input_value(1, kWarm + 1, i) ? 1 : 0;
     }
     EXPECT_EQ(wrong, 0u) << "rank " << r << ": the staged call's result";
   }
-  // The first call ran on the backend: the model's int8 result (the seed, step and pieces of the
-  // last compressed call, which the dense one after it leaves in the statistics).
+  // The three calls on the backend: the model's int8 results (the gated one's seed, step and
+  // pieces are those of the last compressed call, which the dense one after it leaves in the
+  // statistics).
   terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
-  terseStats first_call = stats[0];
-  std::snprintf(first_call.last_algorithm, sizeof(first_call.last_algorithm), "sra");
-  const terse::model::Expected expected = model_step(&model, n, count, 0, first_call);
+  for (int step = 0; step < kWarm; ++step) {
+    const terse::model::Expected expected_warm =
+        model_step(&model, n, count, step, warm_stats[step][0]);
+    for (int r = 0; r < n; ++r) {
+      const auto* warm_got = reinterpret_cast<const uint8_t*>(warm[step][r].data());
+      EXPECT_EQ(terse::model::compare(expected_warm, DType::kFloat32, warm_got, count).mismatches,
+                0u)
+          << "rank " << r << ": ungated call " << step;
+    }
+  }
+  terseStats gated_call = stats[0];
+  std::snprintf(gated_call.last_algorithm, sizeof(gated_call.last_algorithm), "sra");
+  const terse::model::Expected expected = model_step(&model, n, count, kWarm, gated_call);
   for (int r = 0; r < n; ++r) {
-    const auto* got = reinterpret_cast<const uint8_t*>(first[r].data());
+    const auto* got = reinterpret_cast<const uint8_t*>(first[r]);
     EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, got, count).mismatches, 0u)
-        << "rank " << r << ": the backend call's result";
+        << "rank " << r << ": the gated backend call's result";
+    cudaFreeHost(first[r]);
+    cudaFreeHost(second[r]);
   }
 }
 
 // The call returns before its stream reaches it: each rank's stream is held by a host function
 // that the test releases only after ncclAllReduce returned (a call that waited for its stream
 // would return only when the gate gives up, and fail here); the result still follows the
-// upload enqueued before the gate.
+// upload enqueued before the gate. The tensor's first two calls come before the gate: a call of
+// a shape runs under a hold only once one before it needed no new memory (device_staging.h).
 TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
   REQUIRE_DEVICE();
   ScopedEnvironment codec("TERSE_CODEC", "int8");
@@ -592,8 +625,12 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
     std::atomic<int> state{kClosed};
   };
   Gate gates[n];
+  constexpr int kWarm = 2;  // ungated calls before the gated one
+  std::vector<std::vector<std::vector<uint8_t>>> warm_outputs(
+      kWarm, std::vector<std::vector<uint8_t>>(n, std::vector<uint8_t>(count * sizeof(float))));
   std::vector<std::vector<uint8_t>> outputs(n, std::vector<uint8_t>(count * sizeof(float)));
   std::vector<std::string> errors(n);
+  std::vector<std::vector<terseStats>> warm_stats(kWarm, std::vector<terseStats>(n));
   std::vector<terseStats> stats(n);
   const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
     cudaStream_t stream = nullptr;
@@ -601,7 +638,18 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     cudaMalloc(&data, count * sizeof(float));
     std::vector<float> input(count);
-    for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, 0, i);
+    for (int step = 0; step < kWarm; ++step) {
+      for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
+      cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
+      if (ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+        errors[rank] = std::string("ungated call: ") + ncclGetLastError(comm);
+      }
+      cudaMemcpyAsync(warm_outputs[step][rank].data(), data, count * sizeof(float),
+                      cudaMemcpyDeviceToHost, stream);
+      cudaStreamSynchronize(stream);
+      terseCommGetStats(comm, &warm_stats[step][rank]);
+    }
+    for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, kWarm, i);
     auto hold = [](void* argument) {
       Gate* held = static_cast<Gate*>(argument);
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -626,14 +674,26 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
   });
   ASSERT_EQ(failure, "");
   terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
-  const terse::model::Expected expected = model_step(&model, n, count, 0, stats[0]);
+  for (int step = 0; step < kWarm; ++step) {
+    const terse::model::Expected warm = model_step(&model, n, count, step, warm_stats[step][0]);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(terse::model::compare(warm, DType::kFloat32, warm_outputs[step][r].data(), count)
+                    .mismatches,
+                0u)
+          << "rank " << r << ": ungated call " << step;
+    }
+  }
+  const terse::model::Expected expected = model_step(&model, n, count, kWarm, stats[0]);
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(gates[r].state.load(), kPassed) << "rank " << r;
     EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, outputs[r].data(), count).mismatches,
               0u)
         << "rank " << r;
-    EXPECT_LT(stats[r].pcie_bytes_to_host, count * sizeof(float) / 2) << "staged, not the backend";
+    // The gated call's own copies: messages, not the tensor.
+    EXPECT_LT(stats[r].pcie_bytes_to_host - warm_stats[kWarm - 1][r].pcie_bytes_to_host,
+              count * sizeof(float) / 2)
+        << "staged, not the backend";
   }
 }
 
@@ -641,9 +701,9 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
 // the stream proxy (its stream held by a gate): the queued call is planned by the proxy whenever
 // its stream releases it, possibly while the simulation plans its own calls of the tensor; the
 // simulation's steps are its own (CompressionEngine::PendingSteps), so the queued call runs at
-// step 0 and the next one at step 1 on every rank, both equal to the model bit for bit. The
-// interleaving cannot be forced from outside; compressed_tests' SimulatedStepsAreSeenByNoOtherPlan
-// plans a real call in the middle of a simulation.
+// step 2 (after the tensor's two ungated calls) and the next one at step 3 on every rank, each
+// equal to the model bit for bit. The interleaving cannot be forced from outside; compressed_tests'
+// SimulatedStepsAreSeenByNoOtherPlan plans a real call in the middle of a simulation.
 TEST(PluginDeviceBackendRoute, ASimulationBesideAQueuedCallMovesNoStep) {
   REQUIRE_DEVICE();
   ScopedEnvironment codec("TERSE_CODEC", "int8");
@@ -654,7 +714,10 @@ TEST(PluginDeviceBackendRoute, ASimulationBesideAQueuedCallMovesNoStep) {
     std::atomic<bool> open{false};
   };
   Gate gates[n];
-  const int steps = 2;
+  // Steps 0 and 1 run without a hold (the first makes the tensor's memory, the second shows that
+  // none more is needed: device_staging.h); step 2 is gated.
+  const int steps = 4;
+  const int gated = 2;
   std::vector<std::vector<RankCall>> calls(steps, std::vector<RankCall>(n));
   std::vector<float> estimates(n, 0.0f);
   const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
@@ -676,10 +739,10 @@ TEST(PluginDeviceBackendRoute, ASimulationBesideAQueuedCallMovesNoStep) {
       RankCall& call = calls[step][rank];
       std::vector<float> input(count);
       for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
-      if (step == 0) cudaLaunchHostFunc(stream, hold, &gates[rank]);
+      if (step == gated) cudaLaunchHostFunc(stream, hold, &gates[rank]);
       cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
       ncclResult_t result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
-      if (step == 0) {
+      if (step == gated) {
         // The tensor's next two calls, simulated while step 0 waits for its stream.
         ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
         if (result == ncclSuccess) result = ncclGroupStart();

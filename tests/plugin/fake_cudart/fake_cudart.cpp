@@ -9,9 +9,21 @@
 // kernel (the only kernel terse launches) spin on host memory; "device memory" is a PROT_NONE
 // mapping whose pages only the fake's copies reach, through a second mapping, so any host
 // access to device memory crashes. FAKE_NO_MEMOPS=1 hides cuStreamWaitValue32 (the fallback).
-// Not modelled: implicit synchronisation, errors, graphs, several devices.
+//
+// What CUDA waits for, as measured on an H200 (perf/stream_hold_probe, perf/RESULTS.md "First
+// GPU runs"): cudaFree, cudaFreeHost and cudaDeviceSynchronize wait until every stream is idle;
+// a copy from device memory into pageable host memory returns only once the stream ran it, and
+// while a thread waits in one, cudaMalloc, cudaHostAlloc and cudaHostRegister wait for it (a
+// lock of the driver's). A wait longer than FAKE_DEADLOCK_MS (default 20000) is taken for the
+// deadlock it is on a GPU: the process aborts, naming the waiting call and thread, and each
+// stream held by a wait on host memory and each thread in a pageable copy, with where they
+// came from.
+// Not modelled: lazy loading (the kernels here are the test's host code), errors, graphs,
+// several devices.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <execinfo.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -24,6 +36,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 namespace {
@@ -96,12 +110,88 @@ CallbackThread& callbacks() {
   return *instance;
 }
 
+// Where a call came from: the calling thread's name and a few frames (module+offset).
+std::string call_site(const char* call) {
+  char name[32] = "?";
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  void* frames[8];
+  const int depth = backtrace(frames, 8);
+  std::string site = std::string(call) + " on thread '" + name + "'";
+  char** symbols = backtrace_symbols(frames, depth);
+  for (int i = 2; symbols != nullptr && i < depth; ++i)
+    site += std::string("\n      ") + symbols[i];
+  free(symbols);
+  return site;
+}
+
+// What threads and streams are waiting for, for the deadlock report.
+std::mutex waits_mutex;
+std::condition_variable waits_changed;
+std::map<const void*, std::string> held_streams;  // stream -> where its wait was enqueued
+std::map<uint64_t, std::string> pageable_copies;  // copy id -> where it was called
+uint64_t next_copy = 0;
+
+long deadlock_ms() {
+  const char* text = getenv("FAKE_DEADLOCK_MS");
+  return text != nullptr && atol(text) > 0 ? atol(text) : 20000;
+}
+
+[[noreturn]] void report_deadlock(const std::string& waiter, const char* waiting_for) {
+  std::string report = "fake CUDA runtime: deadlock: " + waiter + "\n  has waited " +
+                       std::to_string(deadlock_ms()) + " ms for " + waiting_for + ";";
+  {
+    std::lock_guard<std::mutex> lock(waits_mutex);
+    for (const auto& held : held_streams) report += "\n  stream held by " + held.second;
+    for (const auto& copy : pageable_copies) report += "\n  thread in " + copy.second;
+  }
+  fprintf(stderr, "%s\n", report.c_str());
+  fflush(stderr);
+  abort();
+}
+
+// Waits until `done` (checked under waits_mutex) or the deadlock deadline.
+template <typename Done>
+void wait_or_report(const std::string& waiter, const char* waiting_for, Done done) {
+  std::unique_lock<std::mutex> lock(waits_mutex);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadlock_ms());
+  while (!done()) {
+    if (waits_changed.wait_until(lock, deadline) == std::cv_status::timeout && !done()) {
+      lock.unlock();
+      report_deadlock(waiter, waiting_for);
+    }
+  }
+}
+
+// cudaMalloc and its kin: not while a thread waits in a pageable copy.
+void allocation_lock(const char* call) {
+  bool busy;
+  {
+    std::lock_guard<std::mutex> lock(waits_mutex);
+    busy = !pageable_copies.empty();
+  }
+  if (busy) {
+    wait_or_report(call_site(call), "the driver's lock, which a pageable copy keeps",
+                   [] { return pageable_copies.empty(); });
+  }
+}
+
+struct FakeStream;
+std::mutex streams_mutex;
+std::set<FakeStream*>& all_streams() {
+  static auto* streams = new std::set<FakeStream*>();
+  return *streams;
+}
+
 struct FakeStream {
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<std::function<void()>> ops;
   bool busy = false;
   FakeStream() {
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex);
+      all_streams().insert(this);
+    }
     std::thread([this] { loop(); }).detach();
   }
   void push(std::function<void()> op) {
@@ -127,6 +217,8 @@ struct FakeStream {
         busy = false;
       }
       cv.notify_all();
+      { std::lock_guard<std::mutex> lock(waits_mutex); }
+      waits_changed.notify_all();
     }
   }
   void drain() {
@@ -151,18 +243,44 @@ struct FakeEvent {
   uint64_t recorded = 0, completed = 0;
 };
 
-void spin_until(const volatile uint32_t* flag, uint32_t value) {
+// Every stream idle (cudaFree, cudaFreeHost, cudaDeviceSynchronize).
+bool every_stream_idle() {
+  std::lock_guard<std::mutex> lock(streams_mutex);
+  for (FakeStream* stream : all_streams()) {
+    if (!stream->idle()) return false;
+  }
+  return true;
+}
+void wait_for_every_stream(const char* call) {
+  if (every_stream_idle()) return;
+  wait_or_report(call_site(call), "every stream to finish its work",
+                 [] { return every_stream_idle(); });
+}
+
+// A stream op that waits for a host write: the stream is held meanwhile.
+void spin_until(const volatile uint32_t* flag, uint32_t value, const void* stream,
+                const std::string& site) {
+  if (static_cast<int32_t>(*flag - value) >= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(waits_mutex);
+    held_streams[stream] = site;
+  }
   while (static_cast<int32_t>(*flag - value) < 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+  {
+    std::lock_guard<std::mutex> lock(waits_mutex);
+    held_streams.erase(stream);
+  }
+  waits_changed.notify_all();
 }
 
 CUresult CUDAAPI fake_wait_value_32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                     unsigned int) {
   const volatile uint32_t* flag = reinterpret_cast<const volatile uint32_t*>(addr);
-  stream_of(reinterpret_cast<cudaStream_t>(stream))->push([flag, value] {
-    spin_until(flag, value);
-  });
+  FakeStream* fake = stream_of(reinterpret_cast<cudaStream_t>(stream));
+  const std::string site = call_site("cuStreamWaitValue32");
+  fake->push([flag, value, fake, site] { spin_until(flag, value, fake, site); });
   return CUDA_SUCCESS;
 }
 
@@ -209,6 +327,7 @@ const char* cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
+  allocation_lock("cudaMalloc");
   if (size == 0) size = 1;
   const size_t page = 4096, bytes = (size + page - 1) / page * page;
   const int fd = memfd_create("fake-device", 0);
@@ -229,8 +348,8 @@ cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int) {
   *ptr = memory;
   return cudaSuccess;
 }
-cudaError_t cudaFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
+// The memory itself, without CUDA's wait (cudaFreeAsync's stream-ordered free).
+cudaError_t free_region(void* ptr) {
   std::lock_guard<std::mutex> lock(regions_mutex);
   auto it = regions.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == regions.end()) return cudaErrorInvalidValue;
@@ -243,16 +362,27 @@ cudaError_t cudaFree(void* ptr) {
   regions.erase(it);
   return cudaSuccess;
 }
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  wait_for_every_stream("cudaFree");
+  return free_region(ptr);
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  wait_for_every_stream("cudaDeviceSynchronize");
+  return cudaSuccess;
+}
 // Stream-ordered allocation: the memory exists at once (work after it on the stream may use
 // it), the free runs in stream order, after the work enqueued before it.
+// (Measured: neither waits for a held stream.)
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t) {
   return cudaMalloc(ptr, size);
 }
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
-  stream_of(stream)->push([ptr] { cudaFree(ptr); });
+  stream_of(stream)->push([ptr] { free_region(ptr); });
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
+  allocation_lock("cudaHostAlloc");
   void* memory = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
   std::lock_guard<std::mutex> lock(regions_mutex);
   regions[reinterpret_cast<uintptr_t>(memory)] = {size, cudaMemoryTypeHost, nullptr};
@@ -263,6 +393,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
   return cudaHostAlloc(ptr, size, 0);
 }
 cudaError_t cudaFreeHost(void* ptr) {
+  wait_for_every_stream("cudaFreeHost");
   std::lock_guard<std::mutex> lock(regions_mutex);
   auto it = regions.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == regions.end() || it->second.type != cudaMemoryTypeHost) return cudaErrorInvalidValue;
@@ -308,8 +439,38 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status)
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind,
                             cudaStream_t stream) {
-  stream_of(stream)->push(
-      [dst, src, count] { std::memcpy(accessible(dst), accessible(src), count); });
+  uintptr_t base;
+  Region source, destination;
+  const bool from_device = find_region(src, &base, &source) && source.alias != nullptr;
+  const bool to_pageable = !find_region(dst, &base, &destination);
+  if (!(from_device && to_pageable)) {
+    stream_of(stream)->push(
+        [dst, src, count] { std::memcpy(accessible(dst), accessible(src), count); });
+    return cudaSuccess;
+  }
+  // Device to pageable memory: returns once the stream ran the copy, and keeps the driver's lock
+  // (allocation_lock) meanwhile.
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(waits_mutex);
+    id = next_copy++;
+    pageable_copies[id] = call_site("cudaMemcpyAsync into pageable memory");
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  stream_of(stream)->push([dst, src, count, done] {
+    std::memcpy(dst, accessible(src), count);
+    {
+      std::lock_guard<std::mutex> lock(waits_mutex);
+      done->store(true);
+    }
+    waits_changed.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(waits_mutex);
+    waits_changed.wait(lock, [&] { return done->load(); });
+    pageable_copies.erase(id);
+  }
+  waits_changed.notify_all();
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
@@ -385,7 +546,14 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsi
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void** args, size_t, cudaStream_t stream) {
   const volatile uint32_t* flag = *static_cast<const volatile uint32_t**>(args[0]);
   const uint32_t value = *static_cast<uint32_t*>(args[1]);
-  stream_of(stream)->push([flag, value] { spin_until(flag, value); });
+  FakeStream* fake = stream_of(stream);
+  const std::string site = call_site("the polling kernel's launch");
+  fake->push([flag, value, fake, site] { spin_until(flag, value, fake, site); });
+  return cudaSuccess;
+}
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void*) {
+  std::memset(attributes, 0, sizeof(*attributes));
+  attributes->maxThreadsPerBlock = 1024;
   return cudaSuccess;
 }
 
