@@ -12,9 +12,20 @@
 #include <cuda_fp16.h>
 #endif
 
+// TERSE_HD, forced inline on the host, for these conversions and the typed views over them
+// (codecs/dtype.h): the CPU loops that call them are ISA clones (TERSE_CPU_DISPATCH), and a call
+// the inliner leaves out of line runs the baseline scalar copy once per element. With five input
+// types GCC stopped inlining F16::store into the cast loops, and fp16 encode fell from 12 to
+// about 1 GB/s (git bisect with codec_perf: 81adda2; issue 24).
+#if !defined(__CUDACC__) && defined(__GNUC__)
+#define TERSE_CONVERT_HD __attribute__((always_inline)) inline
+#else
+#define TERSE_CONVERT_HD TERSE_HD
+#endif
+
 namespace terse {
 
-TERSE_HD uint32_t float_bits(float value) {
+TERSE_CONVERT_HD uint32_t float_bits(float value) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(value);
 #else
@@ -24,7 +35,7 @@ TERSE_HD uint32_t float_bits(float value) {
 #endif
 }
 
-TERSE_HD float bits_float(uint32_t bits) {
+TERSE_CONVERT_HD float bits_float(uint32_t bits) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(bits);
 #else
@@ -34,7 +45,7 @@ TERSE_HD float bits_float(uint32_t bits) {
 #endif
 }
 
-TERSE_HD float half_to_float(uint16_t bits) {
+TERSE_CONVERT_HD float half_to_float(uint16_t bits) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(bits));
 #else
@@ -57,7 +68,7 @@ TERSE_HD float half_to_float(uint16_t bits) {
 #endif
 }
 
-TERSE_HD uint16_t float_to_half(float value) {
+TERSE_CONVERT_HD uint16_t float_to_half(float value) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(value));
 #else
@@ -83,12 +94,12 @@ TERSE_HD uint16_t float_to_half(float value) {
 #endif
 }
 
-TERSE_HD float bf16_to_float(uint16_t bits) {
+TERSE_CONVERT_HD float bf16_to_float(uint16_t bits) {
   return bits_float(static_cast<uint32_t>(bits) << 16);
 }
 
 // Round to nearest even; NaNs stay NaN (quiet bit forced so truncation cannot make an infinity).
-TERSE_HD uint16_t float_to_bf16(float value) {
+TERSE_CONVERT_HD uint16_t float_to_bf16(float value) {
   uint32_t bits = float_bits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
