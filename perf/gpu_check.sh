@@ -205,25 +205,31 @@ step_build() {
   fi
 }
 
-step_tests() {
-  local left="$1"
-  # perf_device_*: the perf binaries' device buffers on the fake runtime (the allreduce step
-  # runs them on this GPU instead), whose binaries this build does not make.
-  # CUDA_MODULE_LOADING=EAGER: every kernel loaded when the context is made, so no first launch
-  # waits for a device that a held stream keeps busy (step lazy tries the default).
-  bounded $((left - 10)) "$results/ctest.log" env CUDA_MODULE_LOADING=EAGER \
-    ctest --test-dir "$build" -R 'Gpu|Device|device|fake_cudart' \
-    -E '_NOT_BUILT|^perf_device_' --output-on-failure --timeout "$test_timeout_s" -j4 >/dev/null
+# device_ctest LOADING SECONDS LOG INCLUDE EXCLUDE: the matching tests with CUDA_MODULE_LOADING
+# set, each stopped at test_timeout_s; LOG_summary.txt gets the verdict, the tests that failed or
+# did not run, and how many skipped (a GPU run should skip none but those needing two GPUs).
+device_ctest() {
+  local loading="$1" seconds="$2" logfile="$3" include="$4" exclude="$5"
+  bounded "$seconds" "$logfile" env CUDA_MODULE_LOADING="$loading" \
+    ctest --test-dir "$build" -R "$include" -E "$exclude" --output-on-failure \
+    --timeout "$test_timeout_s" -j4 >/dev/null
   local rc=$?
-  # The verdict, the tests that failed or did not run, and how many skipped (saying why in the
-  # log): a GPU run should skip none but those needing two GPUs.
   {
     grep -E 'tests passed|tests failed|\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted)\)' \
-      "$results/ctest.log" || true
-    echo "skipped: $(grep -c '(Skipped)' "$results/ctest.log" || true) tests"
-  } >"$results/ctest_summary.txt"
-  cat "$results/ctest_summary.txt"
+      "$logfile" || true
+    echo "skipped: $(grep -c '(Skipped)' "$logfile" || true) tests"
+  } >"${logfile%.log}_summary.txt"
+  cat "${logfile%.log}_summary.txt"
   return $rc
+}
+
+# perf_device_*: the perf binaries' device buffers on the fake runtime (the allreduce step runs
+# them on this GPU instead), whose binaries this build does not make. CUDA_MODULE_LOADING=EAGER:
+# every kernel loaded when the context is made, so no first launch waits for a device that a held
+# stream keeps busy (step lazy tries the default).
+step_tests() {
+  device_ctest EAGER $(($1 - 10)) "$results/ctest.log" 'Gpu|Device|device|fake_cudart' \
+    '_NOT_BUILT|^perf_device_'
 }
 
 # Which CUDA calls wait for a stream held the way terse holds the caller's (perf/stream_hold_probe:
@@ -261,15 +267,8 @@ step_stacks() {
 # time while a caller's stream is held by terse's wait may wait for that stream (a deadlock that
 # only the test timeout ends).
 step_lazy() {
-  local left="$1"
-  bounded $((left - 5)) "$results/ctest_lazy.log" env CUDA_MODULE_LOADING=LAZY \
-    ctest --test-dir "$build" -R "${GPU_CHECK_LAZY_TESTS:-PluginDeviceBackend|PluginDeviceStreams}" \
-    -E '_NOT_BUILT|fake_cudart' --output-on-failure --timeout "$test_timeout_s" -j4 >/dev/null
-  local rc=$?
-  grep -E 'tests passed|tests failed|\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted)\)' \
-    "$results/ctest_lazy.log" >"$results/ctest_lazy_summary.txt" || true
-  cat "$results/ctest_lazy_summary.txt"
-  return $rc
+  device_ctest LAZY $(($1 - 5)) "$results/ctest_lazy.log" \
+    "${GPU_CHECK_LAZY_TESTS:-PluginDeviceBackend|PluginDeviceStreams}" '_NOT_BUILT|fake_cudart'
 }
 
 # compute-sanitizer's memcheck, racecheck and synccheck over the codecs' device tests (one
