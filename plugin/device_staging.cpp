@@ -129,7 +129,8 @@ ncclResult_t DeviceStaging::create(Communicator* engine, std::unique_ptr<DeviceS
   staging->device_ = device;
   staging->timeout_seconds_ = engine->transport()->timeout_seconds();
   TERSE_CHECK(PinnedStaging::create(&staging->pinned_));
-  TERSE_CHECK(StreamWaiter::create(device, staging->pinned_->flag(), &staging->waiter_));
+  TERSE_CHECK(StreamWaiter::create(device, staging->pinned_->flag(), staging->pinned_->probe_word(),
+                                   &staging->waiter_));
   staging->proxy_ =
       std::make_unique<StreamProxy>(staging->pinned_->flag(), staging->timeout_seconds_);
   *out = std::move(staging);

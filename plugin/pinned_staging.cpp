@@ -24,14 +24,17 @@ size_t round_up_to_power_of_two(size_t bytes) {
 
 ncclResult_t PinnedStaging::create(std::shared_ptr<PinnedStaging>* out) {
   std::shared_ptr<PinnedStaging> staging(new PinnedStaging());
+  // The flag and, a cache line on, the word the stream-wait probe waits on (stream_wait.h): one
+  // allocation, freed with the staging.
   void* flag = nullptr;
-  const cudaError_t error = cudaHostAlloc(&flag, sizeof(uint32_t), kPinnedFlags);
+  const cudaError_t error = cudaHostAlloc(&flag, 2 * kProbeWordOffset, kPinnedFlags);
   if (error != cudaSuccess) {
     return fail(ncclUnhandledCudaError, "cudaHostAlloc of the stream flag failed: %s",
                 cudaGetErrorString(error));
   }
   staging->flag_ = static_cast<uint32_t*>(flag);
   __atomic_store_n(staging->flag_, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(staging->probe_word(), 0u, __ATOMIC_RELEASE);
   *out = std::move(staging);
   return ncclSuccess;
 }

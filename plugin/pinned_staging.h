@@ -42,6 +42,9 @@ class PinnedStaging {
   PinnedStaging& operator=(const PinnedStaging&) = delete;
 
   uint32_t* flag() const { return flag_; }
+  // A second word of the flag's allocation, 0 until the stream-wait probe writes it.
+  uint32_t* probe_word() const { return flag_ + kProbeWordOffset / sizeof(uint32_t); }
+  static constexpr size_t kProbeWordOffset = 64;
 
   // A free block of at least `bytes`, allocated if none fits (ncclSystemError naming the size
   // if cudaHostAlloc fails).

@@ -5,8 +5,10 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/env.h"
 #include "common/log.h"
@@ -37,28 +39,61 @@ void* driver_wait_value_32(std::string* why) {
   return function;
 }
 
-// Whether the driver accepts a wait on the flag: one wait that is already satisfied (nothing
-// was queued yet, the flag is 0), on a private stream, synchronised. The attribute
+// Whether a wait with `function` on a mapped host word holds a stream until the host writes the
+// word, and no longer: on a private stream and word, a wait for 1 followed by an event; the event
+// must still be pending 20 ms later (the wait waits) and complete within 2 s of the host writing
+// 1 (the GPU sees the host's write). The attribute
 // CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR only covers the NOR condition; trying the
-// call itself is the reliable test (drivers before 12.0 could disable memory operations).
-bool probe_wait_value_32(void* function, uintptr_t flag, std::string* why) {
+// call itself is the reliable test (drivers before 12.0 could disable memory operations). Measured
+// on an H200: the stream ran 0.2-0.4 ms after the write (perf/stream_hold_probe).
+bool probe_wait_value_32(void* function, uint32_t* word, std::string* why) {
+  void* device_word = nullptr;
   cudaStream_t stream = nullptr;
-  cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaEvent_t passed = nullptr;
+  // No frees here: cudaFree and cudaFreeHost wait for every stream (stream_hold_gate.h).
+  auto release = [&] {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (passed != nullptr) cudaEventDestroy(passed);
+  };
+  __atomic_store_n(word, 0u, __ATOMIC_RELEASE);
+  cudaError_t error = cudaHostGetDevicePointer(&device_word, word, 0);
+  if (error == cudaSuccess) error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (error == cudaSuccess) error = cudaEventCreateWithFlags(&passed, cudaEventDisableTiming);
   if (error != cudaSuccess) {
-    cudaGetLastError();
-    *why = std::string("no stream to probe on: ") + cudaGetErrorString(error);
+    *why = std::string("no stream, event or device address of the word to probe with: ") +
+           cudaGetErrorString(error);
+    release();
     return false;
   }
   const CUresult waited = reinterpret_cast<WaitValue32>(function)(
-      stream, static_cast<CUdeviceptr>(flag), 0, CU_STREAM_WAIT_VALUE_GEQ);
-  error = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  if (waited != CUDA_SUCCESS || error != cudaSuccess) {
-    cudaGetLastError();
-    *why = "cuStreamWaitValue32 returned CUresult " + std::to_string(static_cast<int>(waited)) +
-           " (" + cudaGetErrorString(error) + ")";
+      stream, reinterpret_cast<CUdeviceptr>(device_word), 1, CU_STREAM_WAIT_VALUE_GEQ);
+  if (waited != CUDA_SUCCESS) {
+    *why = "cuStreamWaitValue32 returned CUresult " + std::to_string(static_cast<int>(waited));
+    __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+    cudaStreamSynchronize(stream);
+    release();
     return false;
   }
+  error = cudaEventRecord(passed, stream);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool held = error == cudaSuccess && cudaEventQuery(passed) == cudaErrorNotReady;
+  __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  cudaError_t query = cudaErrorNotReady;
+  while ((query = cudaEventQuery(passed)) == cudaErrorNotReady &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (!held || query != cudaSuccess) {
+    *why = !held ? std::string("the stream ran past a wait whose value the host had not written")
+                 : "the host's write did not release the waiting stream within 2 s (" +
+                       std::string(cudaGetErrorString(query)) + ")";
+    // Whatever happened, nothing of this probe may stay queued on the device.
+    cudaStreamSynchronize(stream);
+    release();
+    return false;
+  }
+  release();
   return true;
 }
 
@@ -78,7 +113,7 @@ const char* stream_wait_method_name(StreamWaitMethod method) {
   return method == StreamWaitMethod::kMemoryOperation ? "memop" : "kernel";
 }
 
-ncclResult_t StreamWaiter::create(int device, const uint32_t* flag,
+ncclResult_t StreamWaiter::create(int device, const uint32_t* flag, uint32_t* probe_word,
                                   std::unique_ptr<StreamWaiter>* out) {
   const std::string setting = env_string("TERSE_STREAM_WAIT", "auto");
   if (setting != "auto" && setting != "memop" && setting != "kernel") {
@@ -97,7 +132,7 @@ ncclResult_t StreamWaiter::create(int device, const uint32_t* flag,
   if (setting != "kernel") {
     std::string why;
     void* function = driver_wait_value_32(&why);
-    if (function != nullptr && probe_wait_value_32(function, waiter->flag_device_address_, &why)) {
+    if (function != nullptr && probe_wait_value_32(function, probe_word, &why)) {
       waiter->method_ = StreamWaitMethod::kMemoryOperation;
       waiter->wait_value_32_ = function;
     } else if (setting == "memop") {

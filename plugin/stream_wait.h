@@ -31,8 +31,10 @@ enum class StreamWaitMethod { kMemoryOperation, kPollingKernel };
 class StreamWaiter {
  public:
   // For streams of `device` (current when called) waiting on `flag`, pinned host memory
-  // allocated mapped. Reads TERSE_STREAM_WAIT.
-  static ncclResult_t create(int device, const uint32_t* flag, std::unique_ptr<StreamWaiter>* out);
+  // allocated mapped. `probe_word` (the same kind of memory, 0, used once) is what the probe of
+  // cuStreamWaitValue32 waits on and then writes. Reads TERSE_STREAM_WAIT.
+  static ncclResult_t create(int device, const uint32_t* flag, uint32_t* probe_word,
+                             std::unique_ptr<StreamWaiter>* out);
 
   // Enqueues on `stream`: wait until (int32_t)(*flag - sequence) >= 0.
   ncclResult_t wait(cudaStream_t stream, uint32_t sequence) const;

@@ -861,6 +861,39 @@ TEST(PluginDeviceStreams, PollingKernelFallbackWorksToo) {
   EXPECT_EQ(check.failures(), 0) << check.first();
 }
 
+// The stream-wait probe (stream_wait.h) proves that a wait holds its stream until the host writes
+// the word: a driver whose cuStreamWaitValue32 does not wait (the fake's FAKE_MEMOPS_RUN_PAST) is
+// refused when TERSE_STREAM_WAIT=memop asks for it, and with the default the polling kernel takes
+// over and the collectives are right. Only the fake runtime can be told to misbehave.
+TEST(PluginDeviceStreams, AWaitThatDoesNotHoldIsRefusedByTheProbe) {
+  REQUIRE_GPU();
+  cudaDeviceProp properties{};
+  ASSERT_EQ(cudaGetDeviceProperties(&properties, 0), cudaSuccess);
+  if (std::string(properties.name).find("fake CUDA device") == std::string::npos) {
+    GTEST_SKIP() << "needs the fake CUDA runtime, whose waits can be told not to wait";
+  }
+  ScopedEnvironment broken("FAKE_MEMOPS_RUN_PAST", "1");
+  {
+    ScopedEnvironment method("TERSE_STREAM_WAIT", "memop");
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    RankMemory memory(1, 16, false);
+    ASSERT_TRUE(memory.ok());
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+    const ncclResult_t result = ncclAllReduce(memory.device(0), memory.device(0), 16, ncclFloat32,
+                                              ncclSum, comm, memory.stream(0));
+    EXPECT_EQ(result, ncclInvalidUsage);
+    const std::string message = ncclGetLastError(comm);
+    EXPECT_NE(message.find("ran past a wait"), std::string::npos) << message;
+    ncclCommDestroy(comm);
+  }
+  Checker check;
+  run_gpu_ranks(2, 2, 2 * 1001, false, &check, [&](int rank, ncclComm_t comm, RankMemory& memory) {
+    EveryCollective(rank, 2, comm, &memory, 1001, false, &check).run();
+  });
+  EXPECT_EQ(check.failures(), 0) << check.first();
+}
+
 // ncclRedOpCreatePreMulSum with the scalar in device memory (ncclScalarDevice, as PyTorch
 // passes it): read in stream order at each call, so a new value written on the stream before
 // the next call applies to that call. Host buffers cannot use such an operator.

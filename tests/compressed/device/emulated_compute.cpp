@@ -1,6 +1,7 @@
 #include "emulated_compute.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstring>
 #include <functional>
@@ -31,6 +32,16 @@ struct EmulatedCompute::Job {
 
 namespace {
 
+// Under the fake CUDA runtime, marks this thread's next copies as an emulated kernel's (the fake
+// would otherwise make a copy into pageable memory wait for its stream, as CUDA does); with a
+// real runtime there is no such switch.
+void emulated_kernel_copies(bool on) {
+  using Switch = void (*)(int);
+  static const Switch fake_switch =
+      reinterpret_cast<Switch>(dlsym(RTLD_DEFAULT, "fakeCudaEmulatedKernelCopies"));
+  if (fake_switch != nullptr) fake_switch(on ? 1 : 0);
+}
+
 void CUDART_CB run_job(void* arg) {
   auto* job = static_cast<EmulatedCompute::Job*>(arg);
   const std::string failure = job->run(job->buffers);
@@ -56,13 +67,16 @@ ncclResult_t EmulatedCompute::launch(const std::shared_ptr<Job>& job, void* stre
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_.push_back(job);
   }
+  emulated_kernel_copies(true);
   for (Job::Buffer& buffer : job->buffers) {
     if (!buffer.in || buffer.host.empty()) continue;
     if (cudaMemcpyAsync(buffer.host.data(), buffer.device, buffer.host.size(),
                         cudaMemcpyDeviceToHost, s) != cudaSuccess) {
+      emulated_kernel_copies(false);
       return fail(ncclUnhandledCudaError, "emulated kernel: copy in");
     }
   }
+  emulated_kernel_copies(false);
   if (cudaLaunchHostFunc(s, run_job, job.get()) != cudaSuccess) {
     return fail(ncclUnhandledCudaError, "emulated kernel: host function");
   }

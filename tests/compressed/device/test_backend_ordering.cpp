@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -168,17 +169,21 @@ TEST_F(BackendOrdering, DecodeFollowsEarlierStreamWorkAndPrecedesLaterWork) {
                              static_cast<float*>(recv.data), kCount, false),
             ncclSuccess)
       << last_error();
-  std::vector<float> result(kCount, -1.0f);
-  ASSERT_EQ(cudaMemcpyAsync(result.data(), recv.data, kCount * sizeof(float),
-                            cudaMemcpyDeviceToHost, stream_),
-            cudaSuccess);
+  // Pinned: a copy into pageable memory would return only once the held stream ran it.
+  float* result = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&result), kCount * sizeof(float)), cudaSuccess);
+  std::fill(result, result + kCount, -1.0f);
+  ASSERT_EQ(
+      cudaMemcpyAsync(result, recv.data, kCount * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+      cudaSuccess);
   gate.open();
   ASSERT_EQ(backend_->finish(), ncclSuccess);
   std::vector<float> expected(kCount);
   ASSERT_EQ(codec_->decode(expected_message.data(), expected_message.size(), expected.data(),
                            kCount, DType::kFloat32, false, DecodeContext{}),
             ncclSuccess);
-  EXPECT_EQ(std::memcmp(result.data(), expected.data(), kCount * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(result, expected.data(), kCount * sizeof(float)), 0);
+  cudaFreeHost(result);
   EXPECT_EQ(counters_.pcie_bytes_to_device, expected_message.size());
 }
 

@@ -8,7 +8,8 @@
 // streams; cuStreamWaitValue32 (from cudaGetDriverEntryPointByVersion) and terse's polling
 // kernel (the only kernel terse launches) spin on host memory; "device memory" is a PROT_NONE
 // mapping whose pages only the fake's copies reach, through a second mapping, so any host
-// access to device memory crashes. FAKE_NO_MEMOPS=1 hides cuStreamWaitValue32 (the fallback).
+// access to device memory crashes. FAKE_NO_MEMOPS=1 hides cuStreamWaitValue32 (the fallback);
+// FAKE_MEMOPS_RUN_PAST=1 gives one whose waits do not wait (a driver terse's probe must refuse).
 //
 // What CUDA waits for, as measured on an H200 (perf/stream_hold_probe, perf/RESULTS.md "First
 // GPU runs"): cudaFree, cudaFreeHost and cudaDeviceSynchronize wait until every stream is idle;
@@ -280,15 +281,25 @@ CUresult CUDAAPI fake_wait_value_32(CUstream stream, CUdeviceptr addr, cuuint32_
   const volatile uint32_t* flag = reinterpret_cast<const volatile uint32_t*>(addr);
   FakeStream* fake = stream_of(reinterpret_cast<cudaStream_t>(stream));
   const std::string site = call_site("cuStreamWaitValue32");
+  if (getenv("FAKE_MEMOPS_RUN_PAST") != nullptr) return CUDA_SUCCESS;
   fake->push([flag, value, fake, site] { spin_until(flag, value, fake, site); });
   return CUDA_SUCCESS;
 }
 
 thread_local int current_device = 0;
+// Set by the emulated kernels (tests/compressed/device/emulated_compute.h) around their copies:
+// those stand for a kernel's own reads and writes of device memory, which never wait.
+thread_local bool emulated_kernel_copies = false;
 
 }  // namespace
 
 extern "C" {
+
+// The fake's own switch (tests only): copies made by this thread while `on` are an emulated
+// kernel's, which a real runtime would run as device work.
+void fakeCudaEmulatedKernelCopies(int on) {
+  emulated_kernel_copies = on != 0;
+}
 
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = 1;
@@ -443,7 +454,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   Region source, destination;
   const bool from_device = find_region(src, &base, &source) && source.alias != nullptr;
   const bool to_pageable = !find_region(dst, &base, &destination);
-  if (!(from_device && to_pageable)) {
+  if (!(from_device && to_pageable) || emulated_kernel_copies) {
     stream_of(stream)->push(
         [dst, src, count] { std::memcpy(accessible(dst), accessible(src), count); });
     return cudaSuccess;
