@@ -246,11 +246,12 @@ ncclResult_t PowerSgdWorkspace::device_block(size_t floats, void* stream, float*
 ncclResult_t PowerSgdWorkspace::device_flag(void* stream, int** flag) {
 #if TERSE_HAVE_CUDA
   (void)stream;
-  if (device_flag_ == nullptr)
+  if (device_flag_ == nullptr) {
     TERSE_CHECK(require_allocation_allowed("powersgd flag", sizeof(int)));
-  if (device_flag_ == nullptr && cudaMalloc(&device_flag_, sizeof(int)) != cudaSuccess) {
-    device_flag_ = nullptr;
-    return fail(ncclSystemError, "powersgd: cannot allocate a device flag");
+    if (cudaMalloc(&device_flag_, sizeof(int)) != cudaSuccess) {
+      device_flag_ = nullptr;
+      return fail(ncclSystemError, "powersgd: cannot allocate a device flag");
+    }
   }
   *flag = device_flag_;
   return ncclSuccess;

@@ -55,10 +55,15 @@ uint64_t BackendRoute::dropped_residuals() const {
 
 bool BackendRoute::ran_before(const CollectiveArgs& args) const {
   std::lock_guard<std::mutex> lock(shapes_mutex_);
-  // An entry dropped since (terseResidualReset, an eviction, a tensor used at another size) is
-  // made again by the next call that finds it missing.
-  if (dropped_residuals() != shapes_dropped_) shapes_.clear();
-  return shapes_.count(shape_of(args)) != 0;
+  // A residual dropped since (terseResidualReset, an eviction, a tensor used at another size) is
+  // made again by the next call that finds it missing: every shape is cold until run() says.
+  return dropped_residuals() == shapes_dropped_ && shapes_.count(shape_of(args)) != 0;
+}
+
+StagingLayout BackendRoute::staging_layout(const CollectiveArgs& args) const {
+  const BufferBytes bytes = buffer_bytes(args, engine_->rank(), engine_->nranks());
+  return plan_staging(reinterpret_cast<uintptr_t>(args.send), bytes.send,
+                      reinterpret_cast<uintptr_t>(args.recv), bytes.recv);
 }
 
 #if TERSE_HAVE_CUDA
@@ -117,8 +122,9 @@ ncclResult_t BackendRoute::run(const CollectiveArgs& args) {
   const bool allocated = allocations_on_this_thread() != allocations;
   std::lock_guard<std::mutex> lock(shapes_mutex_);
   if (result == ncclSuccess && !allocated) {
-    if (dropped_residuals() != shapes_dropped_) shapes_.clear();
-    shapes_dropped_ = dropped_residuals();
+    const uint64_t dropped = dropped_residuals();
+    if (dropped != shapes_dropped_) shapes_.clear();
+    shapes_dropped_ = dropped;
     shapes_.insert(shape_of(args));
   } else {
     shapes_.erase(shape_of(args));
@@ -127,9 +133,7 @@ ncclResult_t BackendRoute::run(const CollectiveArgs& args) {
 }
 
 ncclResult_t BackendRoute::stage_in(CollectiveArgs* args) {
-  const BufferBytes bytes = buffer_bytes(*args, engine_->rank(), engine_->nranks());
-  layout_ = plan_staging(reinterpret_cast<uintptr_t>(args->send), bytes.send,
-                         reinterpret_cast<uintptr_t>(args->recv), bytes.recv);
+  layout_ = staging_layout(*args);
   TERSE_CHECK(pinned_->acquire(layout_.bytes, &block_));
   args->send = block_.data + layout_.send_offset;
   args->recv = block_.data + layout_.recv_offset;

@@ -59,6 +59,9 @@ class BackendRoute final : public DeviceBuffers {
   // runs (device_staging.h). Set by run() on success, cleared by a failure.
   bool ran_before(const CollectiveArgs& args) const;
 
+  // Where a call's buffers would sit in pinned staging, were it staged (stage_in).
+  StagingLayout staging_layout(const CollectiveArgs& args) const;
+
   ExecutionBackend* backend() override { return backend_.get(); }
   void* stream() override { return stream_; }
   ncclResult_t stage_in(CollectiveArgs* args) override;
@@ -86,10 +89,9 @@ class BackendRoute final : public DeviceBuffers {
   std::unique_ptr<ExecutionBackend> backend_;
   std::shared_ptr<PinnedStaging> pinned_;
   // Shapes of the calls that ran to the end without allocating (ran_before). Written by the
-  // proxy, read by the
-  // caller's thread.
+  // proxy, read by the caller's thread.
   mutable std::mutex shapes_mutex_;
-  mutable std::set<CallShape> shapes_;
+  std::set<CallShape> shapes_;
   // Residual entries dropped (reset, evicted, recreated) when shapes_ was last added to.
   uint64_t shapes_dropped_ = 0;
   uint64_t dropped_residuals() const;

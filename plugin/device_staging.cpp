@@ -243,15 +243,9 @@ ncclResult_t DeviceStaging::run_without_hold(const QueuedCall& call) {
   // allocate any. Made here, before the collective: no peer of this process can be waiting on
   // a held stream of this shape yet, and cudaHostAlloc waits for any that copies into pageable
   // memory from one.
-  {
-    const BufferBytes bytes = buffer_bytes(call.args, engine_->rank(), engine_->nranks());
-    const StagingLayout layout =
-        plan_staging(reinterpret_cast<uintptr_t>(call.args.send), bytes.send,
-                     reinterpret_cast<uintptr_t>(call.args.recv), bytes.recv);
-    PinnedStaging::Block reserved;
-    TERSE_CHECK(pinned_->acquire(layout.bytes, &reserved));
-    pinned_->release(reserved);
-  }
+  PinnedStaging::Block reserved;
+  TERSE_CHECK(pinned_->acquire(backend_->staging_layout(call.args).bytes, &reserved));
+  pinned_->release(reserved);
   // The inputs: everything the caller queued on the stream before the call.
   const cudaError_t error = cudaStreamSynchronize(call.stream);
   if (error != cudaSuccess)

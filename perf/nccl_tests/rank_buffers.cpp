@@ -1,7 +1,7 @@
 #include "perf/nccl_tests/rank_buffers.h"
 
-#include <cstdint>
 #include <unistd.h>
+#include <cstdint>
 
 #include <algorithm>
 #include <cstdlib>
