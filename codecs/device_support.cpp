@@ -36,7 +36,7 @@ ncclResult_t check_launch(const char* what) {
 
 ncclResult_t require_allocation_allowed(const char* what, size_t bytes) {
   if (allocation_allowed()) {
-    note_allocation();
+    note_allocation(what);
     return ncclSuccess;
   }
   return fail(ncclInvalidUsage,

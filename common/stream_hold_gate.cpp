@@ -9,6 +9,7 @@ namespace {
 
 thread_local bool holding = false;
 thread_local unsigned long long allocations = 0;
+thread_local const char* latest_allocation = "";
 
 std::mutex& deferred_mutex() {
   static std::mutex mutex;
@@ -33,8 +34,13 @@ bool allocation_allowed() {
   return !holding;
 }
 
-void note_allocation() {
+void note_allocation(const char* what) {
   ++allocations;
+  latest_allocation = what != nullptr ? what : "";
+}
+
+const char* latest_allocation_on_this_thread() {
+  return latest_allocation;
 }
 
 unsigned long long allocations_on_this_thread() {

@@ -35,8 +35,11 @@ bool allocation_allowed();
 
 // Counts this thread's allocations (require_allocation_allowed calls note_allocation before
 // each): a call that allocated may allocate again next time, so it is not run under a hold yet.
-void note_allocation();
+// `what` (a string literal, or null) is kept as the thread's latest, for the log.
+void note_allocation(const char* what = nullptr);
 unsigned long long allocations_on_this_thread();
+// What this thread's latest allocation was ("" when none or unnamed).
+const char* latest_allocation_on_this_thread();
 
 // Runs `release` now where allocation_allowed(), else queues it for release_deferred().
 void release_when_allowed(std::function<void()> release);

@@ -15,6 +15,8 @@
 #   allreduce   device-buffer allreduces, several processes on one GPU, through torch.distributed
 #               under LD_PRELOAD=libterse.so TERSE_MODE=engine (tests/pytorch/allreduce_check.py),
 #               and perf/all_reduce_perf -B device with as many processes on GPU 0 (-Z none, int8)
+#   route_timing  int8 on device buffers: 2 processes, 4 threads of one process, and on host
+#               buffers, for where the device route's time goes; its TERSE_DEBUG=INFO lines
 #   ddp         tests/pytorch/ddp_train.py: DDP training, uncompressed, int8 and topk, compared
 #   nccl_tests  nccl-tests' own all_reduce_perf built from source (NCCL_TESTS_DIR, the prefix's
 #               src/nccl-tests, or ./nccl-tests), under LD_PRELOAD=libterse.so
@@ -327,6 +329,27 @@ step_allreduce() {
   return $rc
 }
 
+# Where the device route's time goes: int8 on device buffers with 2 processes on the one GPU
+# (CUDA time-slices the contexts of several processes), 4 ranks as threads of one process (one
+# context; ranks sharing a process never hold their streams), and 4 processes on host buffers
+# (the same algorithm, every step on the CPU); then one 2-process run at TERSE_DEBUG=INFO for
+# the route's lines on which calls allocated and when a shape began to hold its stream.
+step_route_timing() {
+  local rc=0 binary="$build/perf/all_reduce_perf" sizes=(-b 1M -e 16M -f 4 -n 5 -w 1 -Z int8)
+  bounded 50 "$results/route_int8_2procs_device.txt" env TERSE_SOCKET_IFNAME=lo NCCL_TESTS_DEVICE=0 \
+    perf/launch.sh 2 "$binary" -B device "${sizes[@]}" >/dev/null || rc=1
+  bounded 50 "$results/route_int8_4threads_device.txt" env TERSE_SOCKET_IFNAME=lo \
+    "$binary" -t 4 -B device "${sizes[@]}" >/dev/null || rc=1
+  bounded 50 "$results/route_int8_4procs_host.txt" env TERSE_SOCKET_IFNAME=lo \
+    perf/launch.sh 4 "$binary" -B host "${sizes[@]}" >/dev/null || rc=1
+  bounded 40 "$results/route_int8_info.log" env TERSE_SOCKET_IFNAME=lo NCCL_TESTS_DEVICE=0 \
+    TERSE_DEBUG=INFO perf/launch.sh 2 "$binary" -B device -b 1M -e 1M -n 3 -w 1 -Z int8 \
+    >/dev/null || rc=1
+  grep -h 'device backend:' "$results/route_int8_info.log" | sed 's/^[^ ]* //' | sort | uniq -c \
+    | head -20 >"$results/route_warm_lines.txt" || true
+  return $rc
+}
+
 step_ddp() {
   local left="$1" steps=300
   [ "$mode" = full ] && steps=1000
@@ -453,6 +476,7 @@ else
   run_step stacks 30 step_stacks
   run_step codec_perf 30 step_codec_perf
   run_step allreduce 60 step_allreduce
+  run_step route_timing 60 step_route_timing
   run_step lazy 40 step_lazy
   run_step sanitizer 60 step_sanitizer
   run_step ddp 60 step_ddp
@@ -488,6 +512,9 @@ excerpt() {  # excerpt TITLE FILE LINES: a fenced excerpt of a result file, if t
   excerpt "Device-buffer allreduces, $nproc_gpu processes on one GPU, torch.distributed under LD_PRELOAD" "$results/allreduce_torch.txt" 20
   for f in "$results"/all_reduce_perf_device_*.txt "$results"/nccl_tests_*.txt; do
     [ -e "$f" ] && excerpt "$(basename "$f" .txt)" "$f" 25
+  done
+  for f in "$results"/route_int8_*.txt "$results/route_warm_lines.txt"; do
+    [ -e "$f" ] && excerpt "$(basename "$f" .txt)" "$f" 12
   done
   excerpt "DDP training (tests/pytorch/ddp_train.py)" "$results/ddp_train.txt" 12
   excerpt "NCCL with the ncclNet plugin (NCCL_NET=terse)" "$results/net_plugin.txt" 25

@@ -125,8 +125,19 @@ ncclResult_t BackendRoute::run(const CollectiveArgs& args) {
     const uint64_t dropped = dropped_residuals();
     if (dropped != shapes_dropped_) shapes_.clear();
     shapes_dropped_ = dropped;
-    shapes_.insert(shape_of(args));
+    if (shapes_.insert(shape_of(args)).second) {
+      TERSE_INFO(
+          "device backend: allreduce of %zu elements at %p ran without allocating: its "
+          "later calls hold the stream",
+          args.count, args.recv);
+    }
   } else {
+    if (allocated) {
+      TERSE_INFO(
+          "device backend: allreduce of %zu elements at %p allocated (latest: %s): its "
+          "next call runs without a hold too",
+          args.count, args.recv, latest_allocation_on_this_thread());
+    }
     shapes_.erase(shape_of(args));
   }
   return result;

@@ -11,6 +11,7 @@
 #include "plugin/buffer_placement.h"
 #include "plugin/reduction_ops.h"
 #include "plugin/stream_wait.h"
+#include "transport/process_identity.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -110,6 +111,23 @@ void* staged_pointer(const void* mine, size_t my_bytes, size_t my_offset, const 
   return nullptr;
 }
 
+// Whether another rank of the communicator runs in this process (ranks as threads): they share
+// the process's CUDA contexts, so a stream one holds makes the other's cudaFree wait, and a copy
+// into pageable memory on it makes the other's cudaMalloc wait (perf/RESULTS.md, "First GPU
+// runs"). One rank's first calls of a shape allocate while another's later ones hold: a cycle.
+bool another_rank_in_this_process(Communicator& engine) {
+  const ProcessIdentity mine = this_process();
+  for (int r = 0; r < engine.nranks(); ++r) {
+    if (r == engine.rank()) continue;
+    const ProcessIdentity& other = engine.transport()->process(r);
+    if (shares_process_space(mine, other) && other.pid == mine.pid &&
+        other.start_time == mine.start_time) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 ncclResult_t DeviceStaging::create(Communicator* engine, std::unique_ptr<DeviceStaging>* out) {
@@ -128,6 +146,7 @@ ncclResult_t DeviceStaging::create(Communicator* engine, std::unique_ptr<DeviceS
   staging->engine_ = engine;
   staging->device_ = device;
   staging->timeout_seconds_ = engine->transport()->timeout_seconds();
+  staging->shares_process_ = another_rank_in_this_process(*engine);
   TERSE_CHECK(PinnedStaging::create(&staging->pinned_));
   TERSE_CHECK(StreamWaiter::create(device, staging->pinned_->flag(), staging->pinned_->probe_word(),
                                    &staging->waiter_));
@@ -196,7 +215,9 @@ ncclResult_t DeviceStaging::run_on_backend(const QueuedCall& call) {
   }
   TERSE_CHECK(refuse_capture(call.stream));
   if (backend_ == nullptr) TERSE_CHECK(BackendRoute::create(engine_, device_, pinned_, &backend_));
-  if (!backend_->ran_before(call.args)) return run_without_hold(call);
+  // Ranks sharing this process never hold (another_rank_in_this_process): each call returns
+  // once it ran, as a shape's first calls always do.
+  if (shares_process_ || !backend_->ran_before(call.args)) return run_without_hold(call);
   // Set before the unit is marked ready, read by the proxy after (as Batch::cancelled).
   struct Cancel {
     bool cancelled = false;

@@ -91,7 +91,9 @@ class DeviceStaging {
   // the tensor. Returns once those are enqueued. The proxy then runs the call while the stream
   // is held, so it must not allocate, free or load a kernel (common/stream_hold_gate.h): the
   // first call of each shape (BackendRoute::ran_before) runs without a hold instead, which
-  // makes its memory and loads its kernels, and returns once it is done.
+  // makes its memory and loads its kernels, and returns once it is done. So does every call of
+  // a rank that shares its process with another rank of the communicator (ranks as threads):
+  // one rank's allocations there would wait for another's held stream, which waits for them.
   ncclResult_t run_on_backend(const QueuedCall& call);
 
  private:
@@ -109,6 +111,7 @@ class DeviceStaging {
   Communicator* engine_ = nullptr;
   int device_ = -1;
   double timeout_seconds_ = 0;
+  bool shares_process_ = false;  // another rank of the communicator runs in this process
   std::shared_ptr<PinnedStaging> pinned_;
   std::unique_ptr<StreamWaiter> waiter_;
   std::unique_ptr<StreamProxy> proxy_;

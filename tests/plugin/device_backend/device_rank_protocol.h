@@ -7,12 +7,20 @@
 //
 // With PLUGIN_TEST_RANKS_PER_NODE=k the rank sets TERSE_HOSTID=node<rank / k> before it creates
 // its communicator (ranks as processes are the only way to put ranks on emulated nodes). Then,
-// for each of kDeviceRankSteps steps, on device buffers and a stream of its own: its input
-// (device_rank_input) copied in, the output filled with a pattern, ncclAllReduce (float sum) of
-// kDeviceRankCount values, the output copied back, the stream synchronized. It writes, to
-// PLUGIN_TEST_RESULT_DIR, rank<r>_step<s>.bin (the output) and rank<r>.txt ("name value" lines:
-// per step its statistics: step<s>_algorithm, _inner, _seed, _step, _piece_bytes, _to_host,
-// _to_device) and exits 0, or 1 saying why on stderr.
+// for each of PLUGIN_TEST_STEPS (default kDeviceRankSteps) steps, on device buffers and a stream
+// of its own: its input (device_rank_input, from pinned memory) copied in, the output filled with
+// a pattern (unless PLUGIN_TEST_IN_PLACE=1), ncclAllReduce (float sum) of PLUGIN_TEST_COUNT
+// (default kDeviceRankCount) values, the output copied back into pinned memory, the stream
+// synchronized. It writes, to PLUGIN_TEST_RESULT_DIR, rank<r>_step<s>.bin (the output) and
+// rank<r>.txt ("name value" lines: per step its statistics: step<s>_algorithm, _inner, _codec,
+// _seed, _step, _piece_bytes, _to_host, _to_device) and exits 0, or 1 saying why on stderr.
+//
+// PLUGIN_TEST_GATE_STEP=g: before step g a host function holds the stream until the rank's
+// thread has enqueued PLUGIN_TEST_GATE_CALLS (default 1) steps behind it; it writes
+// step<s>_returned_first 1 for each of those calls that returned while the gate was still
+// closed (0 otherwise) and "gate passed" (or gave_up: 60 s went by). Their statistics are those
+// read after the last of them. PLUGIN_TEST_SIMULATE_AT_GATE=1: before opening the gate, two more
+// calls of the tensor in a group ended by ncclGroupSimulateEnd; "estimate" is its estimate.
 #pragma once
 
 #include <cstddef>

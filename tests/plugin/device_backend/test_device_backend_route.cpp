@@ -478,11 +478,89 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PluginDeviceBackendNodes,
                                   std::to_string(info.param.ranks_per_node) + "pernode";
                          });
 
+// Ranks as processes for the cases where a rank's stream is held (device_staging.h): ranks that
+// share a process never hold one. run_rank_processes runs n plugin_device_rank_process with the
+// environment the test set (device_rank_protocol.h) and writes into `dir`; "" when every rank
+// exited 0, else what the first that did not said.
+std::string run_rank_processes(int n, const std::string& dir) {
+  ScopedEnvironment results("PLUGIN_TEST_RESULT_DIR", dir.c_str());
+  ScopedEnvironment ifname("TERSE_SOCKET_IFNAME", "lo");
+  ScopedEnvironment family("TERSE_SOCKET_FAMILY", "AF_INET");
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    return std::string("ncclGetUniqueId: ") + ncclGetLastError(nullptr);
+  }
+  std::vector<terse::test::CommandLine> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back({TERSE_PLUGIN_DEVICE_RANK_PROCESS_PATH, std::to_string(r), std::to_string(n),
+                     terse_test::bytes_to_hex(id.internal, sizeof(id.internal))});
+  }
+  for (const auto& process : terse::test::run_processes(ranks, 120)) {
+    if (!process.exited || process.exit_code != 0) return terse::test::describe(process);
+  }
+  return "";
+}
+
+std::vector<uint8_t> read_output(const std::string& dir, int rank, int step) {
+  std::ifstream file(dir + "/rank" + std::to_string(rank) + "_step" + std::to_string(step) + ".bin",
+                     std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(file)),
+                              std::istreambuf_iterator<char>());
+}
+
+// The statistics a rank process wrote for `step`, as model_step reads them.
+terseStats stats_of(const std::map<std::string, std::string>& values, int step) {
+  const std::string p = "step" + std::to_string(step) + "_";
+  terseStats stats{};
+  auto number = [&](const std::string& name) -> uint64_t {
+    auto it = values.find(p + name);
+    return it == values.end() ? 0 : std::stoull(it->second);
+  };
+  auto text = [&](const std::string& name, char* out, size_t size) {
+    auto it = values.find(p + name);
+    std::snprintf(out, size, "%s", it == values.end() ? "" : it->second.c_str());
+  };
+  text("algorithm", stats.last_algorithm, sizeof(stats.last_algorithm));
+  text("codec", stats.last_codec, sizeof(stats.last_codec));
+  stats.last_seed = number("seed");
+  stats.last_step = number("step");
+  stats.last_piece_bytes = number("piece_bytes");
+  stats.pcie_bytes_to_host = number("to_host");
+  stats.pcie_bytes_to_device = number("to_device");
+  return stats;
+}
+
+// The calls' results against the model, steps [first, last): each step's seed, step and pieces
+// from rank 0's statistics (all ranks agree).
+void expect_model_steps(terse::model::CompressedModel* model, const std::string& dir, int n,
+                        size_t count, int first, int last,
+                        const std::vector<std::map<std::string, std::string>>& values) {
+  for (int step = first; step < last; ++step) {
+    const terse::model::Expected expected =
+        model_step(model, n, count, step, stats_of(values[0], step));
+    for (int r = 0; r < n; ++r) {
+      const std::vector<uint8_t> output = read_output(dir, r, step);
+      ASSERT_EQ(output.size(), count * sizeof(float)) << "rank " << r << " step " << step;
+      const terse::model::Comparison c =
+          terse::model::compare(expected, DType::kFloat32, output.data(), count);
+      EXPECT_EQ(c.mismatches, 0u) << "rank " << r << " step " << step << ": " << c.first;
+    }
+  }
+}
+
+std::vector<std::map<std::string, std::string>> read_all_values(const std::string& dir, int n) {
+  std::vector<std::map<std::string, std::string>> values;
+  for (int r = 0; r < n; ++r) {
+    values.push_back(read_values(dir + "/rank" + std::to_string(r) + ".txt"));
+  }
+  return values;
+}
+
 // The route is chosen from a prediction made when the call is enqueued; the plan the proxy makes
 // later decides. Two calls of one tensor enqueued while the stream is held are both predicted
-// at step 0 (int8: the backend), but the policy leaves step 1 uncompressed: the proxy then
+// at step 2 (int8: the backend), but the policy leaves step 3 uncompressed: the proxy then
 // stages that call itself (the dense allreduce on host copies, the whole tensor counted) and
-// the result is the exact sum.
+// the result is the exact sum. Steps 0 and 1 run without a hold (a shape's first calls).
 TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
   REQUIRE_DEVICE();
   char path[] = "/tmp/terse_route_policy_XXXXXX";
@@ -491,209 +569,148 @@ TEST(PluginDeviceBackendRoute, APlanTheBackendCannotRunIsStagedByTheProxy) {
   const std::string policy = "rules:\n  - codec: int8\n    schedule: {start: 0, end: 3}\n";
   ASSERT_EQ(write(fd, policy.data(), policy.size()), static_cast<ssize_t>(policy.size()));
   close(fd);
-  ScopedEnvironment file("TERSE_POLICY", path);
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
-  const int n = 2;
-  const size_t count = 6000;
-  const size_t bytes = count * sizeof(float);
-  struct Gate {
-    std::atomic<bool> open{false};
-  };
-  Gate gates[n];
-  constexpr int kWarm = 2;  // ungated calls (steps 0 and 1) before the gated ones
-  std::vector<std::vector<std::vector<float>>> warm(
-      kWarm, std::vector<std::vector<float>>(n, std::vector<float>(count)));
-  std::vector<std::string> errors(n);
-  std::vector<std::vector<terseStats>> warm_stats(kWarm, std::vector<terseStats>(n));
-  std::vector<terseStats> stats(n);
-  // Pinned, so that the copies into them queue behind the gate instead of waiting for it (a copy
-  // into pageable memory returns only once the stream ran it).
-  float* first[n] = {};
-  float* second[n] = {};
-  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
-    cudaStream_t stream = nullptr;
-    void *send = nullptr, *recv = nullptr;
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    cudaMalloc(&send, bytes);
-    cudaMalloc(&recv, bytes);
-    cudaMallocHost(reinterpret_cast<void**>(&first[rank]), bytes);
-    cudaMallocHost(reinterpret_cast<void**>(&second[rank]), bytes);
-    std::vector<float> w(count), a(count), b(count);
-    for (size_t i = 0; i < count; ++i) {
-      a[i] = input_value(rank, kWarm, i);
-      b[i] = input_value(rank, kWarm + 1, i);
-    }
-    // The tensor's first two calls (int8) run without a hold (device_staging.h).
-    for (int step = 0; step < kWarm; ++step) {
-      for (size_t i = 0; i < count; ++i) w[i] = input_value(rank, step, i);
-      cudaMemcpyAsync(send, w.data(), bytes, cudaMemcpyHostToDevice, stream);
-      if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
-        errors[rank] = ncclGetLastError(comm);
-      }
-      cudaMemcpyAsync(warm[step][rank].data(), recv, bytes, cudaMemcpyDeviceToHost, stream);
-      cudaStreamSynchronize(stream);
-      terseCommGetStats(comm, &warm_stats[step][rank]);
-    }
-    auto hold = [](void* argument) {
-      Gate* held = static_cast<Gate*>(argument);
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (!held->open.load() && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    };
-    // Behind the gate, both predicted at step 2 (int8, the backend); the proxy runs the second
-    // at step 3, where the policy says none, and stages it.
-    cudaLaunchHostFunc(stream, hold, &gates[rank]);
-    cudaMemcpyAsync(send, a.data(), bytes, cudaMemcpyHostToDevice, stream);
-    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
-      errors[rank] = ncclGetLastError(comm);
-    }
-    cudaMemcpyAsync(first[rank], recv, bytes, cudaMemcpyDeviceToHost, stream);
-    cudaMemcpyAsync(send, b.data(), bytes, cudaMemcpyHostToDevice, stream);
-    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
-      errors[rank] = ncclGetLastError(comm);
-    }
-    cudaMemcpyAsync(second[rank], recv, bytes, cudaMemcpyDeviceToHost, stream);
-    gates[rank].open = true;
-    if (cudaStreamSynchronize(stream) != cudaSuccess) errors[rank] = "cudaStreamSynchronize";
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm, &async);
-    if (async != ncclSuccess) errors[rank] = std::string("async: ") + ncclGetLastError(comm);
-    terseCommGetStats(comm, &stats[rank]);
-    cudaFree(send);
-    cudaFree(recv);
-    cudaStreamDestroy(stream);
-  });
-  unlink(path);
-  ASSERT_EQ(failure, "");
+  const TemporaryDirectory made("terse_route_staged_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  const int n = 2, steps = 4, gate = 2;
+  const size_t count = 6000, bytes = count * sizeof(float);
+  {
+    ScopedEnvironment file("TERSE_POLICY", path);
+    ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+    ScopedEnvironment step_count("PLUGIN_TEST_STEPS", std::to_string(steps).c_str());
+    ScopedEnvironment elements("PLUGIN_TEST_COUNT", std::to_string(count).c_str());
+    ScopedEnvironment gate_step("PLUGIN_TEST_GATE_STEP", std::to_string(gate).c_str());
+    ScopedEnvironment gate_calls("PLUGIN_TEST_GATE_CALLS", "2");
+    const std::string failure = run_rank_processes(n, made.path());
+    unlink(path);
+    ASSERT_EQ(failure, "");
+  }
+  const auto values = read_all_values(made.path(), n);
   const std::unique_ptr<terse::Codec> int8 = make_codec("int8");
   ASSERT_NE(int8, nullptr);
   for (int r = 0; r < n; ++r) {
-    ASSERT_EQ(errors[r], "") << "rank " << r;
-    EXPECT_STREQ(stats[r].last_codec, "none") << "rank " << r;
+    const terseStats last = stats_of(values[r], steps - 1);
+    EXPECT_STREQ(last.last_codec, "none") << "rank " << r;
+    EXPECT_EQ(values[r].at("gate"), "passed") << "rank " << r;
+    for (int s = gate; s < steps; ++s) {
+      EXPECT_EQ(values[r].at("step" + std::to_string(s) + "_returned_first"), "1")
+          << "rank " << r << " step " << s << " waited for its stream";
+    }
     const terse::model::PcieBytes pcie = terse::model::device_pcie_bytes("sra", *int8, count, n, r);
     // Three compressed calls' messages, then the staged call's whole tensor each way.
-    EXPECT_EQ(stats[r].pcie_bytes_to_host, (kWarm + 1) * pcie.to_host + bytes) << "rank " << r;
-    EXPECT_EQ(stats[r].pcie_bytes_to_device, (kWarm + 1) * pcie.to_device + bytes) << "rank " << r;
+    EXPECT_EQ(last.pcie_bytes_to_host, 3 * pcie.to_host + bytes) << "rank " << r;
+    EXPECT_EQ(last.pcie_bytes_to_device, 3 * pcie.to_device + bytes) << "rank " << r;
+    const std::vector<uint8_t> output = read_output(made.path(), r, steps - 1);
+    ASSERT_EQ(output.size(), bytes);
+    std::vector<float> second(count);
+    std::memcpy(second.data(), output.data(), bytes);
     size_t wrong = 0;
     for (size_t i = 0; i < count; ++i) {
       // Two ranks: the ring's sum is a + b exactly.
-      wrong += second[r][i] != input_value(0, kWarm + 1, i) + input_value(1, kWarm + 1, i) ? 1 : 0;
+      wrong += second[i] != input_value(0, steps - 1, i) + input_value(1, steps - 1, i) ? 1 : 0;
     }
     EXPECT_EQ(wrong, 0u) << "rank " << r << ": the staged call's result";
   }
-  // The three calls on the backend: the model's int8 results (the gated one's seed, step and
-  // pieces are those of the last compressed call, which the dense one after it leaves in the
-  // statistics).
   terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
-  for (int step = 0; step < kWarm; ++step) {
-    const terse::model::Expected expected_warm =
-        model_step(&model, n, count, step, warm_stats[step][0]);
-    for (int r = 0; r < n; ++r) {
-      const auto* warm_got = reinterpret_cast<const uint8_t*>(warm[step][r].data());
-      EXPECT_EQ(terse::model::compare(expected_warm, DType::kFloat32, warm_got, count).mismatches,
-                0u)
-          << "rank " << r << ": ungated call " << step;
-    }
-  }
-  terseStats gated_call = stats[0];
+  expect_model_steps(&model, made.path(), n, count, 0, gate, values);
+  // The gated backend call: its seed, step and pieces are those of the last compressed call,
+  // which the dense one after it leaves in the statistics.
+  terseStats gated_call = stats_of(values[0], gate);
   std::snprintf(gated_call.last_algorithm, sizeof(gated_call.last_algorithm), "sra");
-  const terse::model::Expected expected = model_step(&model, n, count, kWarm, gated_call);
+  const terse::model::Expected expected = model_step(&model, n, count, gate, gated_call);
   for (int r = 0; r < n; ++r) {
-    const auto* got = reinterpret_cast<const uint8_t*>(first[r]);
-    EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, got, count).mismatches, 0u)
+    const std::vector<uint8_t> output = read_output(made.path(), r, gate);
+    ASSERT_EQ(output.size(), bytes);
+    EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, output.data(), count).mismatches, 0u)
         << "rank " << r << ": the gated backend call's result";
-    cudaFreeHost(first[r]);
-    cudaFreeHost(second[r]);
   }
 }
 
 // The call returns before its stream reaches it: each rank's stream is held by a host function
-// that the test releases only after ncclAllReduce returned (a call that waited for its stream
-// would return only when the gate gives up, and fail here); the result still follows the
-// upload enqueued before the gate. The tensor's first two calls come before the gate: a call of
-// a shape runs under a hold only once one before it needed no new memory (device_staging.h).
+// that the rank releases only after ncclAllReduce returned (a call that waited for its stream
+// would return only when the gate gives up); the result still follows the upload enqueued before
+// the gate. Ranks as processes: steps 0 and 1 run without a hold, step 2 is gated.
 TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
+  REQUIRE_DEVICE();
+  const TemporaryDirectory made("terse_route_gated_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  const int n = 2, steps = 3, gate = 2;
+  const size_t count = 4096;
+  {
+    ScopedEnvironment codec("TERSE_CODEC", "int8");
+    ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+    ScopedEnvironment step_count("PLUGIN_TEST_STEPS", std::to_string(steps).c_str());
+    ScopedEnvironment elements("PLUGIN_TEST_COUNT", std::to_string(count).c_str());
+    ScopedEnvironment in_place("PLUGIN_TEST_IN_PLACE", "1");
+    ScopedEnvironment gate_step("PLUGIN_TEST_GATE_STEP", std::to_string(gate).c_str());
+    ASSERT_EQ(run_rank_processes(n, made.path()), "");
+  }
+  const auto values = read_all_values(made.path(), n);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(values[r].at("gate"), "passed") << "rank " << r;
+    EXPECT_EQ(values[r].at("step2_returned_first"), "1") << "rank " << r << " waited";
+    // The gated call's own copies: messages, not the tensor.
+    EXPECT_LT(stats_of(values[r], gate).pcie_bytes_to_host -
+                  stats_of(values[r], gate - 1).pcie_bytes_to_host,
+              count * sizeof(float) / 2)
+        << "staged, not the backend";
+  }
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  expect_model_steps(&model, made.path(), n, count, 0, steps, values);
+}
+
+// Ranks that share a process (threads) never hold a stream: one's first calls of a shape
+// allocate, which CUDA makes wait for another's held stream (device_staging.h). Each call has
+// run when it returns: the stream has nothing left to do, on the third call too, where ranks
+// as processes hold.
+TEST(PluginDeviceBackendRoute, RanksSharingAProcessReturnOnceTheCallRan) {
   REQUIRE_DEVICE();
   ScopedEnvironment codec("TERSE_CODEC", "int8");
   ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
-  const int n = 2;
-  const size_t count = 4096;
-  enum GateState : int { kClosed = 0, kPassed = 1, kGaveUp = 2 };
-  struct Gate {
-    std::atomic<bool> open{false};
-    std::atomic<int> state{kClosed};
-  };
-  Gate gates[n];
-  constexpr int kWarm = 2;  // ungated calls before the gated one
-  std::vector<std::vector<std::vector<uint8_t>>> warm_outputs(
-      kWarm, std::vector<std::vector<uint8_t>>(n, std::vector<uint8_t>(count * sizeof(float))));
-  std::vector<std::vector<uint8_t>> outputs(n, std::vector<uint8_t>(count * sizeof(float)));
-  std::vector<std::string> errors(n);
-  std::vector<std::vector<terseStats>> warm_stats(kWarm, std::vector<terseStats>(n));
-  std::vector<terseStats> stats(n);
+  const int n = 2, steps = 4;
+  const size_t count = 4096, bytes = count * sizeof(float);
+  std::vector<std::vector<cudaError_t>> queried(steps, std::vector<cudaError_t>(n));
+  std::vector<std::vector<RankCall>> calls(steps, std::vector<RankCall>(n));
   const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
     cudaStream_t stream = nullptr;
     void* data = nullptr;
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    cudaMalloc(&data, count * sizeof(float));
-    std::vector<float> input(count);
-    for (int step = 0; step < kWarm; ++step) {
-      for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
-      cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
-      if (ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
-        errors[rank] = std::string("ungated call: ") + ncclGetLastError(comm);
-      }
-      cudaMemcpyAsync(warm_outputs[step][rank].data(), data, count * sizeof(float),
-                      cudaMemcpyDeviceToHost, stream);
-      cudaStreamSynchronize(stream);
-      terseCommGetStats(comm, &warm_stats[step][rank]);
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc(&data, bytes) != cudaSuccess) {
+      calls[0][rank].error = "CUDA setup failed";
+      return;
     }
-    for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, kWarm, i);
-    auto hold = [](void* argument) {
-      Gate* held = static_cast<Gate*>(argument);
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (!held->open.load() && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int step = 0; step < steps; ++step) {
+      RankCall& call = calls[step][rank];
+      std::vector<float> input(count);
+      for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
+      cudaMemcpyAsync(data, input.data(), bytes, cudaMemcpyHostToDevice, stream);
+      if (ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
+        call.error = std::string("ncclAllReduce: ") + ncclGetLastError(comm);
       }
-      held->state = held->open.load() ? kPassed : kGaveUp;
-    };
-    cudaLaunchHostFunc(stream, hold, &gates[rank]);
-    cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
-    const ncclResult_t result =
-        ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
-    if (gates[rank].state.load() != kClosed) errors[rank] = "returned after its stream ran";
-    gates[rank].open = true;
-    if (result != ncclSuccess) errors[rank] = ncclGetLastError(comm);
-    cudaMemcpyAsync(outputs[rank].data(), data, count * sizeof(float), cudaMemcpyDeviceToHost,
-                    stream);
-    cudaStreamSynchronize(stream);
-    terseCommGetStats(comm, &stats[rank]);
+      queried[step][rank] = cudaStreamQuery(stream);
+      call.output.resize(bytes);
+      cudaMemcpyAsync(call.output.data(), data, bytes, cudaMemcpyDeviceToHost, stream);
+      if (cudaStreamSynchronize(stream) != cudaSuccess) call.error = "cudaStreamSynchronize";
+      if (terseCommGetStats(comm, &call.stats) != ncclSuccess) call.error = "terseCommGetStats";
+    }
     cudaFree(data);
     cudaStreamDestroy(stream);
   });
   ASSERT_EQ(failure, "");
   terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
-  for (int step = 0; step < kWarm; ++step) {
-    const terse::model::Expected warm = model_step(&model, n, count, step, warm_stats[step][0]);
+  for (int step = 0; step < steps; ++step) {
+    const terse::model::Expected expected =
+        model_step(&model, n, count, step, calls[step][0].stats);
     for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(terse::model::compare(warm, DType::kFloat32, warm_outputs[step][r].data(), count)
-                    .mismatches,
-                0u)
-          << "rank " << r << ": ungated call " << step;
+      ASSERT_EQ(calls[step][r].error, "") << "rank " << r << " step " << step;
+      EXPECT_EQ(queried[step][r], cudaSuccess)
+          << "rank " << r << " step " << step << ": the stream still had work when the call "
+          << "returned (" << cudaGetErrorString(queried[step][r]) << ")";
+      EXPECT_EQ(
+          terse::model::compare(expected, DType::kFloat32, calls[step][r].output.data(), count)
+              .mismatches,
+          0u)
+          << "rank " << r << " step " << step;
     }
-  }
-  const terse::model::Expected expected = model_step(&model, n, count, kWarm, stats[0]);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(errors[r], "") << "rank " << r;
-    EXPECT_EQ(gates[r].state.load(), kPassed) << "rank " << r;
-    EXPECT_EQ(terse::model::compare(expected, DType::kFloat32, outputs[r].data(), count).mismatches,
-              0u)
-        << "rank " << r;
-    // The gated call's own copies: messages, not the tensor.
-    EXPECT_LT(stats[r].pcie_bytes_to_host - warm_stats[kWarm - 1][r].pcie_bytes_to_host,
-              count * sizeof(float) / 2)
-        << "staged, not the backend";
   }
 }
 
@@ -706,82 +723,30 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
 // SimulatedStepsAreSeenByNoOtherPlan plans a real call in the middle of a simulation.
 TEST(PluginDeviceBackendRoute, ASimulationBesideAQueuedCallMovesNoStep) {
   REQUIRE_DEVICE();
-  ScopedEnvironment codec("TERSE_CODEC", "int8");
-  ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
-  const int n = 2;
+  const TemporaryDirectory made("terse_route_simulated_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  const int n = 2, steps = 4;
   const size_t count = 4096;
-  struct Gate {
-    std::atomic<bool> open{false};
-  };
-  Gate gates[n];
-  // Steps 0 and 1 run without a hold (the first makes the tensor's memory, the second shows that
-  // none more is needed: device_staging.h); step 2 is gated.
-  const int steps = 4;
-  const int gated = 2;
-  std::vector<std::vector<RankCall>> calls(steps, std::vector<RankCall>(n));
-  std::vector<float> estimates(n, 0.0f);
-  const std::string failure = run_ranks(n, [&](int rank, ncclComm_t comm) {
-    cudaStream_t stream = nullptr;
-    void* data = nullptr;
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaMalloc(&data, count * sizeof(float)) != cudaSuccess) {
-      calls[0][rank].error = "CUDA setup failed";
-      return;
-    }
-    auto hold = [](void* argument) {
-      Gate* held = static_cast<Gate*>(argument);
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (!held->open.load() && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    };
+  {
+    ScopedEnvironment codec("TERSE_CODEC", "int8");
+    ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+    ScopedEnvironment step_count("PLUGIN_TEST_STEPS", std::to_string(steps).c_str());
+    ScopedEnvironment elements("PLUGIN_TEST_COUNT", std::to_string(count).c_str());
+    ScopedEnvironment in_place("PLUGIN_TEST_IN_PLACE", "1");
+    ScopedEnvironment gate_step("PLUGIN_TEST_GATE_STEP", "2");
+    ScopedEnvironment simulate("PLUGIN_TEST_SIMULATE_AT_GATE", "1");
+    ASSERT_EQ(run_rank_processes(n, made.path()), "");
+  }
+  const auto values = read_all_values(made.path(), n);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(values[r].at("step2_returned_first"), "1") << "rank " << r;
+    EXPECT_GT(std::stod(values[r].at("estimate")), 0.0) << "rank " << r;
     for (int step = 0; step < steps; ++step) {
-      RankCall& call = calls[step][rank];
-      std::vector<float> input(count);
-      for (size_t i = 0; i < count; ++i) input[i] = input_value(rank, step, i);
-      if (step == gated) cudaLaunchHostFunc(stream, hold, &gates[rank]);
-      cudaMemcpyAsync(data, input.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
-      ncclResult_t result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
-      if (step == gated) {
-        // The tensor's next two calls, simulated while step 0 waits for its stream.
-        ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-        if (result == ncclSuccess) result = ncclGroupStart();
-        for (int k = 0; k < 2 && result == ncclSuccess; ++k) {
-          result = ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream);
-        }
-        if (result == ncclSuccess) result = ncclGroupSimulateEnd(&info);
-        estimates[rank] = info.estimatedTime;
-        gates[rank].open = true;
-      }
-      if (result != ncclSuccess)
-        call.error = std::string("ncclAllReduce: ") + ncclGetLastError(comm);
-      call.output.resize(count * sizeof(float));
-      cudaMemcpyAsync(call.output.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost,
-                      stream);
-      if (cudaStreamSynchronize(stream) != cudaSuccess) call.error = "cudaStreamSynchronize";
-      if (terseCommGetStats(comm, &call.stats) != ncclSuccess) call.error = "terseCommGetStats";
-    }
-    cudaFree(data);
-    cudaStreamDestroy(stream);
-  });
-  ASSERT_EQ(failure, "");
-  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
-  for (int step = 0; step < steps; ++step) {
-    for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(calls[step][r].error, "") << "rank " << r << " step " << step;
-      EXPECT_EQ(calls[step][r].stats.last_step, static_cast<uint64_t>(step)) << "rank " << r;
-    }
-    const terse::model::Expected expected =
-        model_step(&model, n, count, step, calls[step][0].stats);
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(
-          terse::model::compare(expected, DType::kFloat32, calls[step][r].output.data(), count)
-              .mismatches,
-          0u)
-          << "rank " << r << " step " << step;
+      EXPECT_EQ(stats_of(values[r], step).last_step, static_cast<uint64_t>(step)) << "rank " << r;
     }
   }
-  for (int r = 0; r < n; ++r) EXPECT_GT(estimates[r], 0.0f) << "rank " << r;
+  terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
+  expect_model_steps(&model, made.path(), n, count, 0, steps, values);
 }
 
 }  // namespace

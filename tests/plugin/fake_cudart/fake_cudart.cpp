@@ -327,6 +327,60 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   snprintf(properties->name, sizeof(properties->name), "fake CUDA device (tests)");
   return cudaSuccess;
 }
+// The attributes CUB's and terse's launch sizing read (a device of 132 SMs of compute capability
+// 9.0, as an H200); any other reads 0.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  if (value == nullptr) return cudaErrorInvalidValue;
+  switch (attribute) {
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      break;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      break;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      break;
+    case cudaDevAttrWarpSize:
+      *value = 32;
+      break;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor:
+      *value = 2048;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+      *value = 48 << 10;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = 227 << 10;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+      *value = 228 << 10;
+      break;
+    case cudaDevAttrMaxGridDimX:
+      *value = 0x7fffffff;
+      break;
+    case cudaDevAttrMaxGridDimY:
+    case cudaDevAttrMaxGridDimZ:
+      *value = 65535;
+      break;
+    default:
+      *value = 0;
+      break;
+  }
+  return cudaSuccess;
+}
+// As many resident blocks as the thread limit allows (no register or shared-memory model).
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void*,
+                                                                   int block_size, size_t,
+                                                                   unsigned int) {
+  if (blocks == nullptr || block_size <= 0) return cudaErrorInvalidValue;
+  *blocks = block_size >= 2048 ? 1 : 2048 / block_size;
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) {
   return cudaSuccess;
 }
@@ -482,6 +536,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     pageable_copies.erase(id);
   }
   waits_changed.notify_all();
+  return cudaSuccess;
+}
+// Synchronous, on no stream of the fake's: as measured, a plain cudaMemcpy does not wait for a
+// stream held by a wait on host memory (the streams here are all non-blocking ones).
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
+  std::memcpy(accessible(dst), accessible(src), count);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
