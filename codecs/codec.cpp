@@ -6,9 +6,14 @@
 #include <cstring>
 #include <vector>
 
+#include "codecs/device_support.h"
 #include "codecs/nonfinite_escapes.h"
 #include "codecs/wire_format.h"
 #include "common/result.h"
+
+#if TERSE_HAVE_CUDA
+#include "codecs/cuda/nonfinite_kernels.h"
+#endif
 
 namespace terse {
 namespace {
@@ -23,6 +28,17 @@ bool carries_escapes(const void* message, size_t message_bytes, const DecodeCont
   return header.magic == kWireMagic && (header.flags & kWireEscapesFlag) != 0;
 }
 
+// A device tensor with NaN or Inf is encoded through the host, where the escapes are made: the
+// codec's device state (DGC's momentum, PowerSGD's factors) cannot follow it there.
+ncclResult_t refuse_device_state(const Codec& codec, const EncodeContext& context, size_t count) {
+  if (context.state == nullptr) return ncclSuccess;
+  return fail(ncclInvalidArgument,
+              "%s: a %zu-element device tensor holds NaN or Inf, and this codec keeps state on the "
+              "device that an exact escape of those elements cannot go through; use host "
+              "buffers or a stateless codec for tensors that can overflow",
+              codec.spec().c_str(), count);
+}
+
 }  // namespace
 
 size_t Codec::max_encoded_bytes(size_t count, DType dtype) const {
@@ -33,8 +49,18 @@ ncclResult_t Codec::encode(const void* input, size_t count, DType dtype,
                            const EncodeContext& context, void* message, size_t capacity,
                            size_t* message_bytes) {
   // The codec validates its own arguments (null pointers, capacity) when nothing is escaped.
-  if (context.memory == Memory::kDevice || context.input_finite || count == 0 || input == nullptr ||
-      message == nullptr || all_finite(input, count, dtype)) {
+  if (context.input_finite || count == 0 || input == nullptr || message == nullptr) {
+    return encode_finite(input, count, dtype, context, message, capacity, message_bytes);
+  }
+  if (context.memory == Memory::kDevice) {
+    bool found = false;
+    TERSE_CHECK(device_holds_nonfinite(input, count, dtype, context.stream, &found));
+    if (!found)
+      return encode_finite(input, count, dtype, context, message, capacity, message_bytes);
+    return encode_device_through_host(input, count, dtype, context, message, capacity,
+                                      message_bytes);
+  }
+  if (all_finite(input, count, dtype)) {
     return encode_finite(input, count, dtype, context, message, capacity, message_bytes);
   }
   const Escapes escapes = find_escapes(input, count, dtype);
@@ -71,7 +97,15 @@ ncclResult_t Codec::encode_compensated(const void* input, DType dtype, float* re
                 spec().c_str(), count, input == nullptr ? "an input" : "a residual");
   }
   if (context.memory == Memory::kDevice) {
-    bool finite = true;  // not known on the host: device messages carry no escapes
+    bool found = false;
+    if (!context.input_finite && count > 0) {
+      TERSE_CHECK(device_holds_nonfinite(input, count, dtype, context.stream, &found));
+    }
+    if (found) {
+      return encode_compensated_through_host(input, dtype, residual, count, context, message,
+                                             capacity, message_bytes);
+    }
+    bool finite = true;  // the input was scanned (or is known finite), the residual is always
     return encode_compensated_finite(input, dtype, residual, count, context, message, capacity,
                                      message_bytes, &finite);
   }
@@ -99,6 +133,9 @@ ncclResult_t Codec::encode_compensated_finite(const void*, DType, float*, size_t
 
 ncclResult_t Codec::decode(const void* message, size_t message_bytes, void* output, size_t count,
                            DType dtype, bool accumulate, const DecodeContext& context) const {
+  if (context.memory == Memory::kDevice) {
+    return decode_device(message, message_bytes, output, count, dtype, accumulate, context);
+  }
   if (!carries_escapes(message, message_bytes, context)) {
     return decode_finite(message, message_bytes, output, count, dtype, accumulate, context);
   }
@@ -110,6 +147,85 @@ ncclResult_t Codec::decode(const void* message, size_t message_bytes, void* outp
       decode_finite(message, message_bytes - section, output, count, dtype, accumulate, context));
   apply_escapes(escapes, output, dtype, accumulate);
   return ncclSuccess;
+}
+
+ncclResult_t Codec::encode_device_through_host(const void* input, size_t count, DType dtype,
+                                               const EncodeContext& context, void* message,
+                                               size_t capacity, size_t* message_bytes) {
+  TERSE_CHECK(refuse_device_state(*this, context, count));
+  std::vector<uint8_t> host_input(count * dtype_size(dtype));
+  TERSE_CHECK(copy_to_host(host_input.data(), input, host_input.size(), context.stream));
+  std::vector<uint8_t> host_message(capacity);
+  std::vector<float> host_error(context.error != nullptr ? count : 0);
+  EncodeContext host = context;
+  host.memory = Memory::kHost;
+  host.stream = nullptr;
+  host.error = context.error != nullptr ? host_error.data() : nullptr;
+  TERSE_CHECK(
+      encode(host_input.data(), count, dtype, host, host_message.data(), capacity, message_bytes));
+  TERSE_CHECK(copy_to_device(message, host_message.data(), *message_bytes, context.stream));
+  return copy_to_device(context.error, host_error.data(), host_error.size() * sizeof(float),
+                        context.stream);
+}
+
+ncclResult_t Codec::encode_compensated_through_host(const void* input, DType dtype, float* residual,
+                                                    size_t count, const EncodeContext& context,
+                                                    void* message, size_t capacity,
+                                                    size_t* message_bytes) {
+  TERSE_CHECK(refuse_device_state(*this, context, count));
+  std::vector<uint8_t> host_input(count * dtype_size(dtype));
+  std::vector<float> host_residual(count);
+  TERSE_CHECK(copy_to_host(host_input.data(), input, host_input.size(), context.stream));
+  TERSE_CHECK(copy_to_host(host_residual.data(), residual, count * sizeof(float), context.stream));
+  std::vector<uint8_t> host_message(capacity);
+  EncodeContext host = context;
+  host.memory = Memory::kHost;
+  host.stream = nullptr;
+  TERSE_CHECK(encode_compensated(host_input.data(), dtype, host_residual.data(), count, host,
+                                 host_message.data(), capacity, message_bytes));
+  TERSE_CHECK(copy_to_device(message, host_message.data(), *message_bytes, context.stream));
+  return copy_to_device(residual, host_residual.data(), count * sizeof(float), context.stream);
+}
+
+ncclResult_t Codec::decode_device(const void* message, size_t message_bytes, void* output,
+                                  size_t count, DType dtype, bool accumulate,
+                                  const DecodeContext& context) const {
+  if (message == nullptr || message_bytes < kWireHeaderBytes) {
+    return decode_finite(message, message_bytes, output, count, dtype, accumulate, context);
+  }
+  // The flag is read from the host's copy where the caller has one; otherwise from the device
+  // message (a wait for the stream), and a flagged message is then copied whole.
+  const uint8_t* host = static_cast<const uint8_t*>(context.host_message);
+  WireHeader header;
+  if (host != nullptr) {
+    std::memcpy(&header, host, sizeof(header));
+  } else {
+    TERSE_CHECK(copy_to_host(&header, message, sizeof(header), context.stream));
+  }
+  if (header.magic != kWireMagic || (header.flags & kWireEscapesFlag) == 0) {
+    return decode_finite(message, message_bytes, output, count, dtype, accumulate, context);
+  }
+  std::vector<uint8_t> copied;
+  if (host == nullptr) {
+    copied.resize(message_bytes);
+    TERSE_CHECK(copy_to_host(copied.data(), message, message_bytes, context.stream));
+    host = copied.data();
+  }
+  Escapes escapes;
+  size_t section = 0;
+  TERSE_CHECK(read_escapes(host, message_bytes, count, kWireHeaderBytes, &escapes, &section));
+  DecodeContext finite = context;
+  finite.host_message = host;
+  TERSE_CHECK(
+      decode_finite(message, message_bytes - section, output, count, dtype, accumulate, finite));
+#if TERSE_HAVE_CUDA
+  // The section's body lies in the device message after the codec's bytes (its trailer last).
+  const uint8_t* body = static_cast<const uint8_t*>(message) + message_bytes - section;
+  return launch_apply_escapes(body, escapes_listed(host, message_bytes), escapes.size(), count,
+                              output, dtype, accumulate, context.stream);
+#else
+  return require_cuda(spec().c_str());
+#endif
 }
 
 }  // namespace terse

@@ -110,7 +110,10 @@ struct DecodeContext {
 // kWireEscapesFlag). Codec::decode writes (or, accumulating, adds) them back after decoding the
 // rest. Codec implementations therefore only ever see finite values: they implement
 // encode_finite, decode_finite and max_finite_bytes, and the base class does the rest.
-// Device memory is passed through unchanged (no scan; a device decode refuses escapes).
+// Device memory is scanned on the device (a kernel and a wait); a tensor that holds NaN or Inf is
+// copied to the host and encoded there, with its escapes, and the message (and error or residual)
+// copied back, so device and host messages are the same bytes. Codecs that keep device state
+// refuse such a tensor. A device decode applies a message's escapes with a kernel.
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -262,6 +265,19 @@ class Codec {
                                                  size_t count, const EncodeContext& context,
                                                  void* message, size_t capacity,
                                                  size_t* message_bytes, bool* finite);
+
+ private:
+  // The rare device paths of non-finite values (above): the tensor (and residual) copied to the
+  // host and encoded there, the results copied back; a device decode of an escaped message.
+  ncclResult_t encode_device_through_host(const void* input, size_t count, DType dtype,
+                                          const EncodeContext& context, void* message,
+                                          size_t capacity, size_t* message_bytes);
+  ncclResult_t encode_compensated_through_host(const void* input, DType dtype, float* residual,
+                                               size_t count, const EncodeContext& context,
+                                               void* message, size_t capacity,
+                                               size_t* message_bytes);
+  ncclResult_t decode_device(const void* message, size_t message_bytes, void* output, size_t count,
+                             DType dtype, bool accumulate, const DecodeContext& context) const;
 };
 
 const char* codec_family_name(CodecFamily family);

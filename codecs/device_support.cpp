@@ -7,6 +7,8 @@
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "codecs/cuda/nonfinite_kernels.h"
 #endif
 
 namespace terse {
@@ -44,6 +46,104 @@ ncclResult_t require_allocation_allowed(const char* what, size_t bytes) {
               "held, where CUDA's allocator may wait for that stream; the call fails and the "
               "tensor's next call runs without a hold",
               what, bytes);
+}
+
+#if TERSE_HAVE_CUDA
+namespace {
+
+ncclResult_t cuda_failed(cudaError_t error, const char* what) {
+  return fail(ncclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(error));
+}
+
+// One word of mapped pinned memory per thread that looks for non-finite values, made at its
+// first look and released (when no stream of its is held) as the thread ends.
+class NonfiniteFlag {
+ public:
+  ~NonfiniteFlag() {
+    if (word_ != nullptr) {
+      unsigned int* word = word_;
+      release_when_allowed([word] { cudaFreeHost(word); });
+    }
+  }
+  ncclResult_t get(unsigned int** host, unsigned int** device) {
+    if (word_ == nullptr) {
+      TERSE_CHECK(require_allocation_allowed("the non-finite flag", sizeof(unsigned int)));
+      void* made = nullptr;
+      cudaError_t error = cudaHostAlloc(&made, sizeof(unsigned int), cudaHostAllocMapped);
+      if (error != cudaSuccess) return cuda_failed(error, "cudaHostAlloc of the non-finite flag");
+      void* mapped = nullptr;
+      error = cudaHostGetDevicePointer(&mapped, made, 0);
+      if (error != cudaSuccess) {
+        cudaFreeHost(made);
+        return cuda_failed(error, "cudaHostGetDevicePointer of the non-finite flag");
+      }
+      word_ = static_cast<unsigned int*>(made);
+      device_ = static_cast<unsigned int*>(mapped);
+    }
+    *host = word_;
+    *device = device_;
+    return ncclSuccess;
+  }
+
+ private:
+  unsigned int* word_ = nullptr;
+  unsigned int* device_ = nullptr;
+};
+
+}  // namespace
+#endif
+
+ncclResult_t device_holds_nonfinite(const void* input, size_t count, DType dtype, void* stream,
+                                    bool* found) {
+  *found = false;
+#if TERSE_HAVE_CUDA
+  if (count == 0) return ncclSuccess;
+  thread_local NonfiniteFlag flag;
+  unsigned int* host = nullptr;
+  unsigned int* device = nullptr;
+  TERSE_CHECK(flag.get(&host, &device));
+  *reinterpret_cast<volatile unsigned int*>(host) = 0;
+  TERSE_CHECK(launch_find_nonfinite(input, count, dtype, device, stream));
+  const cudaError_t error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (error != cudaSuccess) return cuda_failed(error, "looking for non-finite device elements");
+  *found = *reinterpret_cast<volatile unsigned int*>(host) != 0;
+  return ncclSuccess;
+#else
+  (void)input;
+  (void)dtype;
+  (void)stream;
+  return count == 0 ? ncclSuccess : require_cuda("a non-finite scan of device memory");
+#endif
+}
+
+ncclResult_t copy_to_host(void* host, const void* device, size_t bytes, void* stream) {
+#if TERSE_HAVE_CUDA
+  if (bytes == 0) return ncclSuccess;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t error = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(s);
+  return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy to the host");
+#else
+  (void)host;
+  (void)device;
+  (void)stream;
+  return bytes == 0 ? ncclSuccess : require_cuda("a copy from device memory");
+#endif
+}
+
+ncclResult_t copy_to_device(void* device, const void* host, size_t bytes, void* stream) {
+#if TERSE_HAVE_CUDA
+  if (bytes == 0) return ncclSuccess;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t error = cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(s);
+  return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy to the device");
+#else
+  (void)host;
+  (void)device;
+  (void)stream;
+  return bytes == 0 ? ncclSuccess : require_cuda("a copy to device memory");
+#endif
 }
 
 unsigned grid_for(size_t items, unsigned threads) {

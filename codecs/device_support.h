@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "codecs/dtype.h"
+
 namespace terse {
 
 // ncclSuccess in CUDA builds; otherwise ncclInvalidUsage with a message naming `codec`.
@@ -18,6 +20,16 @@ ncclResult_t check_launch(const char* what);
 // StreamHoldScope (common/stream_hold_gate.h) ncclInvalidUsage naming `what` and `bytes`: an
 // allocation there could wait forever for the stream the call holds.
 ncclResult_t require_allocation_allowed(const char* what, size_t bytes);
+
+// Whether any of the `count` elements of `input` (device memory) is NaN or Inf: a kernel on
+// `stream` and a wait for it. The first call on a thread makes that thread's flag (pinned
+// memory, so it must be allowed to allocate then).
+ncclResult_t device_holds_nonfinite(const void* input, size_t count, DType dtype, void* stream,
+                                    bool* found);
+
+// Copies between host and device memory in `stream` order and waits for the copy.
+ncclResult_t copy_to_host(void* host, const void* device, size_t bytes, void* stream);
+ncclResult_t copy_to_device(void* device, const void* host, size_t bytes, void* stream);
 
 // Grid size for a grid-stride loop over `items` with `threads` per block.
 unsigned grid_for(size_t items, unsigned threads);

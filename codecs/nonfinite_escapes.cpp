@@ -230,6 +230,12 @@ ncclResult_t read_escapes(const uint8_t* message, size_t message_bytes, size_t c
   return ncclSuccess;
 }
 
+bool escapes_listed(const uint8_t* message, size_t message_bytes) {
+  Trailer trailer;
+  std::memcpy(&trailer, message + message_bytes - kTrailerBytes, sizeof(trailer));
+  return trailer.form == kListForm;
+}
+
 void apply_escapes(const Escapes& escapes, void* output, DType dtype, bool accumulate) {
   for (size_t e = 0; e < escapes.size(); ++e) {
     const size_t i = static_cast<size_t>(escapes.indices[e]);

@@ -16,7 +16,9 @@
 // The kinds are EscapeKind: +Inf, -Inf, NaN (a NaN's payload is not kept). The encoder writes
 // whichever form is smaller (a list only while indices fit 32 bits), so a section never exceeds
 // ceil(count / 4) + 16 bytes (max_escape_section_bytes) and a tensor without non-finite values
-// costs nothing on the wire. Only host memory is scanned and escaped.
+// costs nothing on the wire. Device tensors are scanned on the device; one that holds non-finite
+// values is encoded through the host (codec.cpp), and device decodes apply a section's escapes
+// with a kernel.
 #pragma once
 
 #include <nccl.h>
@@ -62,6 +64,10 @@ void write_escapes(const Escapes& escapes, size_t count, uint8_t* out);
 // Refuses (ncclInvalidArgument, naming what is wrong) anything malformed.
 ncclResult_t read_escapes(const uint8_t* message, size_t message_bytes, size_t count,
                           size_t min_rest, Escapes* escapes, size_t* section_bytes);
+
+// Whether the section read_escapes accepted at the end of `message` is the list form (else the
+// map): for a device decode, whose kernel reads the section's body where it lies.
+bool escapes_listed(const uint8_t* message, size_t message_bytes);
 
 // output[i] = v (or output[i] + v when `accumulate`) for every escaped element i, v being its
 // kind's value (+Inf, -Inf, quiet NaN), in `dtype`.

@@ -108,9 +108,32 @@ ncclResult_t encode_device(Codec& codec, const std::vector<uint8_t>& input, DTyp
   return ncclSuccess;
 }
 
+ncclResult_t encode_compensated_device(Codec& codec, const std::vector<uint8_t>& input, DType dtype,
+                                       std::vector<float>* residual, EncodeContext context,
+                                       std::vector<uint8_t>* message) {
+  const size_t count = residual->size();
+  const size_t capacity = codec.max_encoded_bytes(count, dtype);
+  DeviceBuffer device_input(input.size()), device_message(capacity),
+      device_residual(count * sizeof(float));
+  if (!device_input.data || !device_message.data || !device_residual.data) return ncclSystemError;
+  cudaMemcpy(device_input.data, input.data(), input.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(device_residual.data, residual->data(), count * sizeof(float), cudaMemcpyHostToDevice);
+  context.memory = Memory::kDevice;
+  size_t bytes = 0;
+  const ncclResult_t result =
+      codec.encode_compensated(device_input.data, dtype, static_cast<float*>(device_residual.data),
+                               count, context, device_message.data, capacity, &bytes);
+  if (result != ncclSuccess) return result;
+  if (cudaDeviceSynchronize() != cudaSuccess) return ncclUnhandledCudaError;
+  message->resize(bytes);
+  cudaMemcpy(message->data(), device_message.data, bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(residual->data(), device_residual.data, count * sizeof(float), cudaMemcpyDeviceToHost);
+  return ncclSuccess;
+}
+
 ncclResult_t decode_device(const Codec& codec, const std::vector<uint8_t>& message, size_t count,
                            DType dtype, bool accumulate, const std::vector<uint8_t>& initial,
-                           std::vector<float>* output) {
+                           std::vector<float>* output, bool with_host_message) {
   DeviceBuffer device_message(message.size()), device_output(count * dtype_size(dtype));
   if (!device_message.data || !device_output.data) return ncclSystemError;
   cudaMemcpy(device_message.data, message.data(), message.size(), cudaMemcpyHostToDevice);
@@ -120,6 +143,7 @@ ncclResult_t decode_device(const Codec& codec, const std::vector<uint8_t>& messa
   }
   DecodeContext context;
   context.memory = Memory::kDevice;
+  if (with_host_message) context.host_message = message.data();
   ncclResult_t result = codec.decode(device_message.data, message.size(), device_output.data, count,
                                      dtype, accumulate, context);
   if (result != ncclSuccess) return result;
@@ -142,8 +166,13 @@ ncclResult_t encode_device(Codec&, const std::vector<uint8_t>&, DType, EncodeCon
   return ncclInvalidUsage;
 }
 
+ncclResult_t encode_compensated_device(Codec&, const std::vector<uint8_t>&, DType,
+                                       std::vector<float>*, EncodeContext, std::vector<uint8_t>*) {
+  return ncclInvalidUsage;
+}
+
 ncclResult_t decode_device(const Codec&, const std::vector<uint8_t>&, size_t, DType, bool,
-                           const std::vector<uint8_t>&, std::vector<float>*) {
+                           const std::vector<uint8_t>&, std::vector<float>*, bool) {
   return ncclInvalidUsage;
 }
 

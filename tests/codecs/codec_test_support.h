@@ -44,11 +44,19 @@ ncclResult_t encode_device(Codec& codec, const std::vector<uint8_t>& input, DTyp
                            EncodeContext context, std::vector<uint8_t>* message,
                            std::vector<float>* error = nullptr);
 
+// Copies `input` and `residual` to the GPU, runs encode_compensated there (device memory), and
+// copies the message and the new residual back. Returns the codec's result.
+ncclResult_t encode_compensated_device(Codec& codec, const std::vector<uint8_t>& input, DType dtype,
+                                       std::vector<float>* residual, EncodeContext context,
+                                       std::vector<uint8_t>* message);
+
 // Copies `message` to the GPU and decodes there into `count` elements of `dtype`, starting from
 // `initial` when `accumulate` (so accumulation is checked too); returns the result as fp32.
+// `with_host_message`: the decode is also given the host's copy of the message (as the
+// collectives give it), else it reads what it validates from the device.
 ncclResult_t decode_device(const Codec& codec, const std::vector<uint8_t>& message, size_t count,
                            DType dtype, bool accumulate, const std::vector<uint8_t>& initial,
-                           std::vector<float>* output);
+                           std::vector<float>* output, bool with_host_message = false);
 
 }  // namespace terse::testing
 
