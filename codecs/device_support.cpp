@@ -120,7 +120,7 @@ ncclResult_t copy_to_host(void* host, const void* device, size_t bytes, void* st
 #if TERSE_HAVE_CUDA
   if (bytes == 0) return ncclSuccess;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaError_t error = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s);
+  cudaError_t error = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDefault, s);
   if (error == cudaSuccess) error = cudaStreamSynchronize(s);
   return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy to the host");
 #else
@@ -135,7 +135,7 @@ ncclResult_t copy_to_device(void* device, const void* host, size_t bytes, void* 
 #if TERSE_HAVE_CUDA
   if (bytes == 0) return ncclSuccess;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaError_t error = cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s);
+  cudaError_t error = cudaMemcpyAsync(device, host, bytes, cudaMemcpyDefault, s);
   if (error == cudaSuccess) error = cudaStreamSynchronize(s);
   return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy to the device");
 #else

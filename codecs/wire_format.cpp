@@ -54,10 +54,6 @@ ncclResult_t read_header(const void* message, size_t message_bytes, CodecId code
     return fail(ncclInvalidArgument, "message describes %llu elements, decode asked for %zu",
                 static_cast<unsigned long long>(header->count), count);
   }
-  if ((header->flags & kWireEscapesFlag) != 0 && context.memory == Memory::kDevice) {
-    return fail(ncclInvalidUsage,
-                "message carries non-finite escapes, which only a host-memory decode restores");
-  }
   header->flags &= static_cast<uint8_t>(~kWireEscapesFlag);
   return ncclSuccess;
 }

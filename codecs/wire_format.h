@@ -50,8 +50,9 @@ TERSE_HD WireHeader make_header(CodecId codec, DType dtype, size_t count) {
 
 // Reads and validates the header of `message` for a decode of `count` elements by `codec`:
 // long enough, magic, version, codec id, dtype, element count. For device messages the header is
-// copied to the host first (ordered on `context.stream`), and escapes (kWireEscapesFlag) are
-// refused: only host decodes restore them. The returned flags never hold kWireEscapesFlag.
+// copied to the host first (ordered on `context.stream`). The returned flags never hold
+// kWireEscapesFlag: Codec::decode strips an escape section, on the host or the device, before a
+// codec reads the message.
 ncclResult_t read_header(const void* message, size_t message_bytes, CodecId codec, size_t count,
                          const DecodeContext& context, WireHeader* header);
 
