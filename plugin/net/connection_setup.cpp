@@ -245,6 +245,7 @@ ncclResult_t accept_from(ListenComm* listen, RecvComm** out) {
   auto comm = std::make_unique<RecvComm>(listen->dev, std::move(listen->pending->link),
                                          std::move(listen->pending->socket), peer, listen->framed);
   listen->pending.reset();
+  TERSE_CHECK(comm->start());
   NET_INFO("receive comm from %s accepted", peer.c_str());
   *out = comm.release();
   return ncclSuccess;

@@ -150,9 +150,11 @@ ncclResult_t Comm::close() {
     }
   }
   if (!failed_) drain_before_close();
+  if (!failed_ && in_flight == 0) close_handshake();
   int standing_count = 0;
   TransferRequest* standing = standing_receives(&standing_count);
   for (int i = 0; i < standing_count; ++i) Link::cancel(&standing[i]);
+  for (TransferRequest& transfer : close_transfers_) Link::cancel(&transfer);
   for (Request& request : requests_) {
     if (!request.in_use) continue;
     for (int i = 0; i < request.count; ++i) {
@@ -183,6 +185,7 @@ ncclResult_t Comm::close() {
     Link::abandon(&request.clear_to_send_transfer);
   }
   for (int i = 0; i < standing_count; ++i) Link::abandon(&standing[i]);
+  for (TransferRequest& transfer : close_transfers_) Link::abandon(&transfer);
   if (peer_state(true) != PeerLifeline::State::kGone) {
     std::vector<uint8_t> farewell(sizeof(Farewell));
     Farewell record{messages_sent()};
@@ -271,6 +274,45 @@ void SendComm::drain_before_close() {
       clear_last_error();
       return;
     }
+  }
+}
+
+void SendComm::close_handshake() {
+  if (peer_state(true) != PeerLifeline::State::kOpen || link_->peer_error() != UCS_OK) return;
+  close_records_[0].messages = data_messages_sent_;
+  close_pieces_[0] = ucp_dt_iov_t{&close_records_[0], sizeof(CloseCount)};
+  close_pieces_[1] = ucp_dt_iov_t{&close_records_[1], sizeof(CloseCount)};
+  if (link_->recv(kDeliveredTag, &close_pieces_[1], 1, &close_transfers_[1]) != ncclSuccess ||
+      link_->send(kSenderDoneTag, &close_pieces_[0], 1, &close_transfers_[0]) != ncclSuccess) {
+    clear_last_error();
+    return;
+  }
+  const Deadline deadline = close_deadline();
+  ucs_status_t status = UCS_INPROGRESS;
+  const char* outcome = "the deadline passed";
+  for (;;) {
+    if (finished(close_transfers_[1], &status)) {
+      outcome = status != UCS_OK                                   ? "the link failed"
+                : close_records_[1].messages < data_messages_sent_ ? "the receiver counted fewer"
+                                                                   : nullptr;
+      break;
+    }
+    if (deadline.expired()) break;
+    if (peer_state(true) != PeerLifeline::State::kOpen) {
+      outcome = "the receiver closed or went away first";
+      break;
+    }
+    link_->progress();
+    if (read_clear_to_sends() != ncclSuccess) clear_last_error();
+    // The receiver may itself be waiting on a comm of this process (both ends tear down).
+    for (Comm* other : open_comms()) {
+      if (other != this) other->progress_handshake();
+    }
+  }
+  if (outcome != nullptr) {
+    NET_INFO("send comm to %s closes without the receiver's word that it has all %" PRIu64
+             " messages: %s",
+             peer_.c_str(), data_messages_sent_, outcome);
   }
 }
 
@@ -465,6 +507,35 @@ RecvComm::RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::st
                    bool framed)
     : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)), framed_(framed) {}
 
+ncclResult_t RecvComm::start() {
+  close_pieces_[1] = ucp_dt_iov_t{&close_records_[1], sizeof(CloseCount)};
+  return link_->recv(kSenderDoneTag, &close_pieces_[1], 1, &close_transfers_[1]);
+}
+
+void RecvComm::answer_sender_done() {
+  ucs_status_t status = UCS_INPROGRESS;
+  if (answered_ || !close_transfers_[1].posted() || !finished(close_transfers_[1], &status) ||
+      status != UCS_OK || data_messages_received_ < close_records_[1].messages) {
+    return;
+  }
+  answered_ = true;
+  close_records_[0].messages = data_messages_received_;
+  close_pieces_[0] = ucp_dt_iov_t{&close_records_[0], sizeof(CloseCount)};
+  if (link_->send(kDeliveredTag, &close_pieces_[0], 1, &close_transfers_[0]) != ncclSuccess) {
+    clear_last_error();
+  }
+}
+
+void RecvComm::progress_handshake() {
+  link_->progress();
+  answer_sender_done();
+}
+
+void RecvComm::close_handshake() {
+  // A sender closing at the same time gets its answer before this link closes.
+  for (int round = 0; round < 4; ++round) progress_handshake();
+}
+
 ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
                              void** mhandles, void** request) {
   *request = nullptr;
@@ -583,10 +654,24 @@ void RecvComm::start_decode(Request::Entry* entry) {
 }
 
 ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
+  const ncclResult_t result = test_entries(request, done, sizes);
+  // A sender's close count this comm has now reached is answered.
+  answer_sender_done();
+  if (result != ncclSuccess) {
+    // The caller may free the buffers once it has the error: no decode may write them after.
+    for (int i = 0; i < request->count; ++i) {
+      if (request->entries[i].coding) CoderPool::wait(request->entries[i].job);
+    }
+  }
+  return result;
+}
+
+ncclResult_t RecvComm::test_entries(Request* request, int* done, int* sizes) {
   *done = 0;
   bool progressed = false;
   for (;;) {
     bool all = true;
+    bool awaiting_data = false;  // a header or payload has not arrived (decodes do not count)
     for (int i = 0; i < request->count; ++i) {
       Request::Entry& entry = request->entries[i];
       if (entry.complete) continue;
@@ -606,11 +691,13 @@ ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
       ucs_status_t status = UCS_INPROGRESS;
       if (!finished(entry.header_transfer, &status)) {
         all = false;
+        awaiting_data = true;
         continue;
       }
       if (status != UCS_OK) return transfer_failed(status, "a message header");
       if (!finished(entry.transfer, &status)) {
         all = false;
+        awaiting_data = true;
         continue;
       }
       if (status != UCS_OK) return transfer_failed(status, "a receive");
@@ -623,19 +710,23 @@ ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
       }
       entry.complete = true;
     }
+    // The clear-to-send matters while a message is still to come: once every message arrived,
+    // its outcome (a sender that closed right after sending resets it) changes nothing.
     ucs_status_t status = UCS_INPROGRESS;
     if (!finished(request->clear_to_send_transfer, &status)) {
-      all = false;
-    } else if (status != UCS_OK) {
+      if (all && peer_state(true) == PeerLifeline::State::kOpen) all = false;
+    } else if (status != UCS_OK && !all) {
       return transfer_failed(status, "a clear-to-send");
     }
     if (all) break;
     if (progressed) {
-      if (link_->peer_error() != UCS_OK) return transfer_failed(link_->peer_error(), "a receive");
+      if (link_->peer_error() != UCS_OK && awaiting_data) {
+        return transfer_failed(link_->peer_error(), "a receive");
+      }
       PeerLifeline::State state = peer_state();
       bool nothing_more = state == PeerLifeline::State::kClosedGracefully &&
                           data_messages_received_ >= farewell_count();
-      if (state == PeerLifeline::State::kGone || nothing_more) {
+      if (awaiting_data && (state == PeerLifeline::State::kGone || nothing_more)) {
         failed_ = true;
         return NET_FAIL(ncclRemoteError, "a receive from %s: the sending process %s", peer_.c_str(),
                         nothing_more ? "closed its comm" : "is gone");

@@ -102,6 +102,9 @@ class Comm {
   // Closes: waits for coder jobs, cancels what can be, flushes the link (bounded), says
   // farewell, logs the counters.
   ncclResult_t close();
+  // Moves this comm's side of the handshake on (and its link): while one comm of this process
+  // waits for its peer, the peer may be waiting on another of this process's comms.
+  virtual void progress_handshake() { link_->progress(); }
 
  protected:
   Request* allocate_request();
@@ -117,6 +120,10 @@ class Comm {
   // Reads what the peer sent this comm for its own bookkeeping, so that close leaves nothing
   // unexpected in UCX (the sender's clear-to-sends that eager sends never waited for).
   virtual void drain_before_close() {}
+  // The close handshake (net_wire.h), before the link closes: a send comm says how many messages
+  // it sent and waits for the receiver's word that it has them all; a receive comm answers a
+  // sender's count it has reached. Only on a graceful close.
+  virtual void close_handshake() {}
   // The comm's own standing receives (the sender's clear-to-send slots), cancelled at close.
   virtual TransferRequest* standing_receives(int* count) {
     *count = 0;
@@ -134,6 +141,10 @@ class Comm {
   Request requests_[netabi::kMaxRequests];
   unsigned polls_ = 0;
   bool failed_ = false;
+  // The close handshake's messages: [0] what this comm sends, [1] what it receives.
+  TransferRequest close_transfers_[2];
+  CloseCount close_records_[2]{};
+  ucp_dt_iov_t close_pieces_[2]{};
 };
 
 class SendComm : public Comm {
@@ -152,6 +163,7 @@ class SendComm : public Comm {
     return slot_transfers_;
   }
   void drain_before_close() override;
+  void close_handshake() override;
   ncclResult_t post_clear_to_send_receive(int slot);
   // Posts `entry` to UCX: its encoding when that came out smaller, else its bytes.
   ncclResult_t post_entry(Request::Entry& entry, bool framed);
@@ -194,11 +206,19 @@ class SendComm : public Comm {
 class RecvComm : public Comm {
  public:
   RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer, bool framed);
+  // Posts the receive of the sender's close count (net_wire.h).
+  ncclResult_t start();
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      void** request);
   ncclResult_t test(Request* request, int* done, int* sizes) override;
+  void progress_handshake() override;
 
  private:
+  void close_handshake() override;
+  // test() but for what every return needs (the close answer, settled decodes on failure).
+  ncclResult_t test_entries(Request* request, int* done, int* sizes);
+  // Answers the sender's close count once this comm has received that many data messages.
+  void answer_sender_done();
   uint64_t messages_sent() const override { return clear_to_sends_sent_; }
   // A message arrived: checks its frame and counts it; `*decode` when it is an encoding.
   ncclResult_t accept_arrival(Request::Entry* entry, bool framed, bool* decode);
@@ -210,6 +230,7 @@ class RecvComm : public Comm {
   TagOrdinals posted_ordinals_;
   uint64_t clear_to_sends_sent_ = 0;
   uint64_t data_messages_received_ = 0;
+  bool answered_ = false;  // the delivered message went
 };
 
 }  // namespace terse::net

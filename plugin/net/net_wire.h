@@ -9,7 +9,12 @@
 //   tags, per-tag ordinals and sizes, and whether it wants framed messages;
 // - the header of a framed message (its own message, just before it): raw or encoded, and the
 //   raw size;
-// - the farewell a comm sends when it closes: how many messages it sent.
+// - the farewell a comm sends when it closes: how many messages it sent;
+// - the close handshake: a send comm closing gracefully says how many data messages it sent, and
+//   waits until the receive comm answers that it has received them all (bounded by the close
+//   deadline). A send that test() reported done may still be in UCX's or the kernel's buffers;
+//   over TCP a process that exits, or a socket closed with unread bytes, resets the connection
+//   and the receiver loses what was still in flight.
 //
 // The fixed-size records are copied as they are: both ends are little-endian LP64 builds of this
 // plugin (the handshake's magic and version refuse anything else).
@@ -96,5 +101,12 @@ inline uint64_t data_tag(int32_t tag, uint32_t ordinal) {
 inline uint64_t clear_to_send_tag(uint32_t sequence) {
   return kClearToSendTagBit | sequence;
 }
+// The close handshake's two messages, tagged with bits 63 and 62 together, which no
+// clear-to-send (bit 63 and a 32-bit sequence) or framed header (bit 62 alone) carries.
+constexpr uint64_t kSenderDoneTag = kClearToSendTagBit | kFrameHeaderTagBit | 1;
+constexpr uint64_t kDeliveredTag = kClearToSendTagBit | kFrameHeaderTagBit | 2;
+struct CloseCount {
+  uint64_t messages;  // sender done: data messages sent; delivered: data messages received
+};
 
 }  // namespace terse::net

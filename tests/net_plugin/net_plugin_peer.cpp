@@ -4,6 +4,8 @@
 //   echo:  receives the test's traffic (sizes up to argv[4] bytes), sends the same back, and
 //          waits for a last 1-byte message before it closes;
 //   stall: prints "ready" and waits on stdin without touching its comms (the test kills it);
+//   blast: sends the test gradient-like traffic (sizes up to argv[4] bytes) and closes every
+//          comm the moment its last send's test reports done;
 //   devices (no handle needed): prints each device's name and speed, exits 3 when init fails.
 // Exit 0 on success; the reason on stderr otherwise.
 #include <unistd.h>
@@ -44,7 +46,7 @@ int fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   if (argc < 3)
-    return fail("usage: net_plugin_peer VERSION echo|stall|devices [HANDLE_HEX [LARGEST]]");
+    return fail("usage: net_plugin_peer VERSION echo|stall|blast|devices [HANDLE_HEX [LARGEST]]");
   LoadedNet net;
   std::string error = net.load(net_plugin_path(), atoi(argv[1]));
   if (!error.empty()) return fail(error);
@@ -85,6 +87,18 @@ int main(int argc, char** argv) {
   }
   Traffic traffic;
   traffic.sizes = sizes_up_to(argc > 4 ? strtoull(argv[4], nullptr, 10) : 1 << 20);
+  if (scenario == "blast") {
+    // Gradient-like bytes, which the lossless mode frames; every comm closed as soon as the
+    // last send's test said done.
+    traffic.gradient = true;
+    error = drive(net, send_comm, nullptr, traffic);
+    if (!error.empty()) return fail("sending: " + error);
+    if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
+        net.close_listen(listen_comm) != ncclSuccess) {
+      return fail("close failed");
+    }
+    return 0;
+  }
   error = drive(net, nullptr, recv_comm, traffic);
   if (!error.empty()) return fail("receiving: " + error);
   error = drive(net, send_comm, nullptr, traffic);

@@ -149,6 +149,39 @@ TEST_P(NetPluginProcesses, TrafficBothWays) {
   EXPECT_EQ(peer->wait(120), 0);
 }
 
+// A sender that closes the moment its last send's test reported done loses nothing, as NCCL's
+// IB and socket plugins guarantee: the peer (UCX over TCP only) sends 1 B to 64 MiB of
+// gradient-like bytes, 8 in flight, then closes every comm and exits; this side receives every
+// message byte for byte and closes as soon as it has. In each compression mode (the receiver's
+// setting matches the sender's).
+class NetPluginCloseAfterSending : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NetPluginCloseAfterSending, EveryMessageArrives) {
+  setenv("TERSE_NET_COMPRESS", GetParam(), 1);
+  setenv("UCX_TLS", "tcp", 1);  // for the peer, spawned after this (this process's UCX is made)
+  LoadedNet& net = net_for_version(11);
+  const size_t largest = size_t{64} << 20;
+  Peer* raw = nullptr;
+  PeerLink link;
+  std::string error = connect_peer(net, &raw, "blast", largest, &link);
+  std::unique_ptr<Peer> peer(raw);
+  unsetenv("UCX_TLS");
+  ASSERT_EQ(error, "");
+  Traffic traffic;
+  traffic.sizes = sizes_up_to(largest);
+  traffic.gradient = true;
+  EXPECT_EQ(drive(net, nullptr, link.recv, traffic), "");
+  // This end closes right after its last message too.
+  EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
+  EXPECT_EQ(net.close_send(link.send), ncclSuccess);
+  EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
+  EXPECT_EQ(peer->wait(120), 0);
+  unsetenv("TERSE_NET_COMPRESS");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, NetPluginCloseAfterSending,
+                         ::testing::Values("off", "lossless", "auto"));
+
 // The peer stops touching its comms and is killed; this side has a receive posted and a send
 // waiting for a receive that will never come. Both end in an error naming the peer, then close.
 TEST_P(NetPluginProcesses, KilledPeerGivesAnErrorNotAHang) {
