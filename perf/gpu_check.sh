@@ -190,7 +190,7 @@ step_build() {
   done
   # plugin_device_backend_tests (and its emulated kernels for the fake-runtime run): the backend
   # route through the NCCL API with the real kernels, dense and sparse codecs.
-  for target in ${GPU_CHECK_TEST_TARGETS:-codec_tests plugin_tests fake_cudart compressed_device_tests compressed_fake_device_tests plugin_device_backend_tests terse_emulated_kernels plugin_wrap_tests}; do
+  for target in ${GPU_CHECK_TEST_TARGETS:-codec_tests plugin_tests fake_cudart compressed_device_tests compressed_fake_device_tests plugin_device_backend_tests terse_emulated plugin_wrap_tests}; do
     have_target "$target" && tests+=("$target")
   done
   log "building ${core[*]}, then ${tests[*]}"

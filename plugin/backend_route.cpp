@@ -1,7 +1,5 @@
 #include "plugin/backend_route.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <utility>
 
@@ -17,26 +15,6 @@
 #endif
 
 namespace terse {
-
-ncclResult_t make_device_compute(std::unique_ptr<DeviceCompute>* out) {
-  const char* library = std::getenv("TERSE_TEST_DEVICE_COMPUTE");
-  if (library == nullptr || *library == '\0') return make_cuda_compute(out);
-  // Kept loaded for the process: the kernels it makes live as long as their communicators.
-  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    return fail(ncclInvalidArgument, "TERSE_TEST_DEVICE_COMPUTE=%s cannot be loaded: %s", library,
-                dlerror());
-  }
-  using Factory = DeviceCompute* (*)();
-  auto factory = reinterpret_cast<Factory>(dlsym(handle, "terse_test_make_device_compute"));
-  if (factory == nullptr) {
-    return fail(ncclInvalidArgument,
-                "TERSE_TEST_DEVICE_COMPUTE=%s has no terse_test_make_device_compute", library);
-  }
-  out->reset(factory());
-  TERSE_INFO("device backend: kernels from TERSE_TEST_DEVICE_COMPUTE=%s (a test's)", library);
-  return ncclSuccess;
-}
 
 bool BackendRoute::CallShape::operator<(const CallShape& other) const {
   return std::tie(send, recv, count, type, op) <

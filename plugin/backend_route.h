@@ -14,10 +14,10 @@
 // pinned host memory on this route's stream (stage_in, stage_out: the staging path's work, done
 // by the proxy). Either way the caller's later stream work waits for the published sequence.
 //
-// The kernels: the codecs' (make_cuda_compute), or for tests without a GPU the DeviceCompute a
-// test library makes: TERSE_TEST_DEVICE_COMPUTE names a shared library whose
-// `terse_test_make_device_compute` returns one (tests/compressed/device/emulated_compute.h).
-// Nothing of this is exported from libterse.
+// The kernels: make_device_compute's (device_compute_choice.cpp: the codecs', make_cuda_compute).
+// A test build of the library links its own definition instead (the emulated kernels of
+// tests/compressed/device/emulated_compute.h, for the fake CUDA runtime); libterse.so has no
+// hook for it.
 #pragma once
 
 #include <nccl.h>
@@ -100,7 +100,8 @@ class BackendRoute final : public DeviceBuffers {
   StagingLayout layout_;
 };
 
-// The DeviceCompute of a new backend: TERSE_TEST_DEVICE_COMPUTE's, else the real kernels.
+// The DeviceCompute of a new backend: the codecs' kernels in libterse.so. Defined alone in
+// device_compute_choice.cpp, which the library's test build replaces at link time.
 ncclResult_t make_device_compute(std::unique_ptr<DeviceCompute>* out);
 
 }  // namespace terse

@@ -1,6 +1,6 @@
 #include "collectives/compressed/compression_engine.h"
 
-#include "collectives/compressed/compressed_mutation.h"
+#include "collectives/compressed/run_compressed_algorithm.h"
 
 #include <algorithm>
 #include <atomic>

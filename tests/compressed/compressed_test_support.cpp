@@ -10,7 +10,7 @@
 #include "codecs/tensor_key.h"
 #include "collectives/communicator.h"
 #include "collectives/compressed/compressed_error_bound.h"
-#include "collectives/compressed/compressed_mutation.h"
+#include "collectives/compressed/run_compressed_algorithm.h"
 #include "common/counter_rng.h"
 #include "common/result.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "collectives/compressed/compressed_algorithm_table.h"
-#include "collectives/compressed/compressed_mutation.h"
+#include "compressed/compressed_mutation.h"
 #include "compressed_test_support.h"
 
 namespace terse {

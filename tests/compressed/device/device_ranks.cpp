@@ -8,7 +8,7 @@
 #include "codecs/codec_registry.h"
 #include "collectives/communicator.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
-#include "collectives/compressed/compressed_mutation.h"
+#include "collectives/compressed/run_compressed_algorithm.h"
 #include "collectives/compressed/cuda_backend.h"
 #include "common/result.h"
 

@@ -1,7 +1,7 @@
 // How test_device_backend_route.cpp talks to plugin_device_rank_process, one rank of its
 // multi-process cases: an application of <nccl.h>, <cuda_runtime.h> and <terse/terse.h> alone
-// (under the fake CUDA runtime with the emulated kernels when the test runs there, inherited
-// through LD_LIBRARY_PATH and TERSE_TEST_DEVICE_COMPUTE).
+// (under the fake CUDA runtime with the tests' build of libterse, its emulated kernels, when the
+// test runs there: both inherited through LD_LIBRARY_PATH).
 //
 //   plugin_device_rank_process <rank> <nranks> <unique id in hex>
 //

@@ -7,8 +7,9 @@
 // backend cannot run (uncompressed) is staged, whole tensors counted.
 //
 // Runs on a GPU with the real kernels, and without one under the fake CUDA runtime with the
-// emulated kernels (CTest's plugin_device_backend_on_fake_cudart sets LD_LIBRARY_PATH and
-// TERSE_TEST_DEVICE_COMPUTE); skips where no CUDA device is visible.
+// emulated kernels (CTest's plugin_device_backend_on_fake_cudart puts the fake runtime and the
+// tests' build of libterse, terse_emulated, first on LD_LIBRARY_PATH); skips where no CUDA
+// device is visible.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <terse/terse.h>

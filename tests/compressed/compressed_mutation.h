@@ -1,15 +1,15 @@
 // Test-only mutations of the compressed allreduce: deliberate mistakes that the suite's checks
 // (the reference model of tests/model, conservation of error feedback) must catch, so that a
 // check that cannot fail is noticed (tests/compressed/test_mutations.cpp). A process has one
-// mutation, kNone unless a test sets one; every compressed call of the engine and of the test
-// harness runs through run_compressed_algorithm, which applies it around the algorithm. Nothing
-// outside tests sets it, and libterse.so does not export it.
+// mutation, kNone unless a test sets one. This file's run_compressed_algorithm replaces the
+// library's plain one (collectives/compressed/run_compressed_algorithm.h) in the test binary
+// that links it, so every compressed call of the engine and of the harness goes through the
+// mutation; the shipped library holds none of it.
 #pragma once
 
 #include <nccl.h>
 
-#include "collectives/compressed/compressed_algorithm_table.h"
-#include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/run_compressed_algorithm.h"
 
 namespace terse {
 
@@ -26,9 +26,5 @@ void set_compressed_mutation(CompressedMutation mutation);
 CompressedMutation compressed_mutation();
 // "zero_result", "drop_contribution", ... (test names).
 const char* compressed_mutation_name(CompressedMutation mutation);
-
-// algorithm.run(args, context), with this process's mutation applied.
-ncclResult_t run_compressed_algorithm(const CompressedAlgorithmInfo& algorithm,
-                                      const CompressedArgs& args, const CompressedContext& context);
 
 }  // namespace terse

@@ -1,4 +1,4 @@
-#include "collectives/compressed/compressed_mutation.h"
+#include "compressed/compressed_mutation.h"
 
 #include <atomic>
 #include <cstring>
