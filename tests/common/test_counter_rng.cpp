@@ -7,8 +7,15 @@
 namespace terse {
 namespace {
 
-TEST(CounterRng, IsAPureFunctionOfSeedAndIndex) {
-  EXPECT_EQ(counter_random(7, 1000), counter_random(7, 1000));
+// mix64 is SplitMix64's output function: seeded with 0, SplitMix64's published first outputs are
+// 0xe220a8397b1dcdaf and 0x6e789e6aa1b965f4 (its state advances by the golden gamma). The
+// counter form mixes the index first and the seed in, so a seed equal to mix64(index) cancels it.
+TEST(CounterRng, MatchesSplitMix64sPublishedOutputs) {
+  EXPECT_EQ(mix64(0), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(mix64(0x9e3779b97f4a7c15ull), 0x6e789e6aa1b965f4ull);
+  EXPECT_EQ(counter_random(0xe220a8397b1dcdafull, 0), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(counter_random(0xe220a8397b1dcdafull ^ 0x9e3779b97f4a7c15ull, 0),
+            0x6e789e6aa1b965f4ull);
   EXPECT_NE(counter_random(7, 1000), counter_random(8, 1000));
   EXPECT_NE(counter_random(7, 1000), counter_random(7, 1001));
 }

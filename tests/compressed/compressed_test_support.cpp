@@ -321,7 +321,7 @@ ModelCheck run_model_steps(CompressedRanks& ranks, const CompressedAlgorithmInfo
     std::string failure;
     if (!call_once(ranks, algorithm, dtype, count, salt + static_cast<uint64_t>(step), result_scale,
                    &inputs, &outputs, &failure)) {
-      worst.result_mismatches = count;
+      worst.failure = failure;
       worst.first = failure;
       return worst;
     }

@@ -47,7 +47,8 @@ struct ModelCheck {
   size_t residual_mismatches = 0;  // residual and owner-residual elements, over every rank
   double max_relative_error = 0;   // of the results against the model
   std::string first;               // the first few differences
-  bool ok() const { return result_mismatches == 0 && residual_mismatches == 0; }
+  std::string failure;             // a rank's error, when a call failed (then nothing compared)
+  bool ok() const { return failure.empty() && result_mismatches == 0 && residual_mismatches == 0; }
 };
 
 class CompressedRanks {
