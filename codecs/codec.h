@@ -1,4 +1,4 @@
-// The one interface every codec implements (DESIGN.md section 4).
+// The one interface every codec implements (docs/design.md section 4).
 //
 // A codec turns `count` elements (fp32, fp16, bf16 or fp8; computed in fp32) into a self-describing
 // message (see wire_format.h) and back. Decoding can accumulate into the output so reductions
@@ -102,8 +102,8 @@ struct DecodeContext {
   const void* host_message = nullptr;
 };
 
-// Non-finite inputs (DESIGN.md section 4: as in NCCL, a NaN/Inf at element i makes element i of
-// the result non-finite and nothing else). Codec::encode scans its input; when it holds NaN or
+// Non-finite inputs (docs/design.md section 4: as in NCCL, a NaN/Inf at element i makes element i
+// of the result non-finite and nothing else). Codec::encode scans its input; when it holds NaN or
 // Inf, the codec encodes a copy with those elements set to zero, the error output is zero there
 // (so a residual never holds a non-finite value), and the message carries the escaped elements
 // exactly in an escape section after the codec's own bytes (nonfinite_escapes.h; header flag
@@ -205,7 +205,7 @@ class Codec {
   // part would keep k), for codecs with state, and for sizes that depend on the data.
   virtual bool keeps_fraction() const { return false; }
 
-  // Whether encode_compensated is one pass over the tensor (fused error feedback, DESIGN.md
+  // Whether encode_compensated is one pass over the tensor (fused error feedback, docs/design.md
   // section 3) rather than the generic compensate-then-encode.
   virtual bool fuses_compensation() const { return false; }
   // Whether encode_compensated also takes device memory (context.memory == Memory::kDevice):

@@ -1,5 +1,5 @@
-// The types through which a codec states what it can do (codec.h, DESIGN.md section 4): its error
-// bound and, for a low-rank codec, its parameters and per-tensor factors. Collectives and the
+// The types through which a codec states what it can do (codec.h, docs/design.md section 4): its
+// error bound and, for a low-rank codec, its parameters and per-tensor factors. Collectives and the
 // planner ask Codec and CodecState for these; they never parse a spec string or cast a state.
 #pragma once
 

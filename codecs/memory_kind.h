@@ -1,4 +1,4 @@
-// What a tensor remembers between steps when it is compressed (DESIGN.md section 4).
+// What a tensor remembers between steps when it is compressed (docs/design.md section 4).
 //
 //   none      nothing beyond what the codec itself keeps in its CodecState (PowerSGD's
 //             warm-started Q still lives on). Each step's compression error is lost.

@@ -1,4 +1,4 @@
-// Non-finite elements carried exactly beside a codec's message (DESIGN.md section 4).
+// Non-finite elements carried exactly beside a codec's message (docs/design.md section 4).
 //
 // Quantizers and sparsifiers compute scales, norms and selections over blocks; one Inf or NaN
 // would poison its whole block (or be refused). So Codec::encode (codec.h) takes the non-finite

@@ -1,5 +1,5 @@
 // The compression policy: which tensors are compressed, with which codec, memory and schedule
-// (DESIGN.md section 4). An ordered list of rules; the first rule whose match accepts a tensor
+// (docs/design.md section 4). An ordered list of rules; the first rule whose match accepts a tensor
 // decides for it (Distiller's overrides, AutoDist's per-variable strategies). No match means
 // "none": the tensor is reduced exactly as NCCL would.
 //

@@ -1,6 +1,6 @@
 // Residual memory: one ResidualEntry per tensor (error-feedback residual, codec state, and the
 // algorithm's stage residual), bounded by a byte cap with admission, not thrashing, resettable,
-// with visible statistics (DESIGN.md section 4).
+// with visible statistics (docs/design.md section 4).
 //
 // Admission: a tensor's entry is made when it fits under the cap; to make room, only entries
 // whose tensors have been idle for more than `idle_steps` steps are evicted, least recently used

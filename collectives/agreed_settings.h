@@ -1,5 +1,5 @@
 // The settings every rank of a communicator must share: those that change which messages a
-// collective sends (DESIGN.md section 3). A rank whose environment says otherwise would take
+// collective sends (docs/design.md section 3). A rank whose environment says otherwise would take
 // another path and its peers would wait for messages that never come, until TERSE_TIMEOUT_S;
 // the communicator compares them at creation instead (settings_agreement.h).
 //

@@ -1,5 +1,5 @@
 // Every collective algorithm, listed once: {id, name, collective, description, run}. Selection,
-// TERSE_ALGO and `--help` texts all read this table (DESIGN.md section 12, after UCC's
+// TERSE_ALGO and `--help` texts all read this table (docs/design.md section 5, after UCC's
 // algorithm tables), so an algorithm is added by adding its row in algorithm_table.cpp.
 #pragma once
 

@@ -1,4 +1,4 @@
-// An allreduce whose buffers are device memory, as the engine sees it (issue 12, DESIGN.md
+// An allreduce whose buffers are device memory, as the engine sees it (issue 12, docs/design.md
 // section 3). The API layer (plugin/backend_route.h) makes one per call and hands it over in
 // CollectiveArgs::device; the engine then decides, from the plan it makes for the call (the same
 // on every rank, whatever memory the ranks' buffers are in), where the codec work runs:

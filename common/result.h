@@ -1,4 +1,4 @@
-// Error conventions (DESIGN.md section 8): every fallible call returns a result code and, on
+// Error conventions (docs/design.md section 8): every fallible call returns a result code and, on
 // failure, leaves a sentence naming the argument and its value for ncclGetLastError().
 //
 // The lower layers (common/, transport/, topology/) return terse::Result and know nothing of

@@ -1,6 +1,6 @@
 // The route of a lone allreduce of device buffers that the compression engine expects to run on
 // the CUDA execution backend (collectives/compressed/cuda_backend.h): the tensor stays on the
-// device and only encoded messages cross PCIe (issue 12, DESIGN.md section 3).
+// device and only encoded messages cross PCIe (issue 12, docs/design.md section 3).
 //
 // On the caller's stream (DeviceStaging::run_on_backend): a host function that marks the call
 // ready on the communicator's stream proxy, then a wait until the proxy publishes the call's

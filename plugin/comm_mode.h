@@ -1,4 +1,4 @@
-// TERSE_MODE=auto|wrap|engine: whose communicators an application's calls run on (DESIGN.md
+// TERSE_MODE=auto|wrap|engine: whose communicators an application's calls run on (docs/design.md
 // section 1).
 //
 // - engine: every call on terse's own engine (UCX), also when a real NCCL is loaded.

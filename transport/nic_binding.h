@@ -1,4 +1,4 @@
-// Which NIC this rank's network traffic leaves through (DESIGN.md section 7): on a node with
+// Which NIC this rank's network traffic leaves through (docs/design.md section 7): on a node with
 // several usable NICs, each local rank gets the one topology assigns it (topology/
 // nic_assignment.h: the closest to its GPU, spread over equally close ones; its rail), and the
 // network UCX context is restricted to it (UCX's NET_DEVICES), so that ranks do not all crowd

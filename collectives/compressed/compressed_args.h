@@ -1,6 +1,6 @@
 // What one compressed allreduce runs with, in the form every compressed algorithm takes
-// (DESIGN.md sections 3 and 5). The compression engine (compression_engine.h) fills it from the
-// policy's decision: the codec, the tensor's residual entry, the encode settings of this step.
+// (docs/design.md sections 3 and 5). The compression engine (compression_engine.h) fills it from
+// the policy's decision: the codec, the tensor's residual entry, the encode settings of this step.
 //
 // Compressed algorithms reduce a *sum* (or an average: a sum scaled by 1/n at the end) of
 // fp32/fp16/bf16 tensors in host memory (or device memory, for an algorithm that runs its codec

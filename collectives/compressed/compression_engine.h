@@ -1,6 +1,6 @@
 // The compression engine of one communicator: consults the policy for every allreduce and, when
 // it says compress, runs the call through a compressed algorithm with the tensor's residual
-// memory (DESIGN.md section 3). The communicator asks it first for every allreduce; calls it
+// memory (docs/design.md section 3). The communicator asks it first for every allreduce; calls it
 // leaves alone run the dense algorithms exactly as before and are only counted.
 //
 // Per call:

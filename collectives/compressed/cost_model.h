@@ -1,6 +1,6 @@
-// The alpha-beta cost model of the planner (DESIGN.md sections 5 and 7): how long one allreduce
-// of a tensor takes with a given (codec, algorithm) pair, from what every rank agreed on: the
-// latency and bandwidth of the intra-node and inter-node links (topology/link_model.h), the
+// The alpha-beta cost model of the planner (docs/design.md sections 5 and 7): how long one
+// allreduce of a tensor takes with a given (codec, algorithm) pair, from what every rank agreed on:
+// the latency and bandwidth of the intra-node and inter-node links (topology/link_model.h), the
 // node layout, and each codec's measured speed (codec_speed.h). Pure arithmetic: no transport,
 // no codec calls, so tests feed it figures of their own.
 //

@@ -168,7 +168,7 @@ ncclResult_t CudaBackend::encode_contribution(const CompressedArgs& args,
     encode.state = args.entry->state();
   }
   if (residual != nullptr && compute_->fuses_compensation(*args.codec)) {
-    // One pass over send and the residual; `values` stays untouched (DESIGN.md section 3).
+    // One pass over send and the residual; `values` stays untouched (docs/design.md section 3).
     return encode_compensated_to_host(args, context, send, residual + range.offset, range.count,
                                       encode, message, capacity, message_bytes);
   }

@@ -1,4 +1,4 @@
-// Where a compressed allreduce's codec work runs, per memory kind (issue 12, DESIGN.md section
+// Where a compressed allreduce's codec work runs, per memory kind (issue 12, docs/design.md section
 // 3): HostBackend runs the CPU codecs on host buffers at once; CudaBackend (cuda_backend.h) runs
 // the codecs' device path on a CUDA stream for device buffers. An algorithm written against this
 // interface runs unchanged on either.

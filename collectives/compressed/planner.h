@@ -1,6 +1,6 @@
-// The planner: the one place that decides how a compressed allreduce runs (DESIGN.md sections 3
-// and 5). Once per call it turns the tensor (count, dtype), the policy's codec (or `auto` with its
-// max_rel_err), the node layout and link model from topology, and the codecs' measured speeds
+// The planner: the one place that decides how a compressed allreduce runs (docs/design.md sections
+// 3 and 5). Once per call it turns the tensor (count, dtype), the policy's codec (or `auto` with
+// its max_rel_err), the node layout and link model from topology, and the codecs' measured speeds
 // into a plan: codec, algorithm (hierarchical or flat, and the algorithm between node leaders),
 // rank group and pipeline piece size, with the predicted time of every candidate it weighed
 // (cost_model.h). Every compressed allreduce executes a plan.

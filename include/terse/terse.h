@@ -171,7 +171,7 @@ ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t 
 ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor, int* l2);
 ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps);
 
-/* ---- Parameter server (DESIGN.md section 12; include/terse/README.md) ----------------------
+/* ---- Parameter server (docs/design.md section 12; include/terse/README.md) ----------------------
  *
  * A tensor sharded over a communicator's ranks, as in TorchMPI: every rank may send to it with
  * an update rule that its owners apply (zero, copy, add) and receive it, asynchronously, while

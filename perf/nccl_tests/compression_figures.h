@@ -1,5 +1,5 @@
-// The compression columns of the perf table (DESIGN.md section 11): when TERSE_CODEC is set (or
-// -Z, which sets it), every allreduce row also shows the codec the calls ran with, the traffic
+// The compression columns of the perf table (docs/design.md section 11): when TERSE_CODEC is set
+// (or -Z, which sets it), every allreduce row also shows the codec the calls ran with, the traffic
 // ratio (bytes the ranks sent / what an uncompressed ring would send, from terse.h's
 // statistics), and the largest and mean error relative to the largest reference value; #wrong
 // counts the elements that differ from the reference model of the call (model_check.h).

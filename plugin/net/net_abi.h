@@ -1,6 +1,6 @@
 // What every ncclNet version shares: the result codes, the logger NCCL hands to init, the
 // profiler callback, the device-offload handle, pointer-support bits and limits. Written from the
-// ABI facts of NCCL's plugin headers (DESIGN.md section 10); only the layouts and numbers must
+// ABI facts of NCCL's plugin headers (docs/design.md section 10); only the layouts and numbers must
 // match, so the names live in terse::netabi and nothing here is NCCL's text, except the result
 // codes below.
 #pragma once

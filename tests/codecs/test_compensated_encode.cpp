@@ -1,10 +1,10 @@
-// Codec::encode_compensated (error feedback fused into the encode, DESIGN.md section 3): for every
-// codec, in every input dtype, the message and the residual it leaves must be bit for bit what
-// the two steps give (v = input + residual in fp32, then encode(v) with the residual as the error
-// output), on plain gradients, on heavy ties (top-k's sampled threshold overflows and it selects
-// exactly from the residual), on inputs where fewer than k pass the sampled threshold, and with
-// non-finite values in the input or produced by the addition itself (the escape path). Also which
-// codecs answer fuses_compensation() and keeps_fraction().
+// Codec::encode_compensated (error feedback fused into the encode, docs/design.md section 3): for
+// every codec, in every input dtype, the message and the residual it leaves must be bit for bit
+// what the two steps give (v = input + residual in fp32, then encode(v) with the residual as the
+// error output), on plain gradients, on heavy ties (top-k's sampled threshold overflows and it
+// selects exactly from the residual), on inputs where fewer than k pass the sampled threshold, and
+// with non-finite values in the input or produced by the addition itself (the escape path). Also
+// which codecs answer fuses_compensation() and keeps_fraction().
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -1,4 +1,4 @@
-// hwloc's own test exports of real machines (fixtures/, copied from ../shared/topologies, BSD
+// hwloc's own test exports of real machines (fixtures/, from hwloc's test suite, BSD
 // licence): the devices and paths read off each file by hand.
 #include <gtest/gtest.h>
 
