@@ -150,17 +150,18 @@ TEST_P(NetPluginProcesses, TrafficBothWays) {
 }
 
 // A sender that closes the moment its last send's test reported done loses nothing, as NCCL's
-// IB and socket plugins guarantee: the peer (UCX over TCP only) sends 1 B to 64 MiB of
+// IB and socket plugins guarantee: the peer (UCX over TCP only) sends 1 B to 8 MiB of
 // gradient-like bytes, 8 in flight, then closes every comm and exits; this side receives every
 // message byte for byte and closes as soon as it has. In each compression mode (the receiver's
-// setting matches the sender's).
+// setting matches the sender's). Before the close handshake, lossless lost its last messages here
+// in 3 runs of 3 (8 MiB is enough; 64 MiB took 10 s a mode).
 class NetPluginCloseAfterSending : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(NetPluginCloseAfterSending, EveryMessageArrives) {
   setenv("TERSE_NET_COMPRESS", GetParam(), 1);
   setenv("UCX_TLS", "tcp", 1);  // for the peer, spawned after this (this process's UCX is made)
   LoadedNet& net = net_for_version(11);
-  const size_t largest = size_t{64} << 20;
+  const size_t largest = size_t{8} << 20;
   Peer* raw = nullptr;
   PeerLink link;
   std::string error = connect_peer(net, &raw, "blast", largest, &link);
