@@ -9,6 +9,7 @@
 #include "collectives/reduction.h"
 #include "common/exception_guard.h"
 #include "common/result.h"
+#include "plugin/growing_structs.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
 #include "ps/parameter_server.h"
@@ -86,8 +87,21 @@ ncclResult_t init(const char* function, ncclComm_t comm, const tersePsTensorDesc
     local = fail(ncclInvalidArgument, "%s: tensors is NULL", function);
   } else {
     specs.resize(static_cast<size_t>(ntensors));
+    // The array steps by the caller's struct size (growing_structs.h), the same for every element.
+    size_t stride = 0;
+    local = caller_size<tersePsTensorDesc>(function, "tensors[0]", tensors[0].size, &stride);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(tensors);
     for (int i = 0; i < ntensors && local == ncclSuccess; ++i) {
-      local = check_spec(function, i, tensors[i], &specs[size_t(i)]);
+      const auto& given = *reinterpret_cast<const tersePsTensorDesc*>(bytes + size_t(i) * stride);
+      tersePsTensorDesc desc{};
+      if (given.size != tensors[0].size) {
+        local = fail(ncclInvalidArgument,
+                     "%s: tensors[%d].size is %zu but tensors[0].size is %zu: one array, one size",
+                     function, i, given.size, tensors[0].size);
+      } else {
+        local = read_grown(function, "tensors[i]", given, &desc);
+      }
+      if (local == ncclSuccess) local = check_spec(function, i, desc, &specs[size_t(i)]);
     }
   }
   if (local != ncclSuccess) specs.clear();
@@ -120,6 +134,7 @@ TERSE_API ncclResult_t tersePsInit(ncclComm_t comm, const char* name, const void
                                    size_t count, ncclDataType_t datatype,
                                    tersePsHandle_t* handle) try {
   tersePsTensorDesc desc{};
+  desc.size = sizeof(desc);
   desc.name = name;
   desc.data = tensor;
   desc.count = count;
@@ -224,6 +239,7 @@ TERSE_API ncclResult_t tersePsGetStats(tersePsHandle_t handle, tersePsStats* sta
   if (stats == nullptr) return terse::fail(ncclInvalidArgument, "tersePsGetStats: stats is NULL");
   const terse::PsTrafficCounters& traffic = handle->handle->tensor->traffic;
   tersePsStats out{};
+  out.size = sizeof(out);
   out.sends = traffic.sends.load();
   out.send_bytes = traffic.send_bytes.load();
   out.send_uncompressed_bytes = traffic.send_uncompressed_bytes.load();
@@ -231,8 +247,7 @@ TERSE_API ncclResult_t tersePsGetStats(tersePsHandle_t handle, tersePsStats* sta
   out.receive_bytes = traffic.receive_bytes.load();
   out.receive_uncompressed_bytes = traffic.receive_uncompressed_bytes.load();
   out.header_bytes = traffic.header_bytes.load();
-  *stats = out;
-  return ncclSuccess;
+  return terse::write_grown("tersePsGetStats", "stats", out, stats);
 } catch (...) {
   return terse::result_of_current_exception("tersePsGetStats");
 }

@@ -4,11 +4,14 @@
 
 #include "codecs/policy.h"
 #include "common/result.h"
+#include "plugin/growing_structs.h"
 
 namespace terse {
 
-ncclResult_t describe_tensor(const terseTensor& tensor, size_t count,
+ncclResult_t describe_tensor(const terseTensor& given, size_t count,
                              std::shared_ptr<const TensorRequest>* request) {
+  terseTensor tensor{};
+  TERSE_CHECK(read_grown("terseAllReduceTensor", "tensor", given, &tensor));
   auto made = std::make_shared<TensorRequest>();
   if (tensor.name != nullptr) made->name = tensor.name;
   if (tensor.ndims < 0 || tensor.ndims > TERSE_MAX_DIMS) {

@@ -12,6 +12,7 @@
 #include "collectives/compressed/compressed_error_bound.h"
 #include "common/exception_guard.h"
 #include "common/result.h"
+#include "plugin/growing_structs.h"
 #include "plugin/nccl_api.h"
 #include "plugin/nccl_comm.h"
 #include "plugin/reduction_ops.h"
@@ -58,7 +59,10 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) try
     return terse::fail(ncclInvalidArgument, "terseCommGetStats: stats is NULL");
   }
   const terse::CompressionStats now = engine->stats();
-  std::memset(stats, 0, sizeof(*stats));
+  terseStats full{};
+  full.size = sizeof(full);
+  terseStats* const caller = stats;
+  stats = &full;
   stats->calls = now.calls;
   stats->compressed_calls = now.compressed_calls;
   for (const terse::CompressionStatsRow& row : now.rows) {
@@ -91,9 +95,18 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) try
   stats->last_predicted_seconds = now.last_predicted_seconds;
   stats->pcie_bytes_to_host = now.pcie_bytes_to_host;
   stats->pcie_bytes_to_device = now.pcie_bytes_to_device;
-  return ncclSuccess;
+  return terse::write_grown("terseCommGetStats", "stats", full, caller);
 } catch (...) {
   return terse::result_of_current_exception("terseCommGetStats");
+}
+
+TERSE_API ncclResult_t terseGetVersion(int* version) try {
+  if (version == nullptr)
+    return terse::fail(ncclInvalidArgument, "terseGetVersion: version is NULL");
+  *version = TERSE_VERSION;
+  return ncclSuccess;
+} catch (...) {
+  return terse::result_of_current_exception("terseGetVersion");
 }
 
 TERSE_API ncclResult_t terseCommResetStats(ncclComm_t comm) try {

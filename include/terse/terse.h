@@ -19,6 +19,26 @@
 extern "C" {
 #endif
 
+/* The library's version: TERSE_VERSION is TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR,
+ * TERSE_PATCH) of the header a program was compiled with; terseGetVersion gives the library's. */
+#define TERSE_MAJOR 0
+#define TERSE_MINOR 1
+#define TERSE_PATCH 0
+#define TERSE_VERSION_CODE(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define TERSE_VERSION TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR, TERSE_PATCH)
+
+/* *version = the library's TERSE_VERSION_CODE. */
+ncclResult_t terseGetVersion(int* version);
+
+/* Structs that grow. Every struct a caller fills in or receives (terseTensor, terseStats,
+ * tersePsTensorDesc, tersePsStats) begins with `size`: set it to sizeof the struct, as the
+ * TERSE_*_INITIALIZER macros do, so that a later library, whose struct has more members at the
+ * end, reads and writes only the members the caller's header knows. The library reads (or writes)
+ * the first `size` bytes and ignores the rest of a struct larger than its own; a size smaller
+ * than this first growing layout is refused with ncclInvalidArgument naming it. A size of 0 is
+ * read as this first layout's (a zeroed struct, `terseStats s = {0};`, keeps working). Arrays of
+ * them (tersePsInitList) step by the first element's size, which every element must share. */
+
 /* The most dimensions a tensor descriptor may give. */
 #define TERSE_MAX_DIMS 8
 /* Room for a codec or algorithm name in the statistics, terminator included. */
@@ -26,8 +46,9 @@ extern "C" {
 /* Rows of terseStats::rows: one per (codec, algorithm) pair seen on a communicator. */
 #define TERSE_STATS_MAX_ROWS 32
 
-/* What the application knows about one tensor. Every member may be left zero/NULL. */
+/* What the application knows about one tensor. Every member but size may be left zero/NULL. */
 typedef struct {
+  size_t size; /* sizeof(terseTensor) (Structs that grow, above) */
   /* The tensor's name, e.g. "encoder.layer0.weight.grad". Policy rules match it (a full match
    * of the rule's regular expression), and the residual memory of a named tensor follows the
    * name, not the buffer's address, so it survives the framework moving the buffer. NULL or ""
@@ -42,6 +63,7 @@ typedef struct {
    * compression). NULL to let the policy decide. The memory kind is the codec's default. */
   const char* codec;
 } terseTensor;
+#define TERSE_TENSOR_INITIALIZER {sizeof(terseTensor), NULL, 0, {0}, NULL}
 
 /* ncclAllReduce of a described tensor (NULL `tensor` behaves exactly as ncclAllReduce). The
  * policy (or tensor->codec) decides whether and how it is compressed; sum and avg of fp32, fp16
@@ -68,6 +90,7 @@ typedef struct {
 
 /* What a communicator's allreduces did since it was created (or since terseCommResetStats). */
 typedef struct {
+  size_t size;               /* sizeof(terseStats) (Structs that grow, above) */
   uint64_t calls;            /* every allreduce, compressed or not */
   uint64_t compressed_calls; /* those the policy compressed */
   uint64_t raw_bytes;        /* sums over rows */
@@ -76,7 +99,7 @@ typedef struct {
   double encode_seconds;
   double decode_seconds;
   double seconds;
-  int nrows; /* rows used */
+  int nrows; /* rows used; pairs beyond TERSE_STATS_MAX_ROWS count in the totals only */
   terseStatsRow rows[TERSE_STATS_MAX_ROWS];
   /* The last allreduce: its codec spec (every parameter spelled out) and algorithm. */
   char last_codec[128];
@@ -132,6 +155,7 @@ typedef struct {
   uint64_t pcie_bytes_to_host;
   uint64_t pcie_bytes_to_device;
 } terseStats;
+#define TERSE_STATS_INITIALIZER {sizeof(terseStats)}
 
 /* Copies the communicator's statistics into *stats. */
 ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats);
@@ -221,6 +245,7 @@ typedef enum {
 
 /* One tensor of tersePsInitList. */
 typedef struct {
+  size_t size; /* sizeof(tersePsTensorDesc) (Structs that grow, above) */
   /* For policy rules, logs and messages; must be the same on every rank. NULL or "" allowed. */
   const char* name;
   /* The initial values: each owner initialises its shard from its own copy of its slice. */
@@ -238,6 +263,8 @@ typedef struct {
    * `ps_receive` codec of the rule that matches the tensor (as for push_codec), else none. */
   const char* receive_codec;
 } tersePsTensorDesc;
+#define TERSE_PS_TENSOR_DESC_INITIALIZER \
+  {sizeof(tersePsTensorDesc), NULL, NULL, 0, ncclFloat32, 0, NULL, NULL}
 
 /* Collective over every rank of `comm`, in the same order on every rank: creates a parameter-
  * server tensor of `count` elements, shards it (placement above) and initialises each shard from
@@ -297,6 +324,7 @@ ncclResult_t tersePsGetLayout(tersePsHandle_t handle, tersePsShard* shards, int 
  * Each counter only grows; the struct is not one atomic snapshot of them (a request in flight
  * may be counted in one field and not yet in another). */
 typedef struct {
+  size_t size;    /* sizeof(tersePsStats) (Structs that grow, above) */
   uint64_t sends; /* tersePsSend calls that were handed to the server (every rule) */
   /* Value bytes those sends put on the wire, counted when the send is made (whether or not an
    * owner later fails it): each shard's codec message for a compressed add, its slice's
@@ -315,6 +343,7 @@ typedef struct {
    * request headers and payload prefixes it sent, reply headers it received. */
   uint64_t header_bytes;
 } tersePsStats;
+#define TERSE_PS_STATS_INITIALIZER {sizeof(tersePsStats)}
 /* Copies the handle's counters into *stats. */
 ncclResult_t tersePsGetStats(tersePsHandle_t handle, tersePsStats* stats);
 

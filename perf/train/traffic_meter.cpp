@@ -4,13 +4,13 @@ namespace terse {
 namespace train {
 
 ncclResult_t TrafficMeter::totals(Traffic* traffic) const {
-  terseStats stats;
+  terseStats stats{};
   ncclResult_t result = terseCommGetStats(comm_, &stats);
   if (result != ncclSuccess) return result;
   traffic->wire_bytes = stats.wire_bytes;
   traffic->dense_wire_bytes = stats.dense_wire_bytes;
   for (tersePsHandle_t handle : handles_) {
-    tersePsStats ps;
+    tersePsStats ps{};
     result = tersePsGetStats(handle, &ps);
     if (result != ncclSuccess) return result;
     // Pushes are this rank's sends; a fetch's values are sent by their owner for this rank, so

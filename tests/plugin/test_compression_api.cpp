@@ -53,7 +53,7 @@ TEST_F(CompressionApi, TerseCodecCompressesEveryFloatSumWithinTheBound) {
             "ncclAllReduce")) {
       return;
     }
-    terseStats stats;
+    terseStats stats{};
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
     EXPECT_EQ(stats.calls, 1u);
     EXPECT_EQ(stats.compressed_calls, 1u);
@@ -91,7 +91,7 @@ TEST_F(CompressionApi, WithoutAPolicyNothingIsCompressed) {
     ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), 1000, ncclFloat32, ncclSum, comm, nullptr),
               ncclSuccess);
     EXPECT_EQ(recv[999], 3.0f);
-    terseStats stats;
+    terseStats stats{};
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
     EXPECT_EQ(stats.calls, 1u);
     EXPECT_EQ(stats.compressed_calls, 0u);
@@ -111,7 +111,7 @@ TEST_F(CompressionApi, SetCodecAndPerTensorOverrideChooseTheAlgorithm) {
   const std::string error = plugin_test::run_ranks(3, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(kCount), recv(kCount);
     for (size_t i = 0; i < kCount; ++i) send[i] = value(rank, i);
-    terseStats stats;
+    terseStats stats{};
     ASSERT_EQ(terseCommSetCodec(comm, "topk:ratio=0.01"), ncclSuccess);
     ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm, nullptr),
               ncclSuccess);
@@ -190,7 +190,7 @@ TEST_F(CompressionApi, ResidualResetForgetsTheTensorsOfTheCommunicator) {
                                    &tensor, comm, nullptr),
               ncclSuccess);
     arrive_and_wait(&after_call, 2);
-    terseStats stats;
+    terseStats stats{};
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
     EXPECT_EQ(stats.residual_entries, 1u);  // this communicator's own memory: its one tensor
     EXPECT_EQ(stats.residual_bytes, 4096u * 4);

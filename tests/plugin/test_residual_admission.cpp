@@ -210,7 +210,7 @@ TEST_F(ResidualAdmissionApi, ATensorIdleForMoreThanTheIdleStepsMakesRoomForANewO
         c_exact[rank].push_back(exact);
       }
       if (step == 5) {
-        terseStats stats;
+        terseStats stats{};
         ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
         refused_at_step5[rank] = stats.fallback_calls;
       }

@@ -284,7 +284,7 @@ TEST_F(PsThreads, StatsCountEveryPushAndReceiveExactly) {
         failure = std::string(c.name) + ": " + std::to_string(nshards) + " shards";
         return;
       }
-      tersePsStats stats;
+      tersePsStats stats{};
       tersePsStats want{};
       if (!check(tersePsGetStats(handle, &stats), "stats")) return;
       if (!(stats == want)) {

@@ -61,7 +61,7 @@ void single_rank_sequence(Sequence* sequence) {
   terseTensor tensor = {};
   tensor.name = "layer0.weight.grad";
   tensor.codec = "int8";
-  terseStats stats;
+  terseStats stats{};
   sequence->run("ncclGetUniqueId", [&] { return ncclGetUniqueId(&id); }) &&
       sequence->run("ncclCommInitRank", [&] { return ncclCommInitRank(&comm, 1, id, 0); }) &&
       sequence->run("ncclAllReduce",

@@ -330,7 +330,14 @@ int run_torn() {
   const char* names[] = {"whole", "split"};
   for (int t = 0; t < 2; ++t) {
     initial[size_t(t)].assign(counts[t], -1.0f);
-    descs[t] = {names[t], initial[size_t(t)].data(), counts[t], ncclFloat32, 0, nullptr, nullptr};
+    descs[t] = {sizeof(tersePsTensorDesc),
+                names[t],
+                initial[size_t(t)].data(),
+                counts[t],
+                ncclFloat32,
+                0,
+                nullptr,
+                nullptr};
   }
   tersePsHandle_t handles[2];
   EXPECT_OK(tersePsInitList(g_comm, descs, 2, handles));
@@ -429,7 +436,8 @@ int run_compressed() {
                                                          : "none";
   std::vector<float> initial(count);
   for (size_t i = 0; i < count; ++i) initial[i] = float(initial_value(g_rank, i)) * 0.001f;
-  tersePsTensorDesc desc = {"encoder.weight",
+  tersePsTensorDesc desc = {sizeof(tersePsTensorDesc),
+                            "encoder.weight",
                             initial.data(),
                             count,
                             ncclFloat32,
@@ -589,7 +597,8 @@ int run_rss() {
       before = rss_kib();
       threads_before = threads();
     }
-    tersePsTensorDesc desc = {"big", data.data(), count, ncclFloat32, 0, "int8", nullptr};
+    tersePsTensorDesc desc = {
+        sizeof(tersePsTensorDesc), "big", data.data(), count, ncclFloat32, 0, "int8", nullptr};
     tersePsHandle_t handle;
     EXPECT_OK(tersePsInitList(g_comm, &desc, 1, &handle));
     tersePsSync_t sync;
@@ -654,7 +663,8 @@ int run_bad_input() {
                  "data is NULL");
   EXPECT_REFUSED(tersePsInit(g_comm, "x", data.data(), 100, ncclFloat32, nullptr),
                  ncclInvalidArgument, "handle");
-  tersePsTensorDesc desc = {"x", data.data(), 100, ncclFloat32, 7, nullptr, nullptr};
+  tersePsTensorDesc desc = {
+      sizeof(tersePsTensorDesc), "x", data.data(), 100, ncclFloat32, 7, nullptr, nullptr};
   EXPECT_REFUSED(tersePsInitList(g_comm, &desc, 1, &handle), ncclInvalidArgument, "row_elements");
   desc.row_elements = 0;
   desc.push_codec = "bogus";
@@ -681,7 +691,7 @@ int run_bad_input() {
                  "sync");
   EXPECT_REFUSED(tersePsReceive(handle, nullptr, &sync), ncclInvalidArgument, "tensor is NULL");
   EXPECT_REFUSED(tersePsGetLayout(handle, nullptr, 4, nullptr), ncclInvalidArgument, "nshards");
-  tersePsStats stats;
+  tersePsStats stats{};
   EXPECT_REFUSED(tersePsGetStats(nullptr, &stats), ncclInvalidArgument, "handle is NULL");
   EXPECT_REFUSED(tersePsGetStats(handle, nullptr), ncclInvalidArgument, "stats is NULL");
   EXPECT_OK(tersePsClock(handle, 5, 100, &sync));
