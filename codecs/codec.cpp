@@ -154,7 +154,7 @@ ncclResult_t Codec::encode_device_through_host(const void* input, size_t count, 
                                                size_t capacity, size_t* message_bytes) {
   TERSE_CHECK(refuse_device_state(*this, context, count));
   std::vector<uint8_t> host_input(count * dtype_size(dtype));
-  TERSE_CHECK(copy_to_host(host_input.data(), input, host_input.size(), context.stream));
+  TERSE_CHECK(copy_and_wait(host_input.data(), input, host_input.size(), context.stream));
   std::vector<uint8_t> host_message(capacity);
   std::vector<float> host_error(context.error != nullptr ? count : 0);
   EncodeContext host = context;
@@ -163,9 +163,9 @@ ncclResult_t Codec::encode_device_through_host(const void* input, size_t count, 
   host.error = context.error != nullptr ? host_error.data() : nullptr;
   TERSE_CHECK(
       encode(host_input.data(), count, dtype, host, host_message.data(), capacity, message_bytes));
-  TERSE_CHECK(copy_to_device(message, host_message.data(), *message_bytes, context.stream));
-  return copy_to_device(context.error, host_error.data(), host_error.size() * sizeof(float),
-                        context.stream);
+  TERSE_CHECK(copy_and_wait(message, host_message.data(), *message_bytes, context.stream));
+  return copy_and_wait(context.error, host_error.data(), host_error.size() * sizeof(float),
+                       context.stream);
 }
 
 ncclResult_t Codec::encode_compensated_through_host(const void* input, DType dtype, float* residual,
@@ -175,16 +175,16 @@ ncclResult_t Codec::encode_compensated_through_host(const void* input, DType dty
   TERSE_CHECK(refuse_device_state(*this, context, count));
   std::vector<uint8_t> host_input(count * dtype_size(dtype));
   std::vector<float> host_residual(count);
-  TERSE_CHECK(copy_to_host(host_input.data(), input, host_input.size(), context.stream));
-  TERSE_CHECK(copy_to_host(host_residual.data(), residual, count * sizeof(float), context.stream));
+  TERSE_CHECK(copy_and_wait(host_input.data(), input, host_input.size(), context.stream));
+  TERSE_CHECK(copy_and_wait(host_residual.data(), residual, count * sizeof(float), context.stream));
   std::vector<uint8_t> host_message(capacity);
   EncodeContext host = context;
   host.memory = Memory::kHost;
   host.stream = nullptr;
   TERSE_CHECK(encode_compensated(host_input.data(), dtype, host_residual.data(), count, host,
                                  host_message.data(), capacity, message_bytes));
-  TERSE_CHECK(copy_to_device(message, host_message.data(), *message_bytes, context.stream));
-  return copy_to_device(residual, host_residual.data(), count * sizeof(float), context.stream);
+  TERSE_CHECK(copy_and_wait(message, host_message.data(), *message_bytes, context.stream));
+  return copy_and_wait(residual, host_residual.data(), count * sizeof(float), context.stream);
 }
 
 ncclResult_t Codec::decode_device(const void* message, size_t message_bytes, void* output,
@@ -200,7 +200,7 @@ ncclResult_t Codec::decode_device(const void* message, size_t message_bytes, voi
   if (host != nullptr) {
     std::memcpy(&header, host, sizeof(header));
   } else {
-    TERSE_CHECK(copy_to_host(&header, message, sizeof(header), context.stream));
+    TERSE_CHECK(copy_and_wait(&header, message, sizeof(header), context.stream));
   }
   if (header.magic != kWireMagic || (header.flags & kWireEscapesFlag) == 0) {
     return decode_finite(message, message_bytes, output, count, dtype, accumulate, context);
@@ -208,7 +208,7 @@ ncclResult_t Codec::decode_device(const void* message, size_t message_bytes, voi
   std::vector<uint8_t> copied;
   if (host == nullptr) {
     copied.resize(message_bytes);
-    TERSE_CHECK(copy_to_host(copied.data(), message, message_bytes, context.stream));
+    TERSE_CHECK(copy_and_wait(copied.data(), message, message_bytes, context.stream));
     host = copied.data();
   }
   Escapes escapes;

@@ -116,33 +116,18 @@ ncclResult_t device_holds_nonfinite(const void* input, size_t count, DType dtype
 #endif
 }
 
-ncclResult_t copy_to_host(void* host, const void* device, size_t bytes, void* stream) {
+ncclResult_t copy_and_wait(void* to, const void* from, size_t bytes, void* stream) {
 #if TERSE_HAVE_CUDA
   if (bytes == 0) return ncclSuccess;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaError_t error = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDefault, s);
+  cudaError_t error = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, s);
   if (error == cudaSuccess) error = cudaStreamSynchronize(s);
-  return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy to the host");
+  return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy between host and device");
 #else
-  (void)host;
-  (void)device;
+  (void)to;
+  (void)from;
   (void)stream;
-  return bytes == 0 ? ncclSuccess : require_cuda("a copy from device memory");
-#endif
-}
-
-ncclResult_t copy_to_device(void* device, const void* host, size_t bytes, void* stream) {
-#if TERSE_HAVE_CUDA
-  if (bytes == 0) return ncclSuccess;
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaError_t error = cudaMemcpyAsync(device, host, bytes, cudaMemcpyDefault, s);
-  if (error == cudaSuccess) error = cudaStreamSynchronize(s);
-  return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy to the device");
-#else
-  (void)host;
-  (void)device;
-  (void)stream;
-  return bytes == 0 ? ncclSuccess : require_cuda("a copy to device memory");
+  return bytes == 0 ? ncclSuccess : require_cuda("a copy between host and device memory");
 #endif
 }
 

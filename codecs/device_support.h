@@ -27,9 +27,9 @@ ncclResult_t require_allocation_allowed(const char* what, size_t bytes);
 ncclResult_t device_holds_nonfinite(const void* input, size_t count, DType dtype, void* stream,
                                     bool* found);
 
-// Copies between host and device memory in `stream` order and waits for the copy.
-ncclResult_t copy_to_host(void* host, const void* device, size_t bytes, void* stream);
-ncclResult_t copy_to_device(void* device, const void* host, size_t bytes, void* stream);
+// Copies `bytes` from `from` to `to` (host or device memory, either way) in `stream` order and
+// waits for the copy.
+ncclResult_t copy_and_wait(void* to, const void* from, size_t bytes, void* stream);
 
 // Grid size for a grid-stride loop over `items` with `threads` per block.
 unsigned grid_for(size_t items, unsigned threads);

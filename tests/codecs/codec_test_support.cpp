@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "codecs/codec_registry.h"
 #include "common/result.h"
 
 #if TERSE_HAVE_CUDA
@@ -10,6 +11,12 @@
 #endif
 
 namespace terse::testing {
+
+std::unique_ptr<Codec> make_codec(const std::string& spec) {
+  std::unique_ptr<Codec> codec;
+  EXPECT_EQ(create_codec(spec, &codec), ncclSuccess) << spec << ": " << last_error();
+  return codec;
+}
 
 std::vector<float> random_normal(size_t n, uint64_t seed) {
   std::mt19937_64 engine(seed);

@@ -5,12 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "codecs/codec.h"
 
 namespace terse::testing {
+
+// The codec `spec` names, failing the test (and returning null) when it cannot be made.
+std::unique_ptr<Codec> make_codec(const std::string& spec);
 
 // n samples of N(0, 1) from a fixed seed (deterministic across runs and machines).
 std::vector<float> random_normal(size_t n, uint64_t seed);

@@ -14,17 +14,10 @@
 #include <vector>
 
 #include "codec_test_support.h"
-#include "codecs/codec_registry.h"
 #include "common/result.h"
 
 namespace terse::testing {
 namespace {
-
-std::unique_ptr<Codec> make(const std::string& spec) {
-  std::unique_ptr<Codec> codec;
-  EXPECT_EQ(create_codec(spec, &codec), ncclSuccess) << spec << ": " << last_error();
-  return codec;
-}
 
 // Equal values, NaN matching NaN (a NaN's payload is not kept: nonfinite_escapes.h).
 void expect_same_values(const std::vector<float>& got, const std::vector<float>& want,
@@ -78,7 +71,7 @@ TEST(DeviceNonFinite, EveryStatelessCodecEscapesAsTheHostDoes) {
     for (size_t every : {size_t{97}, size_t{3}}) {  // a list of escapes, then the map
       SCOPED_TRACE(std::string(c.spec) + " " + dtype_name(c.dtype) + " every " +
                    std::to_string(every));
-      auto codec = make(c.spec);
+      auto codec = make_codec(c.spec);
       ASSERT_NE(codec, nullptr);
       const std::vector<uint8_t> input = to_dtype(poisoned(count, every, 7), c.dtype);
       EncodeContext context;
@@ -125,7 +118,7 @@ TEST(DeviceNonFinite, CompensatedEncodeKeepsTheResidualFiniteAsTheHostDoes) {
   const size_t count = 777;
   for (const char* spec : {"int8", "int4:block=64,mode=absmax", "int2"}) {
     SCOPED_TRACE(spec);
-    auto codec = make(spec);
+    auto codec = make_codec(spec);
     ASSERT_NE(codec, nullptr);
     const std::vector<uint8_t> input = to_dtype(poisoned(count, 50, 9), DType::kFloat32);
     std::vector<float> host_residual = random_normal(count, 10);
@@ -156,7 +149,7 @@ TEST(DeviceNonFinite, CompensatedEncodeKeepsTheResidualFiniteAsTheHostDoes) {
 TEST(DeviceNonFinite, ACodecWithDeviceStateRefusesNamingItself) {
   TERSE_REQUIRE_GPU();
   const size_t count = 512;
-  auto codec = make("dgc");
+  auto codec = make_codec("dgc");
   ASSERT_NE(codec, nullptr);
   std::unique_ptr<CodecState> state = codec->make_state(count, DType::kFloat32, MatrixShape{});
   ASSERT_NE(state, nullptr);
