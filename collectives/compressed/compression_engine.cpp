@@ -1,6 +1,7 @@
 #include "collectives/compressed/compression_engine.h"
 
 #include "collectives/compressed/run_compressed_algorithm.h"
+#include "common/counter_rng.h"
 
 #include <algorithm>
 #include <atomic>
@@ -25,13 +26,6 @@ namespace {
 constexpr size_t kMaxTrackedTensors = size_t{1} << 16;
 // How often (in communicator steps) the tensors gone idle are looked for.
 constexpr uint64_t kForgetSweepSteps = 64;
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -218,8 +212,8 @@ ncclResult_t CompressionEngine::decide_with_spec(const std::string& spec, const 
 
 size_t CompressionEngine::LoggedPlanHash::operator()(const LoggedPlan& logged) const {
   uint64_t hash = TensorIdentityHash()(logged.key);
-  hash = mix(hash ^ logged.key.count);
-  return static_cast<size_t>(mix(hash ^ static_cast<uint64_t>(logged.type)));
+  hash = mix64(hash ^ logged.key.count);
+  return static_cast<size_t>(mix64(hash ^ static_cast<uint64_t>(logged.type)));
 }
 
 void CompressionEngine::log_first_decision(const Plan& plan, const CollectiveArgs& args) {
@@ -398,7 +392,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   compressed.codec = plan.codec;
   compressed.entry = entry.get();
   compressed.encode.seed =
-      mix(mix(transport_->communicator()) ^ (uint64_t{context.sequence} << 20) ^ plan.step);
+      mix64(mix64(transport_->communicator()) ^ (uint64_t{context.sequence} << 20) ^ plan.step);
   compressed.encode.step = plan.step;
   compressed.encode.warmup_progress = plan.decision.warmup_progress;
   compressed.encode.shape = plan.shape;
