@@ -24,7 +24,7 @@ extern "C" {
 #define TERSE_MAJOR 0
 #define TERSE_MINOR 1
 #define TERSE_PATCH 0
-#define TERSE_VERSION_CODE(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define TERSE_VERSION_CODE(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define TERSE_VERSION TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR, TERSE_PATCH)
 
 /* *version = the library's TERSE_VERSION_CODE. */
@@ -63,7 +63,8 @@ typedef struct {
    * compression). NULL to let the policy decide. The memory kind is the codec's default. */
   const char* codec;
 } terseTensor;
-#define TERSE_TENSOR_INITIALIZER {sizeof(terseTensor), NULL, 0, {0}, NULL}
+#define TERSE_TENSOR_INITIALIZER \
+  { sizeof(terseTensor), NULL, 0, {0}, NULL }
 
 /* ncclAllReduce of a described tensor (NULL `tensor` behaves exactly as ncclAllReduce). The
  * policy (or tensor->codec) decides whether and how it is compressed; sum and avg of fp32, fp16
@@ -155,7 +156,8 @@ typedef struct {
   uint64_t pcie_bytes_to_host;
   uint64_t pcie_bytes_to_device;
 } terseStats;
-#define TERSE_STATS_INITIALIZER {sizeof(terseStats)}
+#define TERSE_STATS_INITIALIZER \
+  { sizeof(terseStats) }
 
 /* Copies the communicator's statistics into *stats. */
 ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats);
@@ -264,7 +266,7 @@ typedef struct {
   const char* receive_codec;
 } tersePsTensorDesc;
 #define TERSE_PS_TENSOR_DESC_INITIALIZER \
-  {sizeof(tersePsTensorDesc), NULL, NULL, 0, ncclFloat32, 0, NULL, NULL}
+  { sizeof(tersePsTensorDesc), NULL, NULL, 0, ncclFloat32, 0, NULL, NULL }
 
 /* Collective over every rank of `comm`, in the same order on every rank: creates a parameter-
  * server tensor of `count` elements, shards it (placement above) and initialises each shard from
@@ -343,7 +345,8 @@ typedef struct {
    * request headers and payload prefixes it sent, reply headers it received. */
   uint64_t header_bytes;
 } tersePsStats;
-#define TERSE_PS_STATS_INITIALIZER {sizeof(tersePsStats)}
+#define TERSE_PS_STATS_INITIALIZER \
+  { sizeof(tersePsStats) }
 /* Copies the handle's counters into *stats. */
 ncclResult_t tersePsGetStats(tersePsHandle_t handle, tersePsStats* stats);
 

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Handshake handshake;
   if (!decode_handshake(bytes, &handshake)) return 0;
   const std::vector<uint8_t> again = encode_handshake(handshake);
-  TERSE_FUZZ_REQUIRE(again == bytes, "a decoded handshake of %zu bytes encodes to %zu others",
-                     size, again.size());
+  TERSE_FUZZ_REQUIRE(again == bytes, "a decoded handshake of %zu bytes encodes to %zu others", size,
+                     again.size());
   return 0;
 }

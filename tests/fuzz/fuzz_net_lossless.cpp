@@ -28,8 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t encoded_bytes = codec.encode(out.data(), raw_bytes, encoded.data(), encoded.size());
   if (encoded_bytes == 0) return 0;  // zstd may refuse; the plugin then sends the bytes as they are
   std::vector<uint8_t> back(raw_bytes);
-  TERSE_FUZZ_REQUIRE(codec.decode(encoded.data(), encoded_bytes, back.data(), raw_bytes) ==
-                         ncclSuccess && back == out,
-                     "%zu decoded bytes do not survive their own encoding", raw_bytes);
+  TERSE_FUZZ_REQUIRE(
+      codec.decode(encoded.data(), encoded_bytes, back.data(), raw_bytes) == ncclSuccess &&
+          back == out,
+      "%zu decoded bytes do not survive their own encoding", raw_bytes);
   return 0;
 }

@@ -8,8 +8,8 @@
 #include "codecs/codec_registry.h"
 #include "collectives/communicator.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
-#include "collectives/compressed/run_compressed_algorithm.h"
 #include "collectives/compressed/cuda_backend.h"
+#include "collectives/compressed/run_compressed_algorithm.h"
 #include "common/result.h"
 
 namespace terse {
