@@ -119,11 +119,7 @@ bool another_rank_in_this_process(Communicator& engine) {
   const ProcessIdentity mine = this_process();
   for (int r = 0; r < engine.nranks(); ++r) {
     if (r == engine.rank()) continue;
-    const ProcessIdentity& other = engine.transport()->process(r);
-    if (shares_process_space(mine, other) && other.pid == mine.pid &&
-        other.start_time == mine.start_time) {
-      return true;
-    }
+    if (same_process(mine, engine.transport()->process(r))) return true;
   }
   return false;
 }

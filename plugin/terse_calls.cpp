@@ -59,43 +59,42 @@ TERSE_API ncclResult_t terseCommGetStats(ncclComm_t comm, terseStats* stats) try
     return terse::fail(ncclInvalidArgument, "terseCommGetStats: stats is NULL");
   }
   const terse::CompressionStats now = engine->stats();
-  terseStats full{};
+  terseStats full{};  // this library's layout, written into the caller's as far as it reaches
   full.size = sizeof(full);
-  terseStats* const caller = stats;
-  stats = &full;
-  stats->calls = now.calls;
-  stats->compressed_calls = now.compressed_calls;
+  terseStats* const out = &full;
+  out->calls = now.calls;
+  out->compressed_calls = now.compressed_calls;
   for (const terse::CompressionStatsRow& row : now.rows) {
-    stats->raw_bytes += row.raw_bytes;
-    stats->wire_bytes += row.wire_bytes;
-    stats->dense_wire_bytes += row.dense_wire_bytes;
-    stats->encode_seconds += row.encode_seconds;
-    stats->decode_seconds += row.decode_seconds;
-    stats->seconds += row.seconds;
+    out->raw_bytes += row.raw_bytes;
+    out->wire_bytes += row.wire_bytes;
+    out->dense_wire_bytes += row.dense_wire_bytes;
+    out->encode_seconds += row.encode_seconds;
+    out->decode_seconds += row.decode_seconds;
+    out->seconds += row.seconds;
     // Rows beyond the table's room still count in the totals above.
-    if (stats->nrows < TERSE_STATS_MAX_ROWS) terse::fill_row(row, &stats->rows[stats->nrows++]);
+    if (out->nrows < TERSE_STATS_MAX_ROWS) terse::fill_row(row, &out->rows[out->nrows++]);
   }
-  terse::copy_text(now.last_codec, stats->last_codec, sizeof(stats->last_codec));
-  terse::copy_text(now.last_algorithm, stats->last_algorithm, sizeof(stats->last_algorithm));
+  terse::copy_text(now.last_codec, out->last_codec, sizeof(out->last_codec));
+  terse::copy_text(now.last_algorithm, out->last_algorithm, sizeof(out->last_algorithm));
   const terse::ResidualStats residuals = engine->residual_stats();
-  stats->residual_entries = residuals.entries;
-  stats->residual_bytes = residuals.bytes;
-  stats->residual_max_bytes = residuals.max_bytes;
-  stats->residual_evictions = residuals.evictions;
-  stats->last_seed = now.last_seed;
-  stats->last_step = now.last_step;
-  stats->last_piece_bytes = now.last_piece_bytes;
-  stats->residual_admitted = residuals.misses;
-  stats->residual_refused = now.residual_refused;
-  stats->fallback_calls = now.fallback_calls;
-  stats->residual_idle_steps = residuals.idle_steps;
-  stats->residual_step = residuals.step;
-  terse::copy_text(now.last_inner_algorithm, stats->last_inner_algorithm,
-                   sizeof(stats->last_inner_algorithm));
-  stats->last_predicted_seconds = now.last_predicted_seconds;
-  stats->pcie_bytes_to_host = now.pcie_bytes_to_host;
-  stats->pcie_bytes_to_device = now.pcie_bytes_to_device;
-  return terse::write_grown("terseCommGetStats", "stats", full, caller);
+  out->residual_entries = residuals.entries;
+  out->residual_bytes = residuals.bytes;
+  out->residual_max_bytes = residuals.max_bytes;
+  out->residual_evictions = residuals.evictions;
+  out->last_seed = now.last_seed;
+  out->last_step = now.last_step;
+  out->last_piece_bytes = now.last_piece_bytes;
+  out->residual_admitted = residuals.misses;
+  out->residual_refused = now.residual_refused;
+  out->fallback_calls = now.fallback_calls;
+  out->residual_idle_steps = residuals.idle_steps;
+  out->residual_step = residuals.step;
+  terse::copy_text(now.last_inner_algorithm, out->last_inner_algorithm,
+                   sizeof(out->last_inner_algorithm));
+  out->last_predicted_seconds = now.last_predicted_seconds;
+  out->pcie_bytes_to_host = now.pcie_bytes_to_host;
+  out->pcie_bytes_to_device = now.pcie_bytes_to_device;
+  return terse::write_grown("terseCommGetStats", "stats", full, stats);
 } catch (...) {
   return terse::result_of_current_exception("terseCommGetStats");
 }

@@ -61,6 +61,10 @@ bool shares_process_space(const ProcessIdentity& mine, const ProcessIdentity& ot
   return !mine.process_space.empty() && mine.process_space == other.process_space;
 }
 
+bool same_process(const ProcessIdentity& a, const ProcessIdentity& b) {
+  return shares_process_space(a, b) && a.pid == b.pid && a.start_time == b.start_time;
+}
+
 bool is_gone(const ProcessIdentity& process) {
   ProcessStat stat;
   if (!read_stat(process.pid, &stat)) return true;

@@ -23,6 +23,9 @@ ProcessIdentity this_process();
 // Whether `other` can be checked from this process with is_gone().
 bool shares_process_space(const ProcessIdentity& mine, const ProcessIdentity& other);
 
+// Whether `a` and `b` are the same process (ranks of it are threads).
+bool same_process(const ProcessIdentity& a, const ProcessIdentity& b);
+
 // True when the process has exited: no such PID, a zombie (killed but not yet reaped by its
 // parent), or the PID now belongs to a process started later. Reads one /proc file: cheap
 // enough for every few milliseconds, not for every message.

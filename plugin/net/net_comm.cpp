@@ -714,7 +714,7 @@ ncclResult_t RecvComm::test_entries(Request* request, int* done, int* sizes) {
     // its outcome (a sender that closed right after sending resets it) changes nothing.
     ucs_status_t status = UCS_INPROGRESS;
     if (!finished(request->clear_to_send_transfer, &status)) {
-      if (all && peer_state(true) == PeerLifeline::State::kOpen) all = false;
+      if (all && peer_state() == PeerLifeline::State::kOpen) all = false;
     } else if (status != UCS_OK && !all) {
       return transfer_failed(status, "a clear-to-send");
     }
