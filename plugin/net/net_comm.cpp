@@ -514,8 +514,10 @@ ncclResult_t RecvComm::start() {
 
 void RecvComm::answer_sender_done() {
   ucs_status_t status = UCS_INPROGRESS;
+  // A comm that failed will receive nothing more: it answers with what it has at once, so the
+  // sender's close learns the shortfall now instead of at its deadline.
   if (answered_ || !close_transfers_[1].posted() || !finished(close_transfers_[1], &status) ||
-      status != UCS_OK || data_messages_received_ < close_records_[1].messages) {
+      status != UCS_OK || (!failed_ && data_messages_received_ < close_records_[1].messages)) {
     return;
   }
   answered_ = true;
