@@ -7,9 +7,12 @@
 #include <set>
 
 #include "common/result.h"
+#include "plugin/net/compression_setting.h"
 #include "plugin/net/eager_setting.h"
 #include "plugin/net/net_devices.h"
 #include "plugin/net/net_log.h"
+#include "plugin/net/recv_comm.h"
+#include "plugin/net/send_comm.h"
 #include "plugin/net/ucx_for_plugin.h"
 #include "transport/host_identity.h"
 #include "transport/transport_settings.h"

@@ -16,13 +16,16 @@
 #include <memory>
 
 #include "plugin/net/net_abi.h"
-#include "plugin/net/net_comm.h"
 #include "transport/deadline.h"
+#include "transport/link.h"
 #include "transport/link_handshake.h"
 #include "transport/socket.h"
 #include "transport/transport_settings.h"
 
 namespace terse::net {
+
+class SendComm;  // send_comm.h
+class RecvComm;  // recv_comm.h
 
 struct SetupStage {
   Socket socket;

@@ -8,6 +8,8 @@
 #include "plugin/net/net_comm.h"
 #include "plugin/net/net_devices.h"
 #include "plugin/net/net_log.h"
+#include "plugin/net/recv_comm.h"
+#include "plugin/net/send_comm.h"
 #include "plugin/net/ucx_for_plugin.h"
 
 namespace terse::net::api {

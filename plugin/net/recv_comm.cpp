@@ -1,0 +1,263 @@
+// The receive comm (recv_comm.h): irecv and its clear-to-send, test with the arrivals' frames and
+// decodes, and the answer to the sender's close count.
+#include "plugin/net/recv_comm.h"
+
+#include <cinttypes>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/result.h"
+#include "plugin/net/coder_pool.h"
+#include "plugin/net/lossless_codec.h"
+#include "plugin/net/net_comm_internal.h"
+#include "plugin/net/net_log.h"
+#include "plugin/net/registration_cache.h"
+
+namespace terse::net {
+
+RecvComm::RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
+                   bool framed)
+    : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)), framed_(framed) {}
+
+ncclResult_t RecvComm::start() {
+  close_pieces_[1] = ucp_dt_iov_t{&close_records_[1], sizeof(CloseCount)};
+  return link_->recv(kSenderDoneTag, &close_pieces_[1], 1, &close_transfers_[1]);
+}
+
+void RecvComm::answer_sender_done() {
+  ucs_status_t status = UCS_INPROGRESS;
+  // A comm that failed will receive nothing more: it answers with what it has at once, so the
+  // sender's close learns the shortfall now instead of at its deadline.
+  if (answered_ || !close_transfers_[1].posted() || !finished(close_transfers_[1], &status) ||
+      status != UCS_OK || (!failed_ && data_messages_received_ < close_records_[1].messages)) {
+    return;
+  }
+  answered_ = true;
+  close_records_[0].messages = data_messages_received_;
+  close_pieces_[0] = ucp_dt_iov_t{&close_records_[0], sizeof(CloseCount)};
+  if (link_->send(kDeliveredTag, &close_pieces_[0], 1, &close_transfers_[0]) != ncclSuccess) {
+    clear_last_error();
+  }
+}
+
+void RecvComm::progress_handshake() {
+  link_->progress();
+  answer_sender_done();
+}
+
+void RecvComm::close_handshake() {
+  // A sender closing at the same time gets its answer before this link closes.
+  for (int round = 0; round < 4; ++round) progress_handshake();
+}
+
+ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
+                             void** mhandles, void** request) {
+  *request = nullptr;
+  if (failed_)
+    return NET_FAIL(ncclRemoteError, "irecv on a comm from %s that failed", peer_.c_str());
+  if (n < 1 || n > kMaxGroupedReceives) {
+    return NET_FAIL(ncclInvalidArgument, "irecv: n = %d (this plugin groups 1 to %d receives)", n,
+                    kMaxGroupedReceives);
+  }
+  if (data == nullptr || sizes == nullptr || tags == nullptr || mhandles == nullptr) {
+    return NET_FAIL(ncclInvalidArgument, "irecv: data, sizes, tags and mhandles must not be NULL");
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* region = static_cast<MemoryRegion*>(mhandles[i]);
+    if (region == nullptr || !RegistrationCache::covers(region, data[i], sizes[i])) {
+      return NET_FAIL(ncclInvalidArgument,
+                      "irecv: data[%d] %p + sizes[%d] %zu is not inside the memory registered as "
+                      "mhandles[%d] %p",
+                      i, data[i], i, sizes[i], i, mhandles[i]);
+    }
+  }
+  Request* posted = allocate_request();
+  if (posted == nullptr) {
+    return NET_FAIL(ncclInvalidUsage, "irecv: more than %d requests in flight on one comm",
+                    netabi::kMaxRequests);
+  }
+  uint32_t sequence = next_sequence_;
+  posted->count = n;
+  posted->framed = framed_;
+  ClearToSend& clear = posted->clear_to_send;
+  clear = ClearToSend{};
+  clear.sequence = sequence;
+  clear.count = static_cast<uint16_t>(n);
+  clear.framed = framed_ ? 1 : 0;
+  for (int i = 0; i < n; ++i) {
+    Request::Entry& entry = posted->entries[i];
+    entry.data = data[i];
+    entry.size = sizes[i];
+    entry.complete = false;
+    entry.coding = false;
+    entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
+    entry.pieces[1] = ucp_dt_iov_t{data[i], sizes[i]};
+    uint32_t ordinal = posted_ordinals_.take(tags[i]);
+    uint64_t tag = data_tag(tags[i], ordinal);
+    ncclResult_t result = ncclSuccess;
+    if (framed_) {
+      result = link_->recv(tag | kFrameHeaderTagBit, &entry.pieces[0], 1, &entry.header_transfer);
+    }
+    if (result == ncclSuccess) result = link_->recv(tag, &entry.pieces[1], 1, &entry.transfer);
+    if (result != ncclSuccess) {
+      failed_ = true;
+      return result;
+    }
+    clear.entries[i] = ClearToSendEntry{tags[i], ordinal, sizes[i]};
+  }
+  posted->clear_to_send_piece =
+      ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};
+  ncclResult_t result = link_->send(clear_to_send_tag(sequence), &posted->clear_to_send_piece, 1,
+                                    &posted->clear_to_send_transfer);
+  if (result != ncclSuccess) {
+    failed_ = true;
+    return result;
+  }
+  ++next_sequence_;
+  ++clear_to_sends_sent_;
+  *request = posted;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::accept_arrival(Request::Entry* entry, bool framed, bool* decode) {
+  *decode = false;
+  size_t received = entry->transfer.received_bytes();
+  ++data_messages_received_;
+  ++counters_.messages;
+  counters_.wire_bytes += received;
+  if (!framed) {
+    entry->result = received;
+    counters_.raw_bytes += received;
+    return ncclSuccess;
+  }
+  const FrameHeader& header = entry->header;
+  size_t payload = received;
+  size_t header_bytes = entry->header_transfer.received_bytes();
+  counters_.wire_bytes += header_bytes;
+  bool raw_ok = header.kind == kFrameRaw && header.raw_bytes == payload;
+  bool encoded_ok = header.kind == kFrameLossless && header.raw_bytes <= entry->size;
+  if (header_bytes != sizeof(FrameHeader) || header.magic != kFrameMagic ||
+      !(raw_ok || encoded_ok)) {
+    failed_ = true;
+    return NET_FAIL(ncclRemoteError,
+                    "a framed message of %zu bytes from %s has a bad header (kind %u, %" PRIu64
+                    " raw bytes, receive of %zu)",
+                    received, peer_.c_str(), header.kind, header.raw_bytes, entry->size);
+  }
+  entry->result = header.raw_bytes;
+  counters_.raw_bytes += header.raw_bytes;
+  if (header.kind == kFrameLossless) {
+    ++counters_.encoded_messages;
+    entry->encoded = payload;
+    *decode = true;
+  }
+  return ncclSuccess;
+}
+
+void RecvComm::start_decode(Request::Entry* entry) {
+  entry->job.level = 1;  // decoding does not depend on the level
+  entry->job.work = [entry](LosslessCodec& codec) {
+    // The encoding landed in the receive buffer itself; decode from a copy of it.
+    uint8_t* data = static_cast<uint8_t*>(entry->data);
+    entry->staging.assign(data, data + entry->encoded);
+    entry->decoded =
+        codec.decode(entry->staging.data(), entry->encoded, entry->data, entry->result);
+  };
+  entry->coding = true;
+  CoderPool::instance().submit(&entry->job);
+}
+
+ncclResult_t RecvComm::test(Request* request, int* done, int* sizes) {
+  const ncclResult_t result = test_entries(request, done, sizes);
+  // A sender's close count this comm has now reached is answered.
+  answer_sender_done();
+  if (result != ncclSuccess) {
+    // The caller may free the buffers once it has the error: no decode may write them after.
+    for (int i = 0; i < request->count; ++i) {
+      if (request->entries[i].coding) CoderPool::wait(request->entries[i].job);
+    }
+  }
+  return result;
+}
+
+ncclResult_t RecvComm::test_entries(Request* request, int* done, int* sizes) {
+  *done = 0;
+  bool progressed = false;
+  for (;;) {
+    bool all = true;
+    bool awaiting_data = false;  // a header or payload has not arrived (decodes do not count)
+    for (int i = 0; i < request->count; ++i) {
+      Request::Entry& entry = request->entries[i];
+      if (entry.complete) continue;
+      if (entry.coding) {
+        if (!entry.job.done.load(std::memory_order_acquire)) {
+          all = false;
+          continue;
+        }
+        entry.coding = false;
+        if (entry.decoded != ncclSuccess) {
+          failed_ = true;
+          return entry.decoded;
+        }
+        entry.complete = true;
+        continue;
+      }
+      ucs_status_t status = UCS_INPROGRESS;
+      if (!finished(entry.header_transfer, &status)) {
+        all = false;
+        awaiting_data = true;
+        continue;
+      }
+      if (status != UCS_OK) return transfer_failed(status, "a message header");
+      if (!finished(entry.transfer, &status)) {
+        all = false;
+        awaiting_data = true;
+        continue;
+      }
+      if (status != UCS_OK) return transfer_failed(status, "a receive");
+      bool decode = false;
+      TERSE_CHECK(accept_arrival(&entry, request->framed, &decode));
+      if (decode) {
+        start_decode(&entry);
+        all = false;
+        continue;
+      }
+      entry.complete = true;
+    }
+    // The clear-to-send matters while a message is still to come: once every message arrived,
+    // its outcome (a sender that closed right after sending resets it) changes nothing.
+    ucs_status_t status = UCS_INPROGRESS;
+    if (!finished(request->clear_to_send_transfer, &status)) {
+      if (all && peer_state() == PeerLifeline::State::kOpen) all = false;
+    } else if (status != UCS_OK && !all) {
+      return transfer_failed(status, "a clear-to-send");
+    }
+    if (all) break;
+    if (progressed) {
+      if (link_->peer_error() != UCS_OK && awaiting_data) {
+        return transfer_failed(link_->peer_error(), "a receive");
+      }
+      PeerLifeline::State state = peer_state();
+      bool nothing_more = state == PeerLifeline::State::kClosedGracefully &&
+                          data_messages_received_ >= farewell_count();
+      if (awaiting_data && (state == PeerLifeline::State::kGone || nothing_more)) {
+        failed_ = true;
+        return NET_FAIL(ncclRemoteError, "a receive from %s: the sending process %s", peer_.c_str(),
+                        nothing_more ? "closed its comm" : "is gone");
+      }
+      return ncclSuccess;
+    }
+    while (link_->progress() != 0) {
+    }
+    progressed = true;
+  }
+  *done = 1;
+  if (sizes != nullptr) {
+    for (int i = 0; i < request->count; ++i)
+      sizes[i] = static_cast<int>(request->entries[i].result);
+  }
+  release_request(request);
+  return ncclSuccess;
+}
+
+}  // namespace terse::net
