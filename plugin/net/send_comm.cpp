@@ -7,6 +7,7 @@
 
 #include "common/result.h"
 #include "plugin/net/coder_pool.h"
+#include "plugin/net/encode_gate.h"
 #include "plugin/net/lossless_codec.h"
 #include "plugin/net/net_comm_internal.h"
 #include "plugin/net/net_log.h"
@@ -14,13 +15,6 @@
 
 namespace terse::net {
 namespace {
-
-// Encoding pays when it saves at least 3% (the encoder's time and the receiver's decode).
-constexpr size_t kPayingPercent = 97;
-// After this many encodes in a row that did not pay, only every kRetryEncodeEvery-th eligible
-// message is tried: random bytes cost an encode each, up to 13% of a 1 Gbit/s link here.
-constexpr int kFutileEncodes = 8;
-constexpr uint64_t kRetryEncodeEvery = 32;
 
 // Eager sends between two progresses of a send comm's worker made by isend itself.
 constexpr int kEagerSendsPerProgress = 16;
@@ -219,8 +213,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
     entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
     entry.pieces[1] = ucp_dt_iov_t{data, size};
     bool eligible = mode_ != CompressMode::kOff && size >= kMinEncodedBytes;
-    if (eligible && futile_encodes_ >= kFutileEncodes &&
-        ++eligible_while_futile_ % kRetryEncodeEvery != 0) {
+    if (eligible && encodes_futile(futile_encodes_) && !retry_encode(++eligible_while_futile_)) {
       eligible = false;
       ++counters_.untried_messages;
     }
@@ -255,7 +248,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
 ncclResult_t SendComm::post_entry(Request::Entry& entry, bool framed) {
   if (framed) {
     if (entry.tried) {
-      bool paid = entry.encoded > 0 && entry.encoded * 100 <= entry.size * kPayingPercent;
+      bool paid = encode_paid(entry.encoded, entry.size);
       futile_encodes_ = paid ? 0 : futile_encodes_ + 1;
     }
     if (entry.encoded > 0 && entry.encoded < entry.size) {

@@ -64,7 +64,8 @@ class SendComm : public Comm {
   uint64_t clear_to_sends_received_ = 0;
   int eager_sends_unprogressed_ = 0;
   // Encodes in a row that did not shrink their message enough to pay; past a few, only every
-  // kRetryEncodeEvery-th eligible message tries (random or already-compressed bytes).
+  // kRetryEncodeEvery-th eligible message tries (random or already-compressed bytes). The rule:
+  // encode_gate.h.
   int futile_encodes_ = 0;
   uint64_t eligible_while_futile_ = 0;
   uint64_t data_messages_sent_ = 0;
