@@ -89,16 +89,7 @@ ncclResult_t AlgorithmSelection::from_environment(AlgorithmSelection* out) {
 
 const AlgorithmInfo* AlgorithmSelection::choose(const CollectiveArgs& args, int nranks) const {
   if (const AlgorithmInfo* info = forced(args.kind)) return info;
-  const size_t bytes = args.count * nccl_type_size(args.type);
-  const size_t share = bytes / static_cast<size_t>(nranks > 0 ? nranks : 1);
-  const AlgorithmInfo* first = nullptr;
-  for (const AlgorithmInfo& info : algorithm_table()) {
-    if (info.kind != args.kind) continue;
-    if (first == nullptr) first = &info;
-    const size_t size = info.per_rank_bounds ? share : bytes;
-    if (size >= info.default_min_bytes && size < info.default_max_bytes) return &info;
-  }
-  return first;
+  return default_algorithm(args.kind, args.count * nccl_type_size(args.type), nranks);
 }
 
 }  // namespace terse

@@ -1,6 +1,7 @@
-// Every collective algorithm, listed once: {id, name, collective, description, run}. Selection,
-// TERSE_ALGO and `--help` texts all read this table (docs/design.md section 5, after UCC's
-// algorithm tables), so an algorithm is added by adding its row in algorithm_table.cpp.
+// Every collective algorithm, listed once: {id, name, collective, description, run, cost,
+// default size range}. Selection, TERSE_ALGO, the planner's predictions and `--help` texts all
+// read this table (docs/design.md section 5, after UCC's algorithm tables), so an algorithm is
+// added by adding its file and its row in algorithm_table.cpp.
 #pragma once
 
 #include <nccl.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "collectives/collective_args.h"
+#include "collectives/cost_model.h"
 
 namespace terse {
 
@@ -23,6 +25,8 @@ struct AlgorithmInfo {
   CollectiveKind kind;      // the collective it implements
   const char* description;  // one line: what it is and when it wins
   AlgorithmFunction run;
+  // Its time on a group (cost_model.h), for the planner and ncclGroupSimulateEnd.
+  CostFunction cost;
   // Default selection (algorithm_selection.h): among the rows of `kind`, in table order, the
   // first whose [default_min_bytes, default_max_bytes) holds the call's size is chosen; when
   // none does, the first row of the kind. The size is the message (count * type size, count as
@@ -40,5 +44,14 @@ const std::vector<AlgorithmInfo>& algorithm_table();
 
 // The algorithm for `kind` named `name`, or null.
 const AlgorithmInfo* find_algorithm(CollectiveKind kind, const std::string& name);
+
+// The default algorithm for a call of `kind` moving `bytes` on `nranks` ranks: the first row of
+// the kind whose default byte range holds the size, else the first row of the kind; null when
+// no row implements the kind.
+const AlgorithmInfo* default_algorithm(CollectiveKind kind, size_t bytes, int nranks);
+
+// `algorithm`'s predicted time for `query` (on one rank nothing moves: 0, except a send or
+// receive to oneself, which still moves its message).
+Prediction predict(const AlgorithmInfo& algorithm, const CostQuery& query);
 
 }  // namespace terse

@@ -8,14 +8,26 @@
 namespace terse {
 
 InFlightTransfers::InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline)
-    : transport_(transport), deadline_(deadline), requests_(slots), size_known_(slots, true) {}
+    : transport_(transport),
+      deadline_(deadline),
+      slots_(slots),
+      requests_(inline_requests_.data()),
+      size_known_(inline_size_known_.data()) {
+  if (slots > kInlineSlots) {
+    heap_requests_.reset(new TransferRequest[slots]);
+    heap_size_known_.reset(new bool[slots]);
+    requests_ = heap_requests_.get();
+    size_known_ = heap_size_known_.get();
+  }
+  for (size_t slot = 0; slot < slots; ++slot) size_known_[slot] = true;
+}
 
 InFlightTransfers::~InFlightTransfers() {
   // Only an early return leaves transfers running here (failed waits cancel everything); the
   // caller's buffers must not be in use once it returns.
-  for (size_t slot = 0; slot < requests_.size(); ++slot) {
+  for (size_t slot = 0; slot < slots_; ++slot) {
     if (!finished(slot)) {
-      transport_->wait(requests_.data(), requests_.size(), Deadline::after_seconds(0));
+      transport_->wait(requests_, slots_, Deadline::after_seconds(0));
       return;
     }
   }
@@ -63,13 +75,13 @@ ncclResult_t InFlightTransfers::wait(size_t slot) {
 }
 
 ncclResult_t InFlightTransfers::wait_all() {
-  for (size_t slot = 0; slot < requests_.size(); ++slot) TERSE_CHECK(wait(slot));
+  for (size_t slot = 0; slot < slots_; ++slot) TERSE_CHECK(wait(slot));
   return ncclSuccess;
 }
 
 ncclResult_t InFlightTransfers::cancel_all_after(ncclResult_t code) {
   bool unfinished = false;
-  for (size_t slot = 0; slot < requests_.size() && !unfinished; ++slot) {
+  for (size_t slot = 0; slot < slots_ && !unfinished; ++slot) {
     unfinished = !finished(slot);
   }
   if (!unfinished) return code;
@@ -77,7 +89,7 @@ ncclResult_t InFlightTransfers::cancel_all_after(ncclResult_t code) {
   // where a send cannot be cancelled) but records its own message; the first failure is the
   // one that explains what happened, so it is put back.
   const std::string first = last_error();
-  transport_->wait(requests_.data(), requests_.size(), Deadline::after_seconds(0));
+  transport_->wait(requests_, slots_, Deadline::after_seconds(0));
   if (first != last_error()) fail(code, "%s", first.c_str());
   return code;
 }

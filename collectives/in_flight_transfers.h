@@ -7,9 +7,10 @@
 
 #include <nccl.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "transport/deadline.h"
 #include "transport/transfer_request.h"
@@ -34,6 +35,10 @@ class InFlightTransfers {
   ncclResult_t recv_up_to(size_t slot, int peer, uint32_t operation, void* buffer, size_t capacity);
   size_t received_bytes(size_t slot) const { return requests_[slot].received_bytes(); }
 
+  // Slots held inside the object: a call that needs no more allocates nothing for them (each
+  // algorithm makes its transfers per call, and warm calls must not allocate).
+  static constexpr size_t kInlineSlots = 32;
+
   // Whether the slot was ever posted, and whether its transfer ended (successfully or not).
   // finished() does not progress the worker; an empty slot counts as finished.
   bool posted(size_t slot) const { return requests_[slot].posted(); }
@@ -47,7 +52,7 @@ class InFlightTransfers {
   // Progresses until every posted transfer finished.
   ncclResult_t wait_all();
 
-  size_t slots() const { return requests_.size(); }
+  size_t slots() const { return slots_; }
 
  private:
   // Cancels every unfinished transfer, keeping `code` and the message of the first failure as
@@ -56,8 +61,13 @@ class InFlightTransfers {
 
   Transport* transport_;
   Deadline deadline_;
-  std::vector<TransferRequest> requests_;
-  std::vector<bool> size_known_;  // by slot: the receive must fill its whole buffer
+  size_t slots_;
+  std::array<TransferRequest, kInlineSlots> inline_requests_;
+  std::array<bool, kInlineSlots> inline_size_known_{};
+  std::unique_ptr<TransferRequest[]> heap_requests_;  // more than kInlineSlots slots
+  std::unique_ptr<bool[]> heap_size_known_;
+  TransferRequest* requests_;
+  bool* size_known_;  // by slot: the receive must fill its whole buffer
 };
 
 }  // namespace terse

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/byte_allgather.h"
 #include "common/log.h"
 #include "common/result.h"
 
@@ -134,29 +135,16 @@ std::string describe_disagreement(const std::vector<std::vector<AgreedSetting>>&
 ncclResult_t check_settings_agree(Transport* transport, const std::vector<AgreedSetting>& mine) {
   const int nranks = transport->nranks();
   if (nranks == 1) return ncclSuccess;
-  std::string encoded = encode_settings(mine);
-  const uint64_t length = encoded.size();
-  std::vector<uint64_t> lengths(static_cast<size_t>(nranks));
-  TERSE_CHECK(transport->allgather(&length, sizeof(length), lengths.data()));
-  uint64_t longest = 0;
-  for (int rank = 0; rank < nranks; ++rank) {
-    const uint64_t bytes = lengths[static_cast<size_t>(rank)];
-    if (bytes > kMaxEncodedSettingsBytes) {
-      return fail(ncclInvalidUsage,
-                  "rank %d would send %llu bytes of settings to agree on, more than the %zu any "
-                  "terse sends; do all ranks run the same terse?",
-                  rank, static_cast<unsigned long long>(bytes), kMaxEncodedSettingsBytes);
-    }
-    longest = std::max(longest, bytes);
-  }
-  // Every rank computed the same `longest` from the same lengths, so all pass the same size.
-  encoded.resize(longest, '\0');
-  std::vector<char> all(static_cast<size_t>(nranks) * longest);
-  if (longest > 0) TERSE_CHECK(transport->allgather(encoded.data(), longest, all.data()));
+  const std::string encoded = encode_settings(mine);
+  std::vector<std::vector<uint8_t>> table;
+  TERSE_CHECK(
+      allgather_bytes([transport](const void* bytes, size_t size,
+                                  void* all) { return transport->allgather(bytes, size, all); },
+                      nranks, std::vector<uint8_t>(encoded.begin(), encoded.end()),
+                      kMaxEncodedSettingsBytes, "settings to agree on", &table));
   std::vector<std::vector<AgreedSetting>> by_rank;
-  for (int rank = 0; rank < nranks; ++rank) {
-    const char* start = all.data() + static_cast<size_t>(rank) * longest;
-    by_rank.push_back(decode_settings(std::string(start, lengths[static_cast<size_t>(rank)])));
+  for (const std::vector<uint8_t>& bytes : table) {
+    by_rank.push_back(decode_settings(std::string(bytes.begin(), bytes.end())));
   }
   const std::string disagreement = describe_disagreement(by_rank);
   if (!disagreement.empty()) return fail(ncclInvalidUsage, "%s", disagreement.c_str());

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An emulated cluster on this machine: where compression has to pay off (docs/design.md section 13).
+# An emulated cluster on this machine: where compression has to pay off (docs/design.md section 11).
 #
 # One network namespace per node, each with one rank of all_reduce_perf; every node's veth goes
 # into a bridge that lives in a namespace of its own (the "switch"), and `tc` limits each node's

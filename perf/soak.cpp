@@ -33,12 +33,12 @@
 #include <vector>
 
 #include "codecs/dtype.h"
+#include "common/hex_bytes.h"
 #include "perf/soak/flatness.h"
 #include "perf/soak/process_sample.h"
 #include "perf/soak/rank_launch.h"
 #include "perf/soak/soak_check.h"
 #include "perf/soak/soak_workload.h"
-#include "tests/launch/hex_bytes.h"
 
 namespace terse {
 namespace soak {
@@ -123,11 +123,11 @@ uint64_t iterations_for(uint64_t calls) {
 }
 
 std::string hex_of(const ncclUniqueId& id) {
-  return terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
+  return terse::bytes_to_hex(id.internal, sizeof(id.internal));
 }
 
 bool id_of(const std::string& hex, ncclUniqueId* id) {
-  return terse_test::hex_to_bytes(hex, id->internal, sizeof(id->internal));
+  return terse::hex_to_bytes(hex, id->internal, sizeof(id->internal));
 }
 
 size_t element_bytes(ncclDataType_t type) {
@@ -400,8 +400,8 @@ int run_rank(const Options& o) {
     for (int s = 0; s < kSlots; ++s) {
       const PlannedCall call = plan_call(s, iteration);
       prepare(call, iteration, o.rank, &buffers[s]);
-      if (call.model_check && terseResidualReset(comm, call.name.c_str()) != ncclSuccess) {
-        std::fprintf(stderr, "soak rank %d: terseResidualReset: %s\n", o.rank,
+      if (call.model_check && terseCommResetResidual(comm, call.name.c_str()) != ncclSuccess) {
+        std::fprintf(stderr, "soak rank %d: terseCommResetResidual: %s\n", o.rank,
                      ncclGetLastError(comm));
         return kWrong;
       }

@@ -33,8 +33,8 @@ uint64_t BackendRoute::dropped_residuals() const {
 
 bool BackendRoute::ran_before(const CollectiveArgs& args) const {
   std::lock_guard<std::mutex> lock(shapes_mutex_);
-  // A residual dropped since (terseResidualReset, an eviction, a tensor used at another size) is
-  // made again by the next call that finds it missing: every shape is cold until run() says.
+  // A residual dropped since (terseCommResetResidual, an eviction, a tensor used at another size)
+  // is made again by the next call that finds it missing: every shape is cold until run() says.
   return dropped_residuals() == shapes_dropped_ && shapes_.count(shape_of(args)) != 0;
 }
 

@@ -122,7 +122,7 @@ ncclResult_t check_handle(const char* function, tersePsHandle_t handle) {
   return ncclSuccess;
 }
 
-ncclResult_t hand_out(std::shared_ptr<PsRequest> request, tersePsSync_t* sync) {
+ncclResult_t hand_out(std::shared_ptr<PsRequest> request, tersePsRequest_t* sync) {
   *sync = new tersePsRequest{std::move(request)};
   return ncclSuccess;
 }
@@ -152,7 +152,7 @@ TERSE_API ncclResult_t tersePsInitList(ncclComm_t comm, const tersePsTensorDesc*
 }
 
 TERSE_API ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, tersePsRule_t rule,
-                                   tersePsSync_t* sync) try {
+                                   tersePsRequest_t* sync) try {
   TERSE_CHECK(terse::check_handle("tersePsSend", handle));
   if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsSend: sync is NULL");
   if (rule != tersePsZero && rule != tersePsCopy && rule != tersePsAdd) {
@@ -172,7 +172,7 @@ TERSE_API ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, t
 }
 
 TERSE_API ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor,
-                                      tersePsSync_t* sync) try {
+                                      tersePsRequest_t* sync) try {
   TERSE_CHECK(terse::check_handle("tersePsReceive", handle));
   if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsReceive: sync is NULL");
   if (tensor == nullptr) return terse::fail(ncclInvalidArgument, "tersePsReceive: tensor is NULL");
@@ -184,7 +184,7 @@ TERSE_API ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor,
 }
 
 TERSE_API ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint64_t staleness,
-                                    tersePsSync_t* sync) try {
+                                    tersePsRequest_t* sync) try {
   TERSE_CHECK(terse::check_handle("tersePsClock", handle));
   if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsClock: sync is NULL");
   std::shared_ptr<terse::PsRequest> request;
@@ -194,7 +194,7 @@ TERSE_API ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint
   return terse::result_of_current_exception("tersePsClock");
 }
 
-TERSE_API ncclResult_t tersePsSync(tersePsSync_t sync) try {
+TERSE_API ncclResult_t tersePsSync(tersePsRequest_t sync) try {
   if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsSync: sync is NULL");
   std::unique_ptr<tersePsRequest> owned(sync);
   return owned->request->wait();
@@ -202,7 +202,7 @@ TERSE_API ncclResult_t tersePsSync(tersePsSync_t sync) try {
   return terse::result_of_current_exception("tersePsSync");
 }
 
-TERSE_API ncclResult_t tersePsTest(tersePsSync_t sync, int* done) try {
+TERSE_API ncclResult_t tersePsTest(tersePsRequest_t sync, int* done) try {
   if (sync == nullptr) return terse::fail(ncclInvalidArgument, "tersePsTest: sync is NULL");
   if (done == nullptr) return terse::fail(ncclInvalidArgument, "tersePsTest: done is NULL");
   *done = sync->request->done() ? 1 : 0;

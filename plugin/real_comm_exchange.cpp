@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/byte_allgather.h"
 #include "common/result.h"
 #include "plugin/real_nccl.h"
 #include "transport/deadline.h"
@@ -19,6 +20,10 @@ namespace {
 // How often a wait asks again: an allgather of a few hundred bytes finishes in microseconds
 // once every rank is there, so this only bounds the wait's cost while a rank is still coming.
 constexpr std::chrono::microseconds kPollInterval{200};
+
+// The longest real-communicator address a rank may send (UCX and IB addresses are a few hundred
+// bytes).
+constexpr uint64_t kMaxAddressBytes = uint64_t{1} << 20;
 
 ncclResult_t timeout_deadline(Deadline* deadline) {
   double seconds = 0;
@@ -148,25 +153,9 @@ ncclResult_t RealCommExchange::allgather_on_device(const void* mine, size_t byte
 
 ncclResult_t RealCommExchange::allgather(const std::vector<uint8_t>& mine,
                                          std::vector<std::vector<uint8_t>>* table) const {
-  // Lengths first, then every string padded to the longest.
-  const uint64_t length = mine.size();
-  std::vector<uint64_t> lengths(static_cast<size_t>(nranks_));
-  TERSE_CHECK(allgather(&length, sizeof(length), lengths.data()));
-  const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  if (longest > (uint64_t{1} << 20)) {
-    return fail(ncclInternalError, "wrap mode: a rank's address is %llu bytes",
-                static_cast<unsigned long long>(longest));
-  }
-  std::vector<uint8_t> padded(longest, 0);
-  std::copy(mine.begin(), mine.end(), padded.begin());
-  std::vector<uint8_t> all(longest * lengths.size());
-  if (longest > 0) TERSE_CHECK(allgather(padded.data(), longest, all.data()));
-  table->assign(lengths.size(), {});
-  for (size_t rank = 0; rank < lengths.size(); ++rank) {
-    const auto begin = all.begin() + static_cast<std::ptrdiff_t>(rank * longest);
-    (*table)[rank].assign(begin, begin + static_cast<std::ptrdiff_t>(lengths[rank]));
-  }
-  return ncclSuccess;
+  return allgather_bytes([this](const void* bytes, size_t size,
+                                void* all) -> Result { return allgather(bytes, size, all); },
+                         nranks_, mine, kMaxAddressBytes, "its real communicator's address", table);
 }
 
 }  // namespace terse

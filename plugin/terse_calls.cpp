@@ -117,13 +117,18 @@ TERSE_API ncclResult_t terseCommResetStats(ncclComm_t comm) try {
   return terse::result_of_current_exception("terseCommResetStats");
 }
 
-TERSE_API ncclResult_t terseResidualReset(ncclComm_t comm, const char* name) try {
+TERSE_API ncclResult_t terseCommResetResidual(ncclComm_t comm, const char* name) try {
   terse::CompressionEngine* engine = nullptr;
-  TERSE_CHECK(terse::compression_of(comm, "terseResidualReset", &engine));
+  TERSE_CHECK(terse::compression_of(comm, "terseCommResetResidual", &engine));
   engine->reset_residuals(name == nullptr ? "" : name);
   return ncclSuccess;
 } catch (...) {
-  return terse::result_of_current_exception("terseResidualReset");
+  return terse::result_of_current_exception("terseCommResetResidual");
+}
+
+// The 0.1.0 name of terseCommResetResidual, kept for programs built against it.
+TERSE_API ncclResult_t terseResidualReset(ncclComm_t comm, const char* name) {
+  return terseCommResetResidual(comm, name);
 }
 
 TERSE_API ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml) try {
@@ -187,19 +192,19 @@ TERSE_API ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tenso
 }
 
 TERSE_API ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor,
-                                            int* l2) try {
-  if (codec == nullptr || factor == nullptr || l2 == nullptr) {
+                                            terseNorm_t* norm) try {
+  if (codec == nullptr || factor == nullptr || norm == nullptr) {
     return terse::fail(ncclInvalidArgument, "terseCodecErrorBound: %s is NULL",
                        codec == nullptr    ? "codec"
                        : factor == nullptr ? "factor"
-                                           : "l2");
+                                           : "norm");
   }
   std::unique_ptr<terse::Codec> made;
   TERSE_CHECK(terse::create_codec(codec, &made));
   terse::CodecErrorBound bound;
   TERSE_CHECK(terse::codec_error_bound(*made, count, &bound));
   *factor = bound.factor;
-  *l2 = bound.norm == terse::BoundNorm::kL2 ? 1 : 0;
+  *norm = bound.norm == terse::BoundNorm::kL2 ? terseNormL2 : terseNormMax;
   return ncclSuccess;
 } catch (...) {
   return terse::result_of_current_exception("terseCodecErrorBound");

@@ -7,10 +7,11 @@
 // a fresh random challenge, so a listener learns nothing it can replay, and a process that does
 // not hold the key can neither join a rendezvous nor answer a rank in the root's place.
 //
-// What the key is worth depends on where the id's secret came from (see the README's security
-// section): ncclGetUniqueId draws it at random and it travels with the id, so it is as secret
-// as the channel that broadcasts the id; with TERSE_COMM_ID / NCCL_COMM_ID it is a hash of the
-// address, known to anyone who knows the address, and only TERSE_COMM_SECRET keeps strangers out.
+// What the key is worth depends on where the id's secret came from (see docs/design.md
+// section 6, "Security"): ncclGetUniqueId draws it at random and it travels with the id, so it is
+// as secret as the channel that broadcasts the id; with TERSE_COMM_ID / NCCL_COMM_ID it is a hash
+// of the address, known to anyone who knows the address, and only TERSE_COMM_SECRET keeps strangers
+// out.
 #pragma once
 
 #include <cstddef>

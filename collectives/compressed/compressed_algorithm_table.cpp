@@ -1,8 +1,10 @@
 #include "collectives/compressed/compressed_algorithm_table.h"
 
-#include <cstring>
+#include <cmath>
+#include <cstdint>
 
 #include "collectives/compressed/compressed_algorithms.h"
+#include "collectives/compressed/compressed_cost.h"
 #include "collectives/tree_pattern.h"
 
 namespace terse {
@@ -72,38 +74,52 @@ int hierarchical_steps(int ranks) {
 }  // namespace
 
 const std::vector<CompressedAlgorithmInfo>& compressed_algorithm_table() {
+  using R = CompressedRole;
   static const std::vector<CompressedAlgorithmInfo> table = {
+      // ---- flat: any codec they accept, on the whole group ----
       {1, "sra",
        "scatter-reduce-allgather: encode once, all-to-all, owners decode+sum and re-encode, "
        "allgather; 2 lossy steps at any rank count (dense codecs, large tensors)",
-       accepts_reencoding, sra_steps, compressed_sra_allreduce, sra_stage_residual_elements},
+       R::kFlat, true, accepts_reencoding, sra_steps, compressed_sra_allreduce, sra_cost, nullptr,
+       nullptr, sra_stage_residual_elements, kCompressedRecursiveDoublingMaxBytes, SIZE_MAX},
+      // Not weighed by auto: its error grows with the rank count.
       {2, "ring",
-       "compressed ring: decode-add-re-encode per hop, pipelined; error grows with ranks",
-       accepts_reencoding, ring_steps, compressed_ring_allreduce, nullptr},
+       "compressed ring: decode-add-re-encode per hop, pipelined; error grows with ranks", R::kFlat,
+       false, accepts_reencoding, ring_steps, compressed_ring_allreduce, compressed_ring_cost},
       {3, "recursive_doubling",
        "compressed recursive doubling: whole-buffer messages, log2(n) lossy rounds (mid sizes)",
-       accepts_reencoding, recursive_doubling_steps, compressed_recursive_doubling_allreduce,
-       nullptr},
+       R::kFlat, true, accepts_reencoding, recursive_doubling_steps,
+       compressed_recursive_doubling_allreduce, compressed_recursive_doubling_cost, nullptr,
+       nullptr, nullptr, kCompressedTreeMaxBytes, kCompressedRecursiveDoublingMaxBytes},
       {4, "tree", "compressed binary tree: reduce up re-encoding, broadcast down; small messages",
-       accepts_reencoding, tree_steps, compressed_tree_allreduce, nullptr},
+       R::kFlat, true, accepts_reencoding, tree_steps, compressed_tree_allreduce,
+       compressed_tree_cost, nullptr, nullptr, nullptr, 0, kCompressedTreeMaxBytes},
+
+      // ---- a codec family's own, the most specific first ----
+      {7, "powersgd",
+       "PowerSGD: allreduce(P), orthogonalise, allreduce(Q), warm-started, with residual",
+       R::kFamily, true, accepts_powersgd, one_or_none, powersgd_allreduce, powersgd_cost},
+      {6, "randomk", "Random-K with a shared seed: dense allreduce of the k shared positions only",
+       R::kFamily, true, accepts_shared_randomk, one_or_none, randomk_allreduce, randomk_cost},
       {5, "sparse_allgather",
        "allgatherv of (index, value) lists and scatter-add; dense exchange when the union gets "
        "dense (sparse codecs)",
-       accepts_sparse, one_or_none, sparse_allgather_allreduce, nullptr},
-      {6, "randomk", "Random-K with a shared seed: dense allreduce of the k shared positions only",
-       accepts_shared_randomk, one_or_none, randomk_allreduce, nullptr},
-      {7, "powersgd",
-       "PowerSGD: allreduce(P), orthogonalise, allreduce(Q), warm-started, with residual",
-       accepts_powersgd, one_or_none, powersgd_allreduce, nullptr},
-      {8, "hierarchical",
-       "uncompressed inside each node, the default compressed algorithm between node leaders",
-       accepts_any, hierarchical_steps, hierarchical_allreduce,
-       hierarchical_stage_residual_elements},
+       R::kFamily, true, accepts_sparse, one_or_none, sparse_allgather_allreduce,
+       sparse_allgather_cost},
+
+      // ---- composite: a flat algorithm inside a node-aware structure ----
+      // Weighed where a node holds several ranks (or TERSE_HIERARCHICAL=on asks), each around
+      // every flat algorithm auto weighs.
       {9, "rail",
        "reduce-scatter inside each node, local rank i compresses chunk i with local rank i of "
        "every node (its rail, its NIC), allgather inside each node; nodes of equal size, "
        "stateless codecs",
-       accepts_reencoding, hierarchical_steps, rail_allreduce, rail_stage_residual_elements},
+       R::kComposite, true, accepts_reencoding, hierarchical_steps, rail_allreduce, nullptr,
+       rail_cost, rail_applies, rail_stage_residual_elements},
+      {8, "hierarchical",
+       "uncompressed inside each node, the default compressed algorithm between node leaders",
+       R::kComposite, true, accepts_any, hierarchical_steps, hierarchical_allreduce, nullptr,
+       hierarchical_cost, hierarchical_applies, hierarchical_stage_residual_elements},
   };
   return table;
 }
@@ -126,15 +142,28 @@ std::string compressed_algorithm_names() {
 
 const CompressedAlgorithmInfo* default_compressed_algorithm(const Codec& codec, size_t count,
                                                             size_t element_bytes) {
-  if (accepts_powersgd(codec, count)) return find_compressed_algorithm("powersgd");
-  if (accepts_shared_randomk(codec, count)) return find_compressed_algorithm("randomk");
-  if (accepts_sparse(codec, count)) return find_compressed_algorithm("sparse_allgather");
-  const size_t bytes = count * element_bytes;
-  if (bytes < kCompressedTreeMaxBytes) return find_compressed_algorithm("tree");
-  if (bytes < kCompressedRecursiveDoublingMaxBytes) {
-    return find_compressed_algorithm("recursive_doubling");
+  const std::vector<CompressedAlgorithmInfo>& table = compressed_algorithm_table();
+  for (const CompressedAlgorithmInfo& info : table) {
+    if (info.role == CompressedRole::kFamily && info.accepts(codec, count)) return &info;
   }
-  return find_compressed_algorithm("sra");
+  const size_t bytes = count * element_bytes;
+  for (const CompressedAlgorithmInfo& info : table) {
+    if (info.role == CompressedRole::kFlat && bytes >= info.default_min_bytes &&
+        bytes < info.default_max_bytes) {
+      return &info;
+    }
+  }
+  return &table.front();
+}
+
+Prediction predict(const CompressedAlgorithmInfo& algorithm, const CostQuery& query,
+                   const CompressedAlgorithmInfo* inner) {
+  if (query.group.ranks <= 1) return one_rank_compressed_cost(query);
+  if (algorithm.role == CompressedRole::kComposite) {
+    if (inner == nullptr || inner->cost == nullptr) return Prediction{INFINITY};
+    return algorithm.composite_cost(inner->cost, query);
+  }
+  return algorithm.cost(query);
 }
 
 }  // namespace terse

@@ -5,16 +5,20 @@
 #include <nccl.h>
 
 #include "collectives/compressed/compressed_args.h"
+#include "collectives/cost_model.h"
 
 namespace terse {
+
+// A row of compressed_algorithm_table.h (the composites take their inner algorithm as one).
+struct CompressedAlgorithmInfo;
 
 // Scatter-reduce-allgather (compressed_sra.cpp): encode once, all-to-all of chunks, owners
 // decode and sum, re-encode with their own residual, allgather of the encoded chunks, decode.
 // Two lossy steps whatever the rank count. The default for quantizers on large tensors.
 ncclResult_t compressed_sra_allreduce(const CompressedArgs& args, const CompressedContext& context);
 // Its owner residual: the largest chunk of `count` elements over `group`'s ranks.
-size_t sra_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
-                                   const PeerGroup& group);
+size_t sra_stage_residual_elements(const CompressedAlgorithmInfo* inner, const Codec& codec,
+                                   size_t count, DType dtype, const PeerGroup& group);
 
 // Compressed ring (compressed_ring.cpp): reduce-scatter with decode-add-re-encode at every
 // hop, then an allgather that forwards the owners' encoded chunks unchanged; pipelined in
@@ -51,18 +55,24 @@ ncclResult_t powersgd_allreduce(const CompressedArgs& args, const CompressedCont
 // by host identity, TERSE_HOSTID), the default compressed algorithm among one leader per
 // node, an uncompressed broadcast inside each node.
 ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const CompressedContext& context);
-// The stage residual of the algorithm the leaders run (on the leaders' group), or of the flat
-// algorithm it runs instead when the nodes do not make it worth it.
-size_t hierarchical_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+// Its structure exists wherever the group spans nodes.
+bool hierarchical_applies(const GroupShape& shape, bool equal_nodes);
+// The stage residual of `inner` (null: the default for the codec and size) as the leaders run
+// it (on the leaders' group), or as it runs flat when the nodes do not make a hierarchy pay.
+size_t hierarchical_stage_residual_elements(const CompressedAlgorithmInfo* inner,
+                                            const Codec& codec, size_t count, DType dtype,
                                             const PeerGroup& group);
 
 // Rail-aligned (rail_allreduce.cpp): a reduce-scatter inside each node, local rank i running
 // the compressed algorithm for chunk i with local rank i of every other node (its rail), an
 // allgather inside each node. Nodes of equal size; stateless codecs.
 ncclResult_t rail_allreduce(const CompressedArgs& args, const CompressedContext& context);
-// The stage residual of the algorithm a rail runs on the largest chunk (or of the flat algorithm
-// it runs instead on uneven layouts).
-size_t rail_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
-                                    const PeerGroup& group);
+// Its structure exists on several nodes of equal size above one rank (node_groups.h's
+// rails_apply, in the cost model's terms).
+bool rail_applies(const GroupShape& shape, bool equal_nodes);
+// The stage residual of `inner` (null: the default for the codec and size) as a rail runs it on
+// the largest chunk (or as it runs flat on uneven layouts).
+size_t rail_stage_residual_elements(const CompressedAlgorithmInfo* inner, const Codec& codec,
+                                    size_t count, DType dtype, const PeerGroup& group);
 
 }  // namespace terse

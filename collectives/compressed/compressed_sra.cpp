@@ -318,7 +318,8 @@ class ScatterReduceAllgather {
 
 }  // namespace
 
-size_t sra_stage_residual_elements(const Codec&, size_t count, DType, const PeerGroup& group) {
+size_t sra_stage_residual_elements(const CompressedAlgorithmInfo*, const Codec&, size_t count,
+                                   DType, const PeerGroup& group) {
   if (group.size() <= 1) return 0;
   return near_equal_block(count, group.size(), 0).count;  // chunk 0 is a largest one
 }

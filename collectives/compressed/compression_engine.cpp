@@ -502,7 +502,7 @@ ncclResult_t CompressionEngine::simulate(const CollectiveArgs& args, const char*
       return ncclSuccess;
     }
   }
-  *seconds = planner_->predict_uncompressed(collective_name(args.kind), dense_algorithm, args.count,
+  *seconds = planner_->predict_uncompressed(args.kind, dense_algorithm, args.count,
                                             nccl_type_size(args.type));
   return ncclSuccess;
 }

@@ -81,7 +81,7 @@ struct CompressionStats {
   std::string last_codec = "none";
   std::string last_algorithm;
   // What the last compressed call ran with beyond its codec and algorithm, so that a checker
-  // can reproduce it exactly (tests/model, the perf binaries' #wrong): its seed (the same on
+  // can reproduce it exactly (model/, the perf binaries' #wrong): its seed (the same on
   // every rank), the tensor's step, and the pipeline piece size.
   uint64_t last_seed = 0;
   uint64_t last_step = 0;

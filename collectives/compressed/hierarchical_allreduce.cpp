@@ -45,10 +45,10 @@
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
 #include "collectives/compressed/execution_backend.h"
+#include "collectives/compressed/node_groups.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
-#include "topology/node_layout.h"
 #include "transport/tag_layout.h"
 
 namespace terse {
@@ -65,18 +65,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The group's nodes (topology/node_layout.h), by group position; no hosts: one node.
-NodeLayout layout_nodes(const PeerGroup& group) {
-  return group_into_nodes(group.hosts.empty()
-                              ? std::vector<std::string>(static_cast<size_t>(group.size()))
-                              : group.hosts);
-}
-
-// Several nodes, one of them with several ranks: there is intra-node traffic to spare.
-bool worth_it(const NodeLayout& layout) {
-  return layout.multi_node() && layout.node_with_several_ranks();
 }
 
 class HierarchicalAllreduce {
@@ -212,14 +200,7 @@ class HierarchicalAllreduce {
 
     CompressedContext context = context_;
     context.first_step = context_.first_step + kInnerFirstStep;
-    PeerGroup& leaders = context.group;
-    leaders.ranks.clear();
-    leaders.hosts.clear();
-    for (const std::vector<int>& members : layout_.members) {
-      leaders.ranks.push_back(context_.group.rank_at(members.front()));
-      leaders.hosts.push_back(context_.group.hosts[static_cast<size_t>(members.front())]);
-    }
-    leaders.index = node_;
+    context.group = leaders_of(context_.group, layout_);
     TERSE_CHECK(inner_.run(inner, context));
     if (direct) return ncclSuccess;
     return backend_.write_result(args_, node_sum, ElementRange{0, args_.count});
@@ -257,18 +238,19 @@ class HierarchicalAllreduce {
 
 }  // namespace
 
-size_t hierarchical_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
+bool hierarchical_applies(const GroupShape& shape, bool) {
+  return shape.nodes > 1;
+}
+
+size_t hierarchical_stage_residual_elements(const CompressedAlgorithmInfo* inner,
+                                            const Codec& codec, size_t count, DType dtype,
                                             const PeerGroup& group) {
-  const CompressedAlgorithmInfo* inner =
-      default_compressed_algorithm(codec, count, dtype_size(dtype));
+  if (inner == nullptr) inner = default_compressed_algorithm(codec, count, dtype_size(dtype));
   if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) return 0;  // refused
-  const NodeLayout layout = layout_nodes(group);
-  if (!worth_it(layout)) return inner->stage_elements(codec, count, dtype, group);
-  PeerGroup leaders;  // as run_inner() makes it; only its size matters to the chunks
-  for (const std::vector<int>& members : layout.members) {
-    leaders.ranks.push_back(group.rank_at(members.front()));
-  }
-  return inner->stage_elements(codec, count, DType::kFloat32, leaders);
+  const NodeLayout layout = layout_of(group);
+  if (!hierarchy_pays(layout)) return inner->stage_elements(codec, count, dtype, group);
+  // The leaders' group, as run_inner() makes it; only its size matters to the chunks.
+  return inner->stage_elements(codec, count, DType::kFloat32, leaders_of(group, layout));
 }
 
 ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const CompressedContext& context) {
@@ -285,8 +267,8 @@ ncclResult_t hierarchical_allreduce(const CompressedArgs& args, const Compressed
       context.inner != nullptr
           ? context.inner
           : default_compressed_algorithm(*args.codec, args.count, dtype_size(args.dtype));
-  const NodeLayout layout = layout_nodes(group);
-  if (!worth_it(layout)) return inner->run(args, context);
+  const NodeLayout layout = layout_of(group);
+  if (!hierarchy_pays(layout)) return inner->run(args, context);
   HierarchicalAllreduce hierarchical(args, context, layout, *inner);
   return hierarchical.run();
 }

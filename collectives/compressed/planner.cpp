@@ -9,22 +9,15 @@
 
 #include <sched.h>
 
-#include "collectives/allreduce_selection.h"
 #include "collectives/compressed/compressed_error_bound.h"
+#include "collectives/compressed/node_groups.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "topology/local_topology.h"
-#include "topology/node_layout.h"
 #include "transport/transport.h"
 
 namespace terse {
 namespace {
-
-// The algorithms a codec family runs when nothing is forced (file comment of planner.h).
-bool automatic_choice(const CompressedAlgorithmInfo& algorithm) {
-  const std::string name = algorithm.name;
-  return name != "ring" && name != "hierarchical";
-}
 
 double relative_bound(const ErrorBound& bound, int lossy_steps) {
   if (!bound.stated) return INFINITY;
@@ -35,28 +28,6 @@ std::string milliseconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g ms", seconds * 1e3);
   return text;
-}
-
-GroupShape shape_of(const NodeLayout& layout, int nranks) {
-  GroupShape shape;
-  shape.ranks = nranks;
-  shape.nodes = std::max<int>(1, static_cast<int>(layout.members.size()));
-  shape.most_ranks_per_node = 1;
-  for (const std::vector<int>& members : layout.members) {
-    shape.most_ranks_per_node =
-        std::max(shape.most_ranks_per_node, static_cast<int>(members.size()));
-  }
-  return shape;
-}
-
-// The link model every rank agrees on, the reduction's speed and the share of a core: the
-// slowest rank's.
-// Every node holds as many ranks as the first (what the rail algorithm needs).
-bool equal_nodes(const NodeLayout& layout) {
-  for (const std::vector<int>& members : layout.members) {
-    if (members.size() != layout.members.front().size()) return false;
-  }
-  return true;
 }
 
 struct AgreedFigures {
@@ -290,14 +261,16 @@ CodecFigures Planner::figures_of(const Codec* codec, size_t count, DType dtype,
 
 std::vector<const CompressedAlgorithmInfo*> Planner::algorithms_for(const Codec& codec,
                                                                     size_t count) const {
-  std::vector<const CompressedAlgorithmInfo*> algorithms;
   // The family's own algorithm first: a sparse or low-rank codec runs only that one.
-  for (const char* special : {"powersgd", "randomk", "sparse_allgather"}) {
-    const CompressedAlgorithmInfo* algorithm = find_compressed_algorithm(special);
-    if (algorithm->accepts(codec, count)) return {algorithm};
-  }
   for (const CompressedAlgorithmInfo& algorithm : compressed_algorithm_table()) {
-    if (automatic_choice(algorithm) && algorithm.accepts(codec, count)) {
+    if (algorithm.role == CompressedRole::kFamily && algorithm.accepts(codec, count)) {
+      return {&algorithm};
+    }
+  }
+  std::vector<const CompressedAlgorithmInfo*> algorithms;
+  for (const CompressedAlgorithmInfo& algorithm : compressed_algorithm_table()) {
+    if (algorithm.role == CompressedRole::kFlat && algorithm.automatic &&
+        algorithm.accepts(codec, count)) {
       algorithms.push_back(&algorithm);
     }
   }
@@ -309,76 +282,56 @@ void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool boun
                              std::vector<const CompressedAlgorithmInfo*>* inners) const {
   const CodecFigures figures =
       figures_of(&codec, request.count, request.dtype, request.error_feedback);
+  const CostQuery cost_query = query(figures, settings_.piece_bytes);
   const ErrorBound bound = codec.error_bound(request.count);
-  const double piece = static_cast<double>(settings_.piece_bytes);
-  const CompressedAlgorithmInfo* hierarchical = find_compressed_algorithm("hierarchical");
-  const bool forced_hierarchical = settings_.forced == hierarchical;
-  const CompressedAlgorithmInfo* rail = find_compressed_algorithm("rail");
-  const bool forced_rail = settings_.forced == rail;
-  const bool forced_flat = settings_.forced != nullptr && !forced_hierarchical && !forced_rail;
-  // Hierarchical pays only where a node holds several ranks; TERSE_HIERARCHICAL=on asks for it
-  // on any multi-node communicator, =off never; a forced algorithm is run as it is.
-  const bool hierarchical_candidates =
-      forced_hierarchical ||
-      (settings_.forced == nullptr && shape_.nodes > 1 &&
-       settings_.hierarchy != HierarchyMode::kOff &&
-       (shape_.most_ranks_per_node > 1 || settings_.hierarchy == HierarchyMode::kOn));
+  const CompressedAlgorithmInfo* forced = settings_.forced;
+  const bool forced_flat = forced != nullptr && forced->role != CompressedRole::kComposite;
+  // The composites (hierarchical, rail) pay only where a node holds several ranks;
+  // TERSE_HIERARCHICAL=on asks for them on any multi-node communicator, =off never; a forced
+  // algorithm is run as it is.
+  const bool composites_weighed =
+      forced == nullptr && shape_.nodes > 1 && settings_.hierarchy != HierarchyMode::kOff &&
+      (shape_.most_ranks_per_node > 1 || settings_.hierarchy == HierarchyMode::kOn);
   const bool flat_candidates =
-      forced_flat || (settings_.forced == nullptr &&
-                      !(shape_.nodes > 1 && settings_.hierarchy == HierarchyMode::kOn));
-  // Rails: nodes of equal size above one and a codec without per-tensor state; weighed where
-  // the hierarchical plans are, or forced.
-  const bool rail_candidates =
-      rail->accepts(codec, request.count) &&
-      (forced_rail || (settings_.forced == nullptr && hierarchical_candidates && equal_nodes_ &&
-                       shape_.nodes > 1 && shape_.most_ranks_per_node > 1));
-  // Where the hierarchical algorithm runs its inner one: between node leaders, or on the whole
-  // group when that gains nothing (one node, or one rank per node).
+      forced_flat ||
+      (forced == nullptr && !(shape_.nodes > 1 && settings_.hierarchy == HierarchyMode::kOn));
+  std::vector<const CompressedAlgorithmInfo*> composites;
+  for (const CompressedAlgorithmInfo& row : compressed_algorithm_table()) {
+    if (row.role != CompressedRole::kComposite || !row.accepts(codec, request.count)) continue;
+    if (forced == &row ||
+        (composites_weighed && row.automatic && row.applies(shape_, equal_nodes_))) {
+      composites.push_back(&row);
+    }
+  }
+  // Where a composite runs its inner algorithm: between nodes, or on the whole group when that
+  // gains nothing (one node, or one rank per node).
   const bool nodes_apart = shape_.nodes > 1 && shape_.most_ranks_per_node > 1;
   const int inner_ranks = nodes_apart ? shape_.nodes : shape_.ranks;
 
   std::vector<const CompressedAlgorithmInfo*> algorithms;
   if (!forced_flat) {
     algorithms = algorithms_for(codec, request.count);
-  } else if (settings_.forced->accepts(codec, request.count)) {
-    algorithms = {settings_.forced};
+  } else if (forced->accepts(codec, request.count)) {
+    algorithms = {forced};
   }
-  for (const CompressedAlgorithmInfo* algorithm : algorithms) {
+  auto consider = [&](const CompressedAlgorithmInfo* run, const CompressedAlgorithmInfo* inner,
+                      const std::string& name, int lossy_ranks) {
     PlanCandidate candidate;
     candidate.codec = codec.spec();
-    if (flat_candidates) {
-      candidate.algorithm = algorithm->name;
-      candidate.error_bound = relative_bound(bound, algorithm->lossy_steps(shape_.ranks));
-      if (!bounded || candidate.error_bound <= request.max_rel_err) {
-        if (predict_flat(algorithm->name, figures, shape_, links_, piece, &candidate.prediction)) {
-          plan->candidates.push_back(candidate);
-          runs->push_back(algorithm);
-          inners->push_back(nullptr);
-        }
-      }
-    }
-    if (rail_candidates) {
-      candidate.algorithm = std::string("rail/") + algorithm->name;
-      candidate.error_bound = relative_bound(bound, algorithm->lossy_steps(shape_.nodes));
-      if (!bounded || candidate.error_bound <= request.max_rel_err) {
-        if (predict_rail(algorithm->name, figures, shape_, links_, piece, &candidate.prediction)) {
-          plan->candidates.push_back(candidate);
-          runs->push_back(rail);
-          inners->push_back(algorithm);
-        }
-      }
-    }
-    if (hierarchical_candidates) {
-      candidate.algorithm = std::string("hierarchical/") + algorithm->name;
-      candidate.error_bound = relative_bound(bound, algorithm->lossy_steps(inner_ranks));
-      if (!bounded || candidate.error_bound <= request.max_rel_err) {
-        if (predict_hierarchical(algorithm->name, figures, shape_, links_, piece,
-                                 &candidate.prediction)) {
-          plan->candidates.push_back(candidate);
-          runs->push_back(hierarchical);
-          inners->push_back(algorithm);
-        }
-      }
+    candidate.algorithm = name;
+    const CompressedAlgorithmInfo* lossy = inner != nullptr ? inner : run;
+    candidate.error_bound = relative_bound(bound, lossy->lossy_steps(lossy_ranks));
+    if (bounded && candidate.error_bound > request.max_rel_err) return;
+    candidate.prediction = predict(*run, cost_query, inner);
+    plan->candidates.push_back(candidate);
+    runs->push_back(run);
+    inners->push_back(inner);
+  };
+  for (const CompressedAlgorithmInfo* algorithm : algorithms) {
+    if (flat_candidates) consider(algorithm, nullptr, algorithm->name, shape_.ranks);
+    for (const CompressedAlgorithmInfo* composite : composites) {
+      consider(composite, algorithm, std::string(composite->name) + "/" + algorithm->name,
+               inner_ranks);
     }
   }
 }
@@ -413,36 +366,35 @@ ncclResult_t Planner::agree_auto_speeds() {
   return speeds_of(codecs, /*may_agree=*/true);
 }
 
-double Planner::predict_uncompressed(const std::string& collective, const std::string& algorithm,
-                                     size_t count, size_t element_bytes) const {
-  const double reduce = 1.0 / std::max(reduce_bytes_per_s_ * cpu_share_, 1.0);
-  Prediction prediction;
-  if (collective == "allreduce") {
-    CodecFigures raw;
-    raw.raw_bytes = static_cast<double>(count * element_bytes);
-    raw.input_bytes = static_cast<double>(count * sizeof(float));
-    raw.wire_bytes = raw.raw_bytes;
-    raw.reduce_seconds_per_byte = reduce;
-    if (!predict_flat("dense_" + algorithm, raw, shape_, links_,
-                      static_cast<double>(settings_.dense_piece_bytes), &prediction)) {
-      return 0;
-    }
-    return prediction.seconds;
-  }
-  if (!terse::predict_uncompressed(collective, algorithm,
-                                   static_cast<double>(count * element_bytes), reduce, shape_,
-                                   links_, &prediction)) {
-    return 0;
-  }
-  return prediction.seconds;
+CostQuery Planner::query(const CodecFigures& figures, size_t piece_bytes) const {
+  CostQuery query;
+  query.codec = figures;
+  query.group = shape_;
+  query.links = links_;
+  query.piece_bytes = static_cast<double>(piece_bytes);
+  return query;
 }
 
-std::string Planner::dense_algorithm(double bytes) const {
-  if (!settings_.dense_forced.empty()) return "dense_" + settings_.dense_forced;
-  const double per_rank = bytes / std::max(1, shape_.ranks);
-  return per_rank >= static_cast<double>(kRingAllreduceMinBytesPerRank)
-             ? "dense_ring"
-             : "dense_recursive_doubling";
+double Planner::predict_uncompressed(CollectiveKind kind, const std::string& algorithm,
+                                     size_t count, size_t element_bytes) const {
+  const AlgorithmInfo* row = find_algorithm(kind, algorithm);
+  if (row == nullptr) return 0;
+  CodecFigures raw;
+  raw.raw_bytes = static_cast<double>(count * element_bytes);
+  raw.input_bytes = static_cast<double>(count * sizeof(float));
+  raw.wire_bytes = raw.raw_bytes;
+  raw.reduce_seconds_per_byte = 1.0 / std::max(reduce_bytes_per_s_ * cpu_share_, 1.0);
+  return predict(*row, query(raw, settings_.dense_piece_bytes)).seconds;
+}
+
+const AlgorithmInfo* Planner::dense_allreduce(size_t bytes) const {
+  if (!settings_.dense_forced.empty()) {
+    if (const AlgorithmInfo* forced =
+            find_algorithm(CollectiveKind::kAllReduce, settings_.dense_forced)) {
+      return forced;
+    }
+  }
+  return default_algorithm(CollectiveKind::kAllReduce, bytes, shape_.ranks);
 }
 
 ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
@@ -473,10 +425,10 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
     // The uncompressed allreduce, as the communicator runs it (allreduce_selection.h and
     // TERSE_ALGO): candidate 0.
     const CodecFigures raw = figures_of(nullptr, request.count, request.dtype, false);
+    const AlgorithmInfo* dense = dense_allreduce(request.count * dtype_size(request.dtype));
     PlanCandidate candidate;
-    candidate.algorithm = dense_algorithm(raw.raw_bytes);
-    predict_flat(candidate.algorithm, raw, shape_, links_,
-                 static_cast<double>(settings_.dense_piece_bytes), &candidate.prediction);
+    candidate.algorithm = std::string("dense_") + dense->name;
+    candidate.prediction = predict(*dense, query(raw, settings_.dense_piece_bytes));
     plan->candidates.push_back(candidate);
     runs.push_back(nullptr);
     inners.push_back(nullptr);
@@ -515,28 +467,8 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
   plan->algorithm = runs[chosen];
   plan->inner = inners[chosen];
   if (plan->codec != nullptr && plan->algorithm != nullptr) {
-    const bool nodes_apart = shape_.nodes > 1 && shape_.most_ranks_per_node > 1;
-    if (plan->algorithm == find_compressed_algorithm("rail") && nodes_apart && equal_nodes_) {
-      // A rail: the largest chunk, over one rank per node.
-      PeerGroup rail;
-      rail.ranks.resize(static_cast<size_t>(shape_.nodes));
-      const size_t largest = (request.count + static_cast<size_t>(shape_.most_ranks_per_node) - 1) /
-                             static_cast<size_t>(shape_.most_ranks_per_node);
-      plan->stage_elements =
-          plan->inner->stage_elements(*plan->codec, largest, DType::kFloat32, rail);
-    } else if (plan->algorithm == find_compressed_algorithm("hierarchical") && nodes_apart) {
-      // The leaders' group, as the hierarchical algorithm forms it: only its size matters.
-      PeerGroup leaders;
-      leaders.ranks.resize(static_cast<size_t>(shape_.nodes));
-      plan->stage_elements =
-          plan->inner->stage_elements(*plan->codec, request.count, DType::kFloat32, leaders);
-    } else if (plan->inner != nullptr) {
-      plan->stage_elements =
-          plan->inner->stage_elements(*plan->codec, request.count, request.dtype, plan->group);
-    } else {
-      plan->stage_elements =
-          plan->algorithm->stage_elements(*plan->codec, request.count, request.dtype, plan->group);
-    }
+    plan->stage_elements = plan->algorithm->stage_elements(*plan->codec, request.count,
+                                                           request.dtype, plan->group, plan->inner);
   }
   return ncclSuccess;
 }

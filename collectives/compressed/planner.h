@@ -6,16 +6,17 @@
 // (cost_model.h). Every compressed allreduce executes a plan.
 //
 // Candidates:
-//   a fixed codec     the algorithms its family runs (compressed_algorithm_table.h: dense codecs
-//                     tree, recursive_doubling and sra; sparse ones sparse_allgather; shared-seed
-//                     Random-K randomk; PowerSGD powersgd), each flat and, on a communicator that
-//                     spans nodes with several ranks on some node, hierarchical around it
-//                     and, where nodes hold equal numbers of ranks and the codec keeps no
-//                     per-tensor state, rail-aligned around it (rail_allreduce.cpp)
-//                     (TERSE_HIERARCHICAL=off drops the hierarchical and rail ones, =on the
-//                     flat ones).
-//                     The compressed ring is never chosen (sra moves the same bytes through two
-//                     lossy steps instead of n); TERSE_COMPRESSED_ALGO forces one algorithm.
+//   a fixed codec     what the rows of compressed_algorithm_table.h say: the codec family's own
+//                     row if one accepts it (PowerSGD powersgd, shared-seed Random-K randomk,
+//                     sparse codecs sparse_allgather), else every flat row auto weighs (tree,
+//                     recursive_doubling and sra; the compressed ring is never chosen: sra moves
+//                     the same bytes through two lossy steps instead of n); each flat and inside
+//                     every composite row whose structure the communicator has: hierarchical
+//                     where it spans nodes with several ranks on some node, rail-aligned where
+//                     those nodes hold equal numbers of ranks and the codec keeps no per-tensor
+//                     state (TERSE_HIERARCHICAL=off drops the composites, =on the flat ones).
+//                     Each row's cost function predicts its time. TERSE_COMPRESSED_ALGO forces
+//                     one algorithm.
 //   auto              the candidates of every codec of kAutoCodecs whose stated error bound for
 //                     the whole allreduce, (1 + c)^k - 1 with c the codec's per-encode bound and
 //                     k the algorithm's lossy steps (compressed_error_bound.h), is at most
@@ -48,10 +49,12 @@
 #include <vector>
 
 #include "codecs/codec.h"
+#include "collectives/algorithm_table.h"
+#include "collectives/collective_args.h"
 #include "collectives/compressed/codec_speed.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
-#include "collectives/compressed/cost_model.h"
+#include "collectives/cost_model.h"
 #include "topology/link_model.h"
 
 namespace terse {
@@ -137,13 +140,12 @@ class Planner {
   // Whether the communicator spans several nodes (the policy's link class).
   bool multi_node() const { return shape_.nodes > 1; }
 
-  // Predicted seconds of an uncompressed collective as the communicator runs it: `collective`
-  // and `algorithm` are the dense table's names (collective_name(), algorithm_table.h), the
-  // call `count` elements of `element_bytes`. An allreduce is predict_flat's dense ring or
-  // recursive doubling, the rest cost_model.h's predict_uncompressed; on the agreed link model,
-  // so every rank predicts alike. 0 for what the model does not know.
-  double predict_uncompressed(const std::string& collective, const std::string& algorithm,
-                              size_t count, size_t element_bytes) const;
+  // Predicted seconds of an uncompressed collective of `kind` as the communicator runs it:
+  // `algorithm` is the dense table's name (algorithm_table.h), whose row holds its cost, the
+  // call `count` elements of `element_bytes`; on the agreed link model, so every rank predicts
+  // alike. 0 for an algorithm the table does not hold.
+  double predict_uncompressed(CollectiveKind kind, const std::string& algorithm, size_t count,
+                              size_t element_bytes) const;
 
   // For tests: a planner over given figures, without a transport (speeds are never measured
   // or agreed: `speeds` must hold every codec the plans need, by spec, and "reduce").
@@ -156,8 +158,11 @@ class Planner {
  private:
   Planner() = default;
   ncclResult_t make_plan(const PlanRequest& request, CallPlan* plan);
-  // The cost model's name of the dense algorithm the communicator runs for `bytes`.
-  std::string dense_algorithm(double bytes) const;
+  // The dense allreduce the communicator runs for `bytes` (TERSE_ALGO's, else the table's
+  // default); never null.
+  const AlgorithmInfo* dense_allreduce(size_t bytes) const;
+  // The question to the cost model for `figures` on this communicator, in pieces of `piece`.
+  CostQuery query(const CodecFigures& figures, size_t piece_bytes) const;
   // Agreed speeds of `codecs` (and of the reduction), measuring and agreeing what is missing
   // when `may_agree`, else this rank's own figures for those.
   ncclResult_t speeds_of(const std::vector<Codec*>& codecs, bool may_agree);

@@ -45,10 +45,10 @@
 #include "collectives/compressed/compressed_algorithms.h"
 #include "collectives/compressed/contribution.h"
 #include "collectives/compressed/execution_backend.h"
+#include "collectives/compressed/node_groups.h"
 #include "collectives/in_flight_transfers.h"
 #include "collectives/ring_pattern.h"
 #include "common/result.h"
-#include "topology/node_layout.h"
 #include "transport/tag_layout.h"
 
 namespace terse {
@@ -59,23 +59,6 @@ constexpr uint32_t kAllgatherStep = 1;
 constexpr uint32_t kInnerFirstStep = 2;
 
 using Clock = std::chrono::steady_clock;
-
-NodeLayout layout_nodes(const PeerGroup& group) {
-  return group_into_nodes(group.hosts.empty()
-                              ? std::vector<std::string>(static_cast<size_t>(group.size()))
-                              : group.hosts);
-}
-
-// Several nodes, all of the same size, above one.
-bool rails_apply(const NodeLayout& layout) {
-  if (!layout.multi_node()) return false;
-  const size_t local = layout.members.front().size();
-  if (local < 2) return false;
-  for (const std::vector<int>& members : layout.members) {
-    if (members.size() != local) return false;
-  }
-  return true;
-}
 
 const CompressedAlgorithmInfo& inner_for(const CompressedArgs& args,
                                          const CompressedContext& context, size_t count) {
@@ -106,9 +89,7 @@ class RailAllreduce {
 
  private:
   int local_count() const { return static_cast<int>(members_.size()); }
-  ElementRange chunk(int local) const {
-    return near_equal_block(args_.count, local_count(), local);
-  }
+  ElementRange chunk(int local) const { return rail_chunk(args_.count, local_count(), local); }
   int member_rank(int local) const {
     return context_.group.rank_at(members_[static_cast<size_t>(local)]);
   }
@@ -272,16 +253,19 @@ class RailAllreduce {
 
 }  // namespace
 
-size_t rail_stage_residual_elements(const Codec& codec, size_t count, DType dtype,
-                                    const PeerGroup& group) {
+bool rail_applies(const GroupShape& shape, bool equal_nodes) {
+  return shape.nodes > 1 && shape.most_ranks_per_node > 1 && equal_nodes;
+}
+
+size_t rail_stage_residual_elements(const CompressedAlgorithmInfo* inner, const Codec& codec,
+                                    size_t count, DType dtype, const PeerGroup& group) {
   if (!group.hosts.empty() && group.hosts.size() != group.ranks.size()) return 0;  // refused
-  const NodeLayout layout = layout_nodes(group);
-  const CompressedAlgorithmInfo* inner =
-      default_compressed_algorithm(codec, count, dtype_size(dtype));
+  const NodeLayout layout = layout_of(group);
+  if (inner == nullptr) inner = default_compressed_algorithm(codec, count, dtype_size(dtype));
   if (!rails_apply(layout)) return inner->stage_elements(codec, count, dtype, group);
   // The largest chunk any rank reduces, over a rail of one rank per node.
   const int local = static_cast<int>(layout.members.front().size());
-  const size_t largest = near_equal_block(count, local, 0).count;
+  const size_t largest = rail_chunk(count, local, 0).count;
   PeerGroup rail;
   rail.ranks.resize(layout.members.size());
   return inner->stage_elements(codec, largest, DType::kFloat32, rail);
@@ -296,7 +280,7 @@ ncclResult_t rail_allreduce(const CompressedArgs& args, const CompressedContext&
                 "rail allreduce on rank %d: %zu host identities for a group of %d ranks",
                 group.rank_at(group.index), group.hosts.size(), group.size());
   }
-  const NodeLayout layout = layout_nodes(group);
+  const NodeLayout layout = layout_of(group);
   if (!rails_apply(layout)) return inner_for(args, context, args.count).run(args, context);
   RailAllreduce rail(args, context, layout);
   return rail.run();

@@ -22,7 +22,7 @@ extern "C" {
 /* The library's version: TERSE_VERSION is TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR,
  * TERSE_PATCH) of the header a program was compiled with; terseGetVersion gives the library's. */
 #define TERSE_MAJOR 0
-#define TERSE_MINOR 1
+#define TERSE_MINOR 2
 #define TERSE_PATCH 0
 #define TERSE_VERSION_CODE(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define TERSE_VERSION TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR, TERSE_PATCH)
@@ -171,13 +171,46 @@ ncclResult_t terseCommResetStats(ncclComm_t comm);
  * the communicator's residual memory; the next allreduce of it starts from zero (and is admitted
  * anew). Call it on every rank alike, e.g. when the optimizer is reset: admission decisions
  * depend on what each rank's memory holds. */
+ncclResult_t terseCommResetResidual(ncclComm_t comm, const char* name);
+/* The name of terseCommResetResidual before 0.2.0, kept so that programs built against it run. */
 ncclResult_t terseResidualReset(ncclComm_t comm, const char* name);
 
 /* Replaces the communicator's policy with the rules of a YAML document (the format of
- * TERSE_POLICY files, codecs/policy_file.cpp) or, with terseCommSetCodec, with one rule naming
- * a codec as TERSE_CODEC does ("none" turns compression off). Refused, keeping the old policy,
- * when the text does not parse (the message names the line). Every rank must set the same
- * policy before its next allreduce. */
+ * TERSE_POLICY files, below) or, with terseCommSetCodec, with one rule naming a codec as
+ * TERSE_CODEC does ("none" turns compression off). Refused, keeping the old policy, when the text
+ * does not parse (the message names the line). Every rank must set the same policy before its
+ * next allreduce.
+ *
+ * The policy format (YAML). Rules are tried in order; the first whose match accepts a tensor
+ * decides. Every key is optional except codec; an absent match key accepts anything.
+ *
+ *   rules:
+ *     - match:
+ *         name: "encoder\\..*weight"  # RE2 syntax, full match of the tensor's name ("" unnamed)
+ *         min_bytes: 1M                # tensor size in bytes, both bounds inclusive,
+ *         max_bytes: 1G                #   K/M/G suffixes 1024-based
+ *         dtype: [float, bfloat16]     # float|float32|fp32, half|float16|fp16, bfloat16|bf16,
+ *                                      #   float8e4m3|fp8e4m3|e4m3, float8e5m2|fp8e5m2|e5m2
+ *         op: [sum, avg]               # sum and avg (the default); prod/max/min are refused
+ *         comm_size: {min: 2, max: 1024}  # ranks in the communicator, both bounds inclusive
+ *         link: inter                  # any | intra (one node) | inter (crosses the network)
+ *       codec: int8                    # a codec name, "name:key=value,...", none, or auto
+ *       max_rel_err: 0.01              # auto only: the error bound its choice must keep
+ *       params: {block: 128, rounding: stochastic}  # codec parameters (or in codec)
+ *       memory: residual               # none | residual | momentum (dgc); default per codec
+ *       schedule: {start: 100, end: 0, every: 1, warmup: 50}
+ *                                      # active from step start to end (exclusive, 0 = for
+ *                                      #   ever), every N-th step, ramping in over `warmup`
+ *                                      #   active steps; inactive steps run uncompressed
+ *       fallback: "qsgd:levels=15"     # what a tensor residual memory did not admit runs
+ *                                      #   (memory none): an unbiased stateless codec, or none
+ *       ps_receive: bf16               # parameter-server receives of the tensors it matches
+ *     - match: {max_bytes: 64K}
+ *       codec: none
+ *
+ * A single value may stand for a one-element list. Unknown or repeated keys are refused, and
+ * every codec is made when the policy loads, so a typo fails then, as "<where>:<line>: rule <n>:
+ * <reason>". */
 ncclResult_t terseCommSetPolicy(ncclComm_t comm, const char* yaml);
 ncclResult_t terseCommSetCodec(ncclComm_t comm, const char* codec);
 
@@ -191,10 +224,16 @@ ncclResult_t terseCommDecide(ncclComm_t comm, const terseTensor* tensor, size_t 
 
 /* The stated error bound of a compressed allreduce, for tools that check results (the perf
  * binaries' #wrong): per encode |C(x)_i - x_i| <= factor * S(x), with S the largest magnitude
- * (*l2 = 0) or the L2 norm (*l2 = 1) of the encoded tensor; through an algorithm that encodes a
- * value at most `steps` times (terseAlgorithmLossySteps) the result is within
+ * (*norm = terseNormMax) or the L2 norm (*norm = terseNormL2) of the encoded tensor; through an
+ * algorithm that encodes a value at most `steps` times (terseAlgorithmLossySteps) the result is
+ * within
  * S_sum ((1 + factor)^steps - 1) of the exact sum, S_sum being the sum over ranks of S(input). */
-ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor, int* l2);
+typedef enum {
+  terseNormMax = 0, /* S(x) is the largest magnitude of x */
+  terseNormL2 = 1   /* S(x) is the L2 norm of x */
+} terseNorm_t;
+ncclResult_t terseCodecErrorBound(const char* codec, size_t count, double* factor,
+                                  terseNorm_t* norm);
 ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* steps);
 
 /* ---- Parameter server (docs/design.md section 12; include/terse/README.md) ----------------------
@@ -236,7 +275,9 @@ ncclResult_t terseAlgorithmLossySteps(const char* algorithm, int nranks, int* st
 typedef struct tersePsTensor* tersePsHandle_t;
 /* One request in flight (a send, receive or clock); ends with tersePsSync or a tersePsTest that
  * reports it done, which also release it. */
-typedef struct tersePsRequest* tersePsSync_t;
+typedef struct tersePsRequest* tersePsRequest_t;
+/* The name of tersePsRequest_t before 0.2.0. */
+typedef tersePsRequest_t tersePsSync_t;
 
 /* The update rules a send asks the owners to apply to their shards. */
 typedef enum {
@@ -281,30 +322,30 @@ ncclResult_t tersePsInitList(ncclComm_t comm, const tersePsTensorDesc* tensors, 
 
 /* Asks every owner to apply `rule` to its shard with this rank's slice of `tensor` (count
  * elements of the handle's datatype). `tensor` is read (and, for a compressed add, encoded)
- * before the call returns, so it may be reused at once. *sync completes when every owner has
+ * before the call returns, so it may be reused at once. *request completes when every owner has
  * applied it. */
 ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, tersePsRule_t rule,
-                         tersePsSync_t* sync);
+                         tersePsRequest_t* request);
 /* Fetches every shard into `tensor` (count elements). `tensor` is written while the request
- * runs and holds the values once *sync completes successfully; leave it alone until then. */
-ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor, tersePsSync_t* sync);
+ * runs and holds the values once *request completes successfully; leave it alone until then. */
+ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor, tersePsRequest_t* request);
 
 /* Bounded staleness (stale synchronous parallel): tells every owner of the handle's shards that
  * this rank has completed `clock` steps (a rank's clock starts at 0 and never goes back: a
- * smaller value than the last is refused), and completes *sync once every rank's clock, as the
+ * smaller value than the last is refused), and completes *request once every rank's clock, as the
  * owners hold them, is at least clock - staleness. So a rank that calls it before each step runs
  * at most `staleness` steps ahead of the slowest; staleness 0 is a barrier per step. A rank that
  * stops advancing (dead, or finished) holds the others back until their requests time out. */
 ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint64_t staleness,
-                          tersePsSync_t* sync);
+                          tersePsRequest_t* request);
 
 /* Waits for the request to finish and releases it. ncclRemoteError when an owner failed or did
  * not answer within TERSE_TIMEOUT_S of the request's start (the message names the owner),
  * ncclInvalidArgument/ncclInvalidUsage when an owner refused it. */
-ncclResult_t tersePsSync(tersePsSync_t sync);
+ncclResult_t tersePsSync(tersePsRequest_t request);
 /* Polls: *done = 0 while the request runs (the call returns ncclSuccess and the request stays
  * yours); *done = 1 once it finished, returning what tersePsSync would and releasing it. */
-ncclResult_t tersePsTest(tersePsSync_t sync, int* done);
+ncclResult_t tersePsTest(tersePsRequest_t request, int* done);
 
 /* Where one shard lives: elements [offset, offset + count) of the tensor, on rank `owner`. */
 typedef struct {

@@ -140,7 +140,7 @@ HalfResult measure_half(RankContext& context, const RowCase& row, bool in_place,
     prepare_row_inputs(context, row, in_place, /*nan_output=*/compression);
     // The checked call starts from empty residual memory, as the model of it does: the residual
     // the timed calls left behind would otherwise be part of the result (error feedback at work).
-    if (compression) TERSE_PERF_NCCL(terseResidualReset(context.comm, nullptr));
+    if (compression) TERSE_PERF_NCCL(terseCommResetResidual(context.comm, nullptr));
     launch_call(context, row, in_place, 0);
     // The statistics below describe the last call run: with device buffers, once it has run.
     context.buffers.synchronize();

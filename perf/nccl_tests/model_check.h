@@ -1,5 +1,5 @@
 // The check of a compressed allreduce row: every element of this rank's output against the
-// reference model of tests/model (the same one the test suite trusts), which recomputes the call
+// reference model of model/ (the same one the test suite trusts), which recomputes the call
 // from what every rank knows: every rank's input (the value pattern), and the codec, algorithm,
 // seed, tensor step and piece size the call ran with (terseCommGetStats). #wrong counts the
 // elements that differ from the model (bit for bit, or beyond the rounding the model states for

@@ -5,7 +5,7 @@
 //            within (n + 1) unit roundoffs of the sum of magnitudes of the float64 sum;
 //   model    compressed, in the rotation of soak_workload.h, from empty memory (its residual
 //            reset before the call) or with a fallback codec (memory none): element for element
-//            the reference model of tests/model, replaying the codec, algorithm, seed, step and
+//            the reference model of model/, replaying the codec, algorithm, seed, step and
 //            piece size terseCommGetStats reports;
 //   finite   every other compressed call (with memory the model does not follow): every
 //            element finite (the output is filled with NaN before the call, so an element the

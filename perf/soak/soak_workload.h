@@ -16,7 +16,7 @@
 //     (TERSE_MEMORY_IDLE_STEPS; the cap holds two generations beside the stable tensors).
 // A rotation of the compressed tensors is checked against the reference model: on iteration i,
 // the tensor of kModelRotation[i % kCheckpointIterations] (when there is one) has its residual
-// reset on every rank before its call (terseResidualReset), so the model can replay the call
+// reset on every rank before its call (terseCommResetResidual), so the model can replay the call
 // from empty memory. Every pattern repeats every kCheckpointIterations iterations, where the
 // soak samples the process: checkpoints compare like with like.
 #pragma once

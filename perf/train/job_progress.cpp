@@ -32,7 +32,7 @@ void JobProgress::take_received() {
   total_seen_ = static_cast<uint64_t>(total);
 }
 
-ncclResult_t JobProgress::poll(tersePsSync_t* request, bool* done) {
+ncclResult_t JobProgress::poll(tersePsRequest_t* request, bool* done) {
   int finished = 1;
   const ncclResult_t result = *request != nullptr ? tersePsTest(*request, &finished) : ncclSuccess;
   // A failed test has released the request, as a finished one is.

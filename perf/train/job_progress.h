@@ -42,14 +42,14 @@ class JobProgress {
   tersePsHandle_t handle_ = nullptr;
   std::vector<float> outgoing_;  // this rank's uncounted steps at its index, 0 elsewhere
   std::vector<float> received_;
-  tersePsSync_t push_ = nullptr;
-  tersePsSync_t receive_ = nullptr;
+  tersePsRequest_t push_ = nullptr;
+  tersePsRequest_t receive_ = nullptr;
   uint64_t uncounted_ = 0;  // steps not pushed yet
   uint64_t total_seen_ = 0;
 
   void take_received();
   // Whether *request finished (true too when none is outstanding), releasing it if so.
-  ncclResult_t poll(tersePsSync_t* request, bool* done);
+  ncclResult_t poll(tersePsRequest_t* request, bool* done);
   ncclResult_t push_uncounted();
 };
 

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "ps/schemes/centre_fetch.h"
-#include "ps/schemes/downpour.h"
-#include "ps/schemes/easgd.h"
-#include "ps/schemes/stale_synchronous.h"
+#include "perf/train/ps_schemes/centre_fetch.h"
+#include "perf/train/ps_schemes/downpour.h"
+#include "perf/train/ps_schemes/easgd.h"
+#include "perf/train/ps_schemes/stale_synchronous.h"
 
 namespace terse {
 namespace train {
@@ -40,7 +40,7 @@ ncclResult_t ParameterServerSync::init() {
     tensors_.push_back({handles_[i], parameters_[i]->value.data(), parameters_[i]->size()});
   }
   // Pushes carry 1 / nranks of each worker's update, so that the centre takes the ranks' mean
-  // step, as the allreduce does (ps/schemes/downpour.h).
+  // step, as the allreduce does (perf/train/ps_schemes/downpour.h).
   const float mean = 1.0f / static_cast<float>(nranks_);
   switch (scheme_spec_.kind) {
     case SyncScheme::Kind::kDownpour:

@@ -1,8 +1,8 @@
 // The parameter-server side of one rank's training (--sync downpour|easgd|ssp:S): one tersePs
 // tensor per model parameter, named as the parameter ("fc1.weight"), so that policy rules
 // (TERSE_CODEC, TERSE_POLICY) choose its pushes' codec by layer as they choose the allreduce's,
-// cut between rows of its shape; the update scheme (ps/schemes) over them; and the centre, the
-// model the job trains, swapped into the parameters for evaluation.
+// cut between rows of its shape; the update scheme (perf/train/ps_schemes) over them; and the
+// centre, the model the job trains, swapped into the parameters for evaluation.
 #pragma once
 
 #include <nccl.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "perf/train/parameter.h"
+#include "perf/train/ps_schemes/update_scheme.h"
 #include "perf/train/sync_scheme.h"
-#include "ps/schemes/update_scheme.h"
 
 namespace terse {
 namespace train {

@@ -1,6 +1,6 @@
 // How the ranks of train_fmnist keep their models together (--sync): a gradient allreduce per
 // step (issue 14's data parallelism), or one of the parameter-server update schemes of issue 15
-// (ps/schemes), with one parameter-server tensor per layer.
+// (perf/train/ps_schemes), with one parameter-server tensor per layer.
 //
 //   allreduce                        every step averages the gradients over the ranks
 //   downpour[:send=N,fetch=M]        push updates every N steps, fetch the centre every M (1, 1)

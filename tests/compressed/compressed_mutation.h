@@ -1,5 +1,5 @@
 // Test-only mutations of the compressed allreduce: deliberate mistakes that the suite's checks
-// (the reference model of tests/model, conservation of error feedback) must catch, so that a
+// (the reference model of model/, conservation of error feedback) must catch, so that a
 // check that cannot fail is noticed (tests/compressed/test_mutations.cpp). A process has one
 // mutation, kNone unless a test sets one. This file's run_compressed_algorithm replaces the
 // library's plain one (collectives/compressed/run_compressed_algorithm.h) in the test binary

@@ -13,6 +13,7 @@
 #include "collectives/compressed/run_compressed_algorithm.h"
 #include "common/counter_rng.h"
 #include "common/result.h"
+#include "heap_allocations.h"
 
 namespace terse {
 namespace test {
@@ -144,7 +145,11 @@ std::vector<ncclResult_t> CompressedRanks::allreduce(
     context.piece_bytes = piece_bytes_;
     context.scratch = &rank.scratch;
     context.counters = &rank.counters;
-    if (result == ncclSuccess) result = run_compressed_algorithm(algorithm, args, context);
+    if (result == ncclSuccess) {
+      HeapAllocationScope heap;
+      result = run_compressed_algorithm(algorithm, args, context);
+      rank.allocations = heap.count();
+    }
     results[static_cast<size_t>(r)] = result;
     if (result != ncclSuccess && errors != nullptr)
       (*errors)[static_cast<size_t>(r)] = last_error();

@@ -3,7 +3,7 @@
 // each with its own codec, residual memory and scratch kept across calls, so error feedback and
 // warm starts carry from one call to the next exactly as in an application.
 //
-// Every call also runs the reference model (tests/model/compressed_model.h) on the same inputs,
+// Every call also runs the reference model (model/compressed_model.h) on the same inputs,
 // seed and settings, with its own residuals and codec states: check_against_model() then holds
 // every rank's result, residual and owner residual to the model's (bit for bit where the model
 // replays the algorithm's order). That is the check; run_and_check() makes it after each call.
@@ -100,6 +100,8 @@ class CompressedRanks {
   // (count floats), or empty when it keeps none.
   std::vector<float> residual(int rank, size_t count, DType dtype);
   CompressionScratch& scratch(int rank) { return ranks_[static_cast<size_t>(rank)].scratch; }
+  // Heap allocations rank r's thread made inside the algorithm during its last call.
+  uint64_t allocations(int rank) const { return ranks_[static_cast<size_t>(rank)].allocations; }
   // Rank r's scatter-reduce-allgather owner residual (its chunk of `chunk` floats), or empty.
   std::vector<float> owner_residual(int rank, size_t chunk);
 
@@ -109,6 +111,7 @@ class CompressedRanks {
     std::unique_ptr<ResidualMemory> residuals;
     CompressionScratch scratch;
     CompressionCounters counters;
+    uint64_t allocations = 0;
   };
   std::unique_ptr<CommunicatorWorld> world_;
   std::vector<Rank> ranks_;

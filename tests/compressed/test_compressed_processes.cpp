@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/hex_bytes.h"
 #include "common/result.h"
 #include "communicator_test_support.h"
-#include "hex_bytes.h"
 #include "rank_processes.h"
 #include "transport/unique_id.h"
 
@@ -27,7 +27,7 @@ using Settings = std::vector<std::pair<std::string, std::string>>;
 constexpr double kTimeoutSeconds = 30;
 
 std::string hex_of(const UniqueId& id) {
-  return terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
+  return terse::bytes_to_hex(id.internal, sizeof(id.internal));
 }
 
 void expect_model_holds(int nranks, const Settings& settings) {

@@ -1,15 +1,37 @@
-// The cost model (collectives/compressed/cost_model.h) against closed forms written here from
-// the algorithms' own descriptions: the uncompressed ring, scatter-reduce-allgather over a
-// network (wire and codec overlap) and over shared memory (they add up), a node's ranks sharing
-// its link, and the hierarchical and rail forms.
+// The cost model (collectives/cost_model.h, compressed/compressed_cost.h), read through the
+// algorithm tables' rows as the planner reads it, against closed forms written here from the
+// algorithms' own descriptions: the uncompressed ring, scatter-reduce-allgather over a network
+// (wire and codec overlap) and over shared memory (they add up), a node's ranks sharing its link,
+// and the hierarchical and rail forms.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "collectives/compressed/cost_model.h"
+#include "collectives/algorithm_table.h"
+#include "collectives/compressed/compressed_algorithm_table.h"
+#include "collectives/cost_model.h"
 
 namespace terse {
 namespace {
+
+// The prediction of the compressed row `name` (around the flat row `inner` for a composite).
+Prediction compressed(const char* name, const CodecFigures& figures, const GroupShape& group,
+                      const LinkModel& links, double piece_bytes, const char* inner = nullptr) {
+  const CompressedAlgorithmInfo* row = find_compressed_algorithm(name);
+  EXPECT_NE(row, nullptr) << name;
+  if (row == nullptr) return Prediction{};
+  return predict(*row, CostQuery{figures, group, links, piece_bytes},
+                 inner != nullptr ? find_compressed_algorithm(inner) : nullptr);
+}
+
+// The prediction of the dense row `name` of `kind`.
+Prediction dense(CollectiveKind kind, const char* name, const CodecFigures& figures,
+                 const GroupShape& group, const LinkModel& links, double piece_bytes = 0) {
+  const AlgorithmInfo* row = find_algorithm(kind, name);
+  EXPECT_NE(row, nullptr) << name;
+  if (row == nullptr) return Prediction{};
+  return predict(*row, CostQuery{figures, group, links, piece_bytes});
+}
 
 LinkModel links(double intra_latency, double intra_bandwidth, double inter_latency,
                 double inter_bandwidth, int nics = 1) {
@@ -38,7 +60,7 @@ TEST(CostModel, UncompressedRingIsLatencyPlusTwiceTheShareOfTheTensor) {
   Prediction p;
   // Four nodes of one rank: 6 steps, each a rendezvous message (256 KiB pieces: announce,
   // answer, data: 3 alpha), 1.5 tensors over the network, additions overlap.
-  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  p = dense(CollectiveKind::kAllReduce, "ring", f, GroupShape{4, 4, 1}, model, 1 << 18);
   const double wire = 1.5 * f.raw_bytes / 125e6;
   const double adds = 0.75 * f.input_bytes / 8e9;
   const double pieces = f.raw_bytes / 4 / (1 << 18);
@@ -47,11 +69,11 @@ TEST(CostModel, UncompressedRingIsLatencyPlusTwiceTheShareOfTheTensor) {
   // 16 KiB: 4 KiB per step, eager, one alpha each.
   CodecFigures small = f;
   small.raw_bytes = small.input_bytes = 16 << 10;
-  ASSERT_TRUE(predict_flat("dense_ring", small, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  p = dense(CollectiveKind::kAllReduce, "ring", small, GroupShape{4, 4, 1}, model, 1 << 18);
   EXPECT_NEAR(p.seconds, 6 * 50e-6 + 1.5 * small.raw_bytes / 125e6 + 0.75 * small.input_bytes / 8e9,
               1e-9);
   // One node of four ranks: the cores copy, so wire and additions add up.
-  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 1, 4}, model, 1 << 18, &p));
+  p = dense(CollectiveKind::kAllReduce, "ring", f, GroupShape{4, 1, 4}, model, 1 << 18);
   EXPECT_NEAR(p.seconds, 6 * 2e-6 + 1.5 * f.raw_bytes / 4e9 + adds, 1e-9);
 }
 
@@ -64,11 +86,11 @@ TEST(CostModel, AMessageFromTheLinksRendezvousSizeCostsARoundTripMore) {
   Prediction p;
   // UCX's TCP choice on a 10 Gbit/s interface: 16 KiB messages go eagerly, one alpha a step.
   model.inter.rendezvous_bytes = 19522;
-  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  p = dense(CollectiveKind::kAllReduce, "ring", f, GroupShape{4, 4, 1}, model, 1 << 18);
   EXPECT_NEAR(p.seconds, 6 * 50e-6 + rest, 1e-9);
   // From exactly 16 KiB on: announce, answer, data.
   model.inter.rendezvous_bytes = 16 << 10;
-  ASSERT_TRUE(predict_flat("dense_ring", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  p = dense(CollectiveKind::kAllReduce, "ring", f, GroupShape{4, 4, 1}, model, 1 << 18);
   EXPECT_NEAR(p.seconds, 6 * 3 * 50e-6 + rest, 1e-9);
 }
 
@@ -78,7 +100,7 @@ TEST(CostModel, SraOverlapsItsCodecWithANetworkButNotWithSharedMemory) {
   const double codec = f.input_bytes * (1 + 0.25) / 2e9 + 2 * f.input_bytes / 2e9;
   const double pieces = f.input_bytes / 4 / (1 << 18);
   Prediction p;
-  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 4, 1}, model, 1 << 18, &p));
+  p = compressed("sra", f, GroupShape{4, 4, 1}, model, 1 << 18);
   const double wire = 2 * 3 * (f.wire_bytes / 4) / 125e6;
   // Two phases, each of 3 messages in flight together over the network: one latency each, and
   // their rendezvous round trip (messages above 8 KiB) once.
@@ -87,7 +109,7 @@ TEST(CostModel, SraOverlapsItsCodecWithANetworkButNotWithSharedMemory) {
               1e-9);
   EXPECT_DOUBLE_EQ(p.codec_seconds, codec);
   // Over shared memory the cores copy the 3 messages of a phase one after another.
-  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 1, 4}, model, 1 << 18, &p));
+  p = compressed("sra", f, GroupShape{4, 1, 4}, model, 1 << 18);
   EXPECT_NEAR(p.seconds, 6 * 2e-6 + 2 * 3 * (f.wire_bytes / 4) / 4e9 + codec, 1e-9);
 }
 
@@ -95,8 +117,8 @@ TEST(CostModel, RanksOfANodeShareItsLinkInAllToAllPatterns) {
   const CodecFigures f = int8_figures();
   const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
   Prediction one_per_node, two_per_node;
-  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 4, 1}, model, 1 << 18, &one_per_node));
-  ASSERT_TRUE(predict_flat("sra", f, GroupShape{4, 2, 2}, model, 1 << 18, &two_per_node));
+  one_per_node = compressed("sra", f, GroupShape{4, 4, 1}, model, 1 << 18);
+  two_per_node = compressed("sra", f, GroupShape{4, 2, 2}, model, 1 << 18);
   // Two per node: each node's link carries 2 ranks x 2 remote peers' chunks, against 3.
   EXPECT_NEAR(two_per_node.wire_seconds / one_per_node.wire_seconds, 4.0 / 3.0, 1e-12);
 }
@@ -105,15 +127,11 @@ TEST(CostModel, RailsShareTheNodesNicsAndSpreadTheCodecWork) {
   const CodecFigures f = int8_figures();
   Prediction leaders, rails_one_nic, rails_four_nics, inner;
   const GroupShape nodes{8, 2, 4};
-  ASSERT_TRUE(
-      predict_hierarchical("sra", f, nodes, links(2e-6, 8e9, 50e-6, 125e6), 1 << 18, &leaders));
-  ASSERT_TRUE(
-      predict_rail("sra", f, nodes, links(2e-6, 8e9, 50e-6, 125e6, 1), 1 << 18, &rails_one_nic));
-  ASSERT_TRUE(
-      predict_rail("sra", f, nodes, links(2e-6, 8e9, 50e-6, 125e6, 4), 1 << 18, &rails_four_nics));
+  leaders = compressed("hierarchical", f, nodes, links(2e-6, 8e9, 50e-6, 125e6), 1 << 18, "sra");
+  rails_one_nic = compressed("rail", f, nodes, links(2e-6, 8e9, 50e-6, 125e6, 1), 1 << 18, "sra");
+  rails_four_nics = compressed("rail", f, nodes, links(2e-6, 8e9, 50e-6, 125e6, 4), 1 << 18, "sra");
   // A rail's chunk is a quarter of the tensor; its codec work a quarter of a leader's.
-  ASSERT_TRUE(
-      predict_flat("sra", f, GroupShape{2, 2, 1}, links(2e-6, 8e9, 50e-6, 125e6), 1 << 18, &inner));
+  inner = compressed("sra", f, GroupShape{2, 2, 1}, links(2e-6, 8e9, 50e-6, 125e6), 1 << 18);
   EXPECT_NEAR(rails_four_nics.codec_seconds - 0.75 * f.input_bytes * f.reduce_seconds_per_byte,
               inner.codec_seconds / 4, 1e-9);
   // Four rails on one NIC move as many bytes through it as the leader does.
@@ -129,41 +147,74 @@ TEST(CostModel, RailsShareTheNodesNicsAndSpreadTheCodecWork) {
 TEST(CostModel, TheOtherDenseCollectivesAreStepsOfLatencyAndBytes) {
   const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
   const double reduce = 1 / 8e9;
-  const auto seconds = [&](const char* collective, const char* algorithm, double bytes,
+  const auto seconds = [&](CollectiveKind kind, const char* algorithm, double bytes,
                            const GroupShape& group) {
-    Prediction p;
-    EXPECT_TRUE(predict_uncompressed(collective, algorithm, bytes, reduce, group, model, &p))
-        << collective << " " << algorithm;
-    return p.seconds;
+    CodecFigures figures;
+    figures.raw_bytes = bytes;
+    figures.reduce_seconds_per_byte = reduce;
+    return dense(kind, algorithm, figures, group, model).seconds;
   };
   const GroupShape node{5, 1, 5}, network{5, 5, 1};
   const double b = 4096, a = 2e-6, bw = 4e9;
-  EXPECT_NEAR(seconds("broadcast", "tree", b, node), 3 * (a + b / bw), 1e-12);
-  EXPECT_NEAR(seconds("broadcast", "chain", b, node), 4 * a + b / bw, 1e-12);
-  EXPECT_NEAR(seconds("reduce", "tree", b, node), 3 * (a + b / bw + b * reduce), 1e-12);
-  EXPECT_NEAR(seconds("reduce", "chain", b, node), 4 * a + b / bw + b * reduce, 1e-12);
-  EXPECT_NEAR(seconds("allgather", "ring", b, node), 4 * (a + b / bw), 1e-12);
-  EXPECT_NEAR(seconds("reducescatter", "ring", b, node), 4 * (a + b / bw + b * reduce), 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kBroadcast, "tree", b, node), 3 * (a + b / bw), 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kBroadcast, "chain", b, node), 4 * a + b / bw, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kReduce, "tree", b, node), 3 * (a + b / bw + b * reduce),
+              1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kReduce, "chain", b, node), 4 * a + b / bw + b * reduce,
+              1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kAllGather, "ring", b, node), 4 * (a + b / bw), 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kReduceScatter, "ring", b, node),
+              4 * (a + b / bw + b * reduce), 1e-12);
   // Shared memory: every rank's cores copy its four blocks one after another.
-  EXPECT_NEAR(seconds("alltoall", "pairwise", b, node), 4 * a + 4 * b / bw, 1e-12);
-  EXPECT_NEAR(seconds("gather", "direct", b, node), a + 4 * b / bw, 1e-12);
-  EXPECT_NEAR(seconds("scatter", "direct", b, node), a + 4 * b / bw, 1e-12);
-  EXPECT_NEAR(seconds("send", "direct", b, node), a + b / bw, 1e-12);
-  EXPECT_NEAR(seconds("recv", "direct", b, node), a + b / bw, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kAllToAll, "pairwise", b, node), 4 * a + 4 * b / bw, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kGather, "direct", b, node), a + 4 * b / bw, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kScatter, "direct", b, node), a + 4 * b / bw, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kSend, "direct", b, node), a + b / bw, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kRecv, "direct", b, node), a + b / bw, 1e-12);
   // Over the network a large step is a rendezvous, and all-to-all messages share one latency.
   const double big = 1 << 20, step = 3 * 50e-6, net = 125e6;
-  EXPECT_NEAR(seconds("allgather", "ring", big, network), 4 * (step + big / net), 1e-12);
-  EXPECT_NEAR(seconds("alltoall", "pairwise", big, network), step + 4 * big / net, 1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kAllGather, "ring", big, network), 4 * (step + big / net),
+              1e-12);
+  EXPECT_NEAR(seconds(CollectiveKind::kAllToAll, "pairwise", big, network), step + 4 * big / net,
+              1e-12);
   // One rank moves nothing.
-  EXPECT_EQ(seconds("broadcast", "tree", b, GroupShape{1, 1, 1}), 0);
-  Prediction p;
-  EXPECT_FALSE(predict_uncompressed("broadcast", "ring", b, reduce, node, model, &p));
+  EXPECT_EQ(seconds(CollectiveKind::kBroadcast, "tree", b, GroupShape{1, 1, 1}), 0);
+  // A send to oneself still moves its message.
+  EXPECT_NEAR(seconds(CollectiveKind::kSend, "direct", b, GroupShape{1, 1, 1}), a + b / bw, 1e-12);
 }
 
-TEST(CostModel, UnknownAlgorithmsAreNotModelled) {
-  Prediction p;
-  EXPECT_FALSE(predict_flat("no_such", int8_figures(), GroupShape{2, 2, 1},
-                            links(1e-6, 1e9, 1e-6, 1e9), 1 << 18, &p));
+// Every row of both tables carries its cost (adding an algorithm is its file plus its row): a
+// finite, positive time on two nodes of two ranks, which grows with the tensor.
+TEST(CostModel, EveryRowOfBothTablesPredictsItsTime) {
+  const LinkModel model = links(2e-6, 4e9, 50e-6, 125e6);
+  const GroupShape group{4, 2, 2};
+  CodecFigures small = int8_figures(), large = int8_figures();
+  small.raw_bytes = small.input_bytes = 1 << 16;
+  small.wire_bytes = small.raw_bytes / 4;
+  for (const AlgorithmInfo& row : algorithm_table()) {
+    ASSERT_NE(row.cost, nullptr) << row.name;
+    const double a = predict(row, CostQuery{small, group, model, 1 << 18}).seconds;
+    const double b = predict(row, CostQuery{large, group, model, 1 << 18}).seconds;
+    EXPECT_GT(a, 0) << row.name;
+    EXPECT_GT(b, a) << row.name;
+  }
+  const CompressedAlgorithmInfo* sra = find_compressed_algorithm("sra");
+  for (const CompressedAlgorithmInfo& row : compressed_algorithm_table()) {
+    const bool composite = row.role == CompressedRole::kComposite;
+    EXPECT_EQ(row.cost != nullptr, !composite) << row.name;
+    EXPECT_EQ(row.composite_cost != nullptr, composite) << row.name;
+    EXPECT_EQ(row.applies != nullptr, composite) << row.name;
+    const CompressedAlgorithmInfo* inner = composite ? sra : nullptr;
+    const double a = predict(row, CostQuery{small, group, model, 1 << 18}, inner).seconds;
+    const double b = predict(row, CostQuery{large, group, model, 1 << 18}, inner).seconds;
+    EXPECT_TRUE(std::isfinite(a) && a > 0) << row.name;
+    EXPECT_GT(b, a) << row.name;
+  }
+  // A composite without its inner algorithm is never chosen.
+  EXPECT_TRUE(std::isinf(
+      predict(*find_compressed_algorithm("rail"), CostQuery{large, group, model, 1 << 18})
+          .seconds));
+  EXPECT_EQ(find_compressed_algorithm("no_such"), nullptr);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Every compressed algorithm with every codec it accepts, on 2, 3, 4, 5 and 8 ranks (threads over
-// UCX), against the reference model (tests/model): three calls in a row with error feedback
+// UCX), against the reference model (model/): three calls in a row with error feedback
 // carried between them, every rank's result equal to the model's (bit for bit, or within the
 // rounding the model states for exact sums done in another order), every residual too. 16-bit
 // tensors and averages as well; and hierarchical calls on several node layouts.

@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "loaded_net.h"
-#include "net_traffic.h"
+#include "plugin/net/driver/loaded_net.h"
+#include "plugin/net/driver/net_traffic.h"
 
 using namespace terse::test;
 

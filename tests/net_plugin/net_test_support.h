@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "loaded_net.h"
-#include "net_traffic.h"
+#include "plugin/net/driver/loaded_net.h"
+#include "plugin/net/driver/net_traffic.h"
 
 namespace terse::test {
 

@@ -68,8 +68,10 @@ TEST_F(CompressionApi, TerseCodecCompressesEveryFloatSumWithinTheBound) {
     ASSERT_EQ(stats.nrows, 1);
     EXPECT_STREQ(stats.rows[0].codec, "int8");
     double factor = 0;
-    int l2 = 0, steps = 0;
-    ASSERT_EQ(terseCodecErrorBound(stats.last_codec, kCount, &factor, &l2), ncclSuccess);
+    terseNorm_t norm = terseNormL2;
+    int steps = 0;
+    ASSERT_EQ(terseCodecErrorBound(stats.last_codec, kCount, &factor, &norm), ncclSuccess);
+    EXPECT_EQ(norm, terseNormMax);  // int8's bound is by the largest magnitude
     ASSERT_EQ(terseAlgorithmLossySteps(stats.last_algorithm, kRanks, &steps), ncclSuccess);
     const double bound = kRanks * (std::pow(1 + factor, steps) - 1) + 1e-5;  // max|x| <= 1
     double worst = 0;
@@ -196,7 +198,7 @@ TEST_F(CompressionApi, ResidualResetForgetsTheTensorsOfTheCommunicator) {
     EXPECT_EQ(stats.residual_bytes, 4096u * 4);
     EXPECT_EQ(stats.residual_admitted, 1u);
     arrive_and_wait(&after_look, 2);
-    EXPECT_EQ(terseResidualReset(comm, "w"), ncclSuccess);
+    EXPECT_EQ(terseCommResetResidual(comm, "w"), ncclSuccess);
     arrive_and_wait(&after_reset, 2);
     ASSERT_EQ(terseCommGetStats(comm, &stats), ncclSuccess);
     EXPECT_EQ(stats.residual_entries, 0u);
@@ -206,13 +208,14 @@ TEST_F(CompressionApi, ResidualResetForgetsTheTensorsOfTheCommunicator) {
 
 TEST(CompressionApiBounds, BoundsAndLossyStepsAsDocumented) {
   double factor = 0;
-  int l2 = -1, steps = -1;
-  ASSERT_EQ(terseCodecErrorBound("int8", 1000, &factor, &l2), ncclSuccess);
+  terseNorm_t norm = terseNormL2;
+  int steps = -1;
+  ASSERT_EQ(terseCodecErrorBound("int8", 1000, &factor, &norm), ncclSuccess);
   EXPECT_NEAR(factor, 1.0 / 255, 1e-5);  // half a step of 2 max|x| / 255
-  EXPECT_EQ(l2, 0);
-  ASSERT_EQ(terseCodecErrorBound("powersgd", 1000, &factor, &l2), ncclSuccess);
-  EXPECT_EQ(l2, 1);
-  EXPECT_EQ(terseCodecErrorBound("bogus", 1000, &factor, &l2), ncclInvalidArgument);
+  EXPECT_EQ(norm, terseNormMax);
+  ASSERT_EQ(terseCodecErrorBound("powersgd", 1000, &factor, &norm), ncclSuccess);
+  EXPECT_EQ(norm, terseNormL2);
+  EXPECT_EQ(terseCodecErrorBound("bogus", 1000, &factor, &norm), ncclInvalidArgument);
   ASSERT_EQ(terseAlgorithmLossySteps("sra", 8, &steps), ncclSuccess);
   EXPECT_EQ(steps, 2);
   ASSERT_EQ(terseAlgorithmLossySteps("ring", 8, &steps), ncclSuccess);

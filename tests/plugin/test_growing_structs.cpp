@@ -132,7 +132,7 @@ TEST_F(GrowingStructs, ParameterServerDescriptorsStepByTheirSize) {
       return;
     }
     std::vector<float> got(2 * kCount, 0.0f);
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     ASSERT_EQ(tersePsReceive(handles[1], got.data(), &sync), ncclSuccess);
     ASSERT_EQ(tersePsSync(sync), ncclSuccess);
     EXPECT_EQ(got, b);

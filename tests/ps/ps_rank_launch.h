@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/hex_bytes.h"
+#include "common/hex_bytes.h"
 #include "rank_processes.h"
 #include "transport_test_support.h"
 
@@ -26,7 +26,7 @@ inline std::vector<RankProcessResult> run_ps_ranks(const char* program, const ch
                                                    double seconds_allowed, int expendable = -1) {
   ncclUniqueId id;
   EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
-  const std::string hex = terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
+  const std::string hex = terse::bytes_to_hex(id.internal, sizeof(id.internal));
   std::vector<CommandLine> ranks;
   for (int rank = 0; rank < nranks; ++rank) {
     CommandLine line = {"/usr/bin/env"};

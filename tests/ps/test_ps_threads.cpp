@@ -174,12 +174,12 @@ TEST_F(PsThreads, ExactAddsOfEveryTypeFromRanksThatAreThreads) {
           std::vector<float> mine(count);
           for (size_t i = 0; i < count; ++i) mine[i] = addend(rank, step, i);
           const std::vector<uint8_t> bytes = encode(mine, type);
-          tersePsSync_t sync;
+          tersePsRequest_t sync;
           if (!check(tersePsSend(handle, bytes.data(), tersePsAdd, &sync), "send")) return;
           if (!check(tersePsSync(sync), "send's sync")) return;
         }
         // Every rank's adds are applied once every rank's clock reached 1 (staleness 0).
-        tersePsSync_t sync;
+        tersePsRequest_t sync;
         if (!check(tersePsClock(handle, 1, 0, &sync), "clock")) return;
         if (!check(tersePsSync(sync), "clock's sync")) return;
         std::vector<uint8_t> got(initial_bytes.size());
@@ -293,7 +293,7 @@ TEST_F(PsThreads, StatsCountEveryPushAndReceiveExactly) {
       }
       const bool exact = std::string(c.push_codec) == "none";
       // `made` is the call that set `sync` (evaluated before the body reads it).
-      tersePsSync_t sync = nullptr;
+      tersePsRequest_t sync = nullptr;
       auto sync_one = [&](ncclResult_t made, const char* what) {
         return check(made, what) && check(tersePsSync(sync), what);
       };
@@ -393,7 +393,7 @@ TEST_F(PsThreads, FreeWithRequestsInFlight) {
       failures[size_t(rank)] = std::string("init: ") + ncclGetLastError(comms_[rank]);
       return;
     }
-    tersePsSync_t add, receive;
+    tersePsRequest_t add, receive;
     tersePsSend(handle, data.data(), tersePsAdd, &add);
     tersePsReceive(handle, got.data(), &receive);
     const ncclResult_t freed = tersePsFree(handle);
@@ -449,7 +449,7 @@ TEST_F(PsThreads, FreeAfterTheCommunicatorWasAbortedOrDestroyed) {
                 ncclSuccess)
           << ncclGetLastError(comms_[rank]);
       std::vector<float> got(data.size());
-      tersePsSync_t sync;
+      tersePsRequest_t sync;
       ASSERT_EQ(tersePsReceive(handle, got.data(), &sync), ncclSuccess);
       EXPECT_EQ(tersePsSync(sync), ncclSuccess) << ncclGetLastError(comms_[rank]);
       EXPECT_EQ(got, data);

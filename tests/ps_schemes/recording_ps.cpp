@@ -72,7 +72,7 @@ using terse::test::number;
 extern "C" {
 
 ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, tersePsRule_t rule,
-                         tersePsSync_t* sync) {
+                         tersePsRequest_t* sync) {
   if (handle == nullptr || sync == nullptr || rule != tersePsAdd) return ncclInvalidArgument;
   const float* values = static_cast<const float*>(tensor);
   std::string line = "send add " + handle->name;
@@ -85,7 +85,7 @@ ncclResult_t tersePsSend(tersePsHandle_t handle, const void* tensor, tersePsRule
   return ncclSuccess;
 }
 
-ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor, tersePsSync_t* sync) {
+ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor, tersePsRequest_t* sync) {
   if (handle == nullptr || sync == nullptr || tensor == nullptr) return ncclInvalidArgument;
   log_lines().push_back("receive " + handle->name);
   *sync = new tersePsRequest{"receive", handle, handle->centre, static_cast<float*>(tensor)};
@@ -93,7 +93,7 @@ ncclResult_t tersePsReceive(tersePsHandle_t handle, void* tensor, tersePsSync_t*
 }
 
 ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint64_t staleness,
-                          tersePsSync_t* sync) {
+                          tersePsRequest_t* sync) {
   if (handle == nullptr || sync == nullptr) return ncclInvalidArgument;
   log_lines().push_back("clock " + handle->name + " " + std::to_string(clock) + " " +
                         std::to_string(staleness));
@@ -101,7 +101,7 @@ ncclResult_t tersePsClock(tersePsHandle_t handle, uint64_t clock, uint64_t stale
   return ncclSuccess;
 }
 
-ncclResult_t tersePsSync(tersePsSync_t sync) {
+ncclResult_t tersePsSync(tersePsRequest_t sync) {
   if (sync == nullptr) return ncclInvalidArgument;
   std::unique_ptr<tersePsRequest> request(sync);
   log_lines().push_back("sync " + request->kind + " " + request->tensor->name);
@@ -111,7 +111,7 @@ ncclResult_t tersePsSync(tersePsSync_t sync) {
   return ncclSuccess;
 }
 
-ncclResult_t tersePsTest(tersePsSync_t sync, int* done) {
+ncclResult_t tersePsTest(tersePsRequest_t sync, int* done) {
   if (g_hold_receives && sync != nullptr && sync->kind == "receive") {
     log_lines().push_back("test receive " + sync->tensor->name + ": running");
     *done = 0;

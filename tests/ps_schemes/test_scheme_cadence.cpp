@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "ps/schemes/downpour.h"
-#include "ps/schemes/easgd.h"
-#include "ps/schemes/stale_synchronous.h"
+#include "perf/train/ps_schemes/downpour.h"
+#include "perf/train/ps_schemes/easgd.h"
+#include "perf/train/ps_schemes/stale_synchronous.h"
 #include "recording_ps.h"
 
 namespace terse {

@@ -1,6 +1,6 @@
-// The update schemes (ps/schemes) over real ranks: processes over UCX on loopback, the real
-// parameter server of libterse behind them. ps_scheme_rank_process runs one scheme per rank and
-// checks every value against what the scheme's contract allows (its header says what each
+// The update schemes (perf/train/ps_schemes) over real ranks: processes over UCX on loopback, the
+// real parameter server of libterse behind them. ps_scheme_rank_process runs one scheme per rank
+// and checks every value against what the scheme's contract allows (its header says what each
 // scenario checks); a rank reports through its exit code.
 #include <gtest/gtest.h>
 #include <nccl.h>

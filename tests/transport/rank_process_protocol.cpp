@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/hex_bytes.h"
 #include "common/log.h"
 #include "common/result.h"
-#include "hex_bytes.h"
 #include "transport/transport_settings.h"
 
 namespace terse {
@@ -29,11 +29,11 @@ bool start_rank_process(int argc, char** argv, RankProcessArguments* arguments) 
 }
 
 std::string unique_id_to_hex(const UniqueId& id) {
-  return terse_test::bytes_to_hex(id.internal, kUniqueIdBytes);
+  return terse::bytes_to_hex(id.internal, kUniqueIdBytes);
 }
 
 bool unique_id_from_hex(const std::string& hex, UniqueId* id) {
-  return terse_test::hex_to_bytes(hex, id->internal, kUniqueIdBytes);
+  return terse::hex_to_bytes(hex, id->internal, kUniqueIdBytes);
 }
 
 std::vector<RankProcessResult> run_rank_processes(const char* scenario, int nranks,

@@ -1,7 +1,7 @@
 // N ranks as threads running a compressed algorithm (scatter-reduce-allgather unless told
 // otherwise) on device buffers through the CUDA execution backend
 // (collectives/compressed/cuda_backend.h), each rank on its own stream with device residual memory,
-// checked against the reference model (tests/model) as the host-buffer tests are. The DeviceCompute
+// checked against the reference model (model/) as the host-buffer tests are. The DeviceCompute
 // is the caller's: the real kernels on a GPU, the emulated ones under the fake CUDA runtime.
 //
 // Each call does on the rank's stream what an application would: copies the input into device

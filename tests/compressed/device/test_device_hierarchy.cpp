@@ -1,7 +1,7 @@
 // The hierarchical and rail algorithms on device buffers through the CUDA execution backend,
 // against the fake CUDA runtime with the kernels emulated on the stream: ranks as threads put on
 // emulated nodes by the group's host identities (PeerGroup::hosts), results and residuals equal
-// to the reference model (tests/model) bit for bit over three steps with error feedback (the
+// to the reference model (model/) bit for bit over three steps with error feedback (the
 // last an average), and each rank's PCIe bytes exactly the inner algorithm's encoded messages
 // plus the tensor bytes its intra-node phases exchange through host memory
 // (model::grouped_device_pcie_bytes).

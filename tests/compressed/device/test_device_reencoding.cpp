@@ -1,7 +1,7 @@
 // The decode-add-re-encode algorithms (compressed ring, recursive doubling, binary tree) on
 // device buffers through the CUDA execution backend, against the fake CUDA runtime with the
 // kernels emulated on the stream (as test_backend_ordering.cpp does for scatter-reduce-allgather):
-// results and residuals equal the reference model (tests/model) bit for bit over several steps
+// results and residuals equal the reference model (model/) bit for bit over several steps
 // with error feedback, and each rank copies exactly the encoded messages its algorithm's steps
 // name between device and host (model::device_pcie_bytes), never the tensor.
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 // assigned, the others added), the chunked way's chunks each a tensor of its own, and the bytes
 // that cross PCIe: each of a rank's messages to the host, every message it decodes to the device.
 // The other sparsifiers, and Top-K on the re-encoding algorithms a planner may pick, are held
-// to the reference model (tests/model) bit for bit, results and residuals.
+// to the reference model (model/) bit for bit, results and residuals.
 #include <gtest/gtest.h>
 
 #include <algorithm>

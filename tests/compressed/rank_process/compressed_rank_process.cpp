@@ -1,6 +1,6 @@
 // One rank of the compressed-allreduce process tests: an application of libterse's public API
 // (<nccl.h>, <terse/terse.h>) that checks every result against the reference model
-// (tests/model), which it runs itself for all ranks (every rank's input is a known function of
+// (model/), which it runs itself for all ranks (every rank's input is a known function of
 // rank, step and element). Reports through its exit code, says what went wrong on stderr.
 //
 //   compressed_rank_process <rank> <nranks> <unique id in hex>
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/hex_bytes.h"
+#include "common/hex_bytes.h"
 #include "model/last_call.h"
 
 namespace {
@@ -52,7 +52,7 @@ std::string env_text(const char* name, const char* fallback) {
 }
 
 bool parse_id(const std::string& hex, ncclUniqueId* id) {
-  return terse_test::hex_to_bytes(hex, id->internal, sizeof(id->internal));
+  return terse::hex_to_bytes(hex, id->internal, sizeof(id->internal));
 }
 
 // Rank r's input at a step: smooth plus noise in about [-1.5, 1.5], different on every rank.

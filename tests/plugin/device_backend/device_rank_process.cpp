@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "launch/hex_bytes.h"
+#include "common/hex_bytes.h"
 #include "plugin/device_backend/device_rank_protocol.h"
 
 namespace {
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ncclUniqueId id;
-  if (!terse_test::hex_to_bytes(argv[3], id.internal, sizeof(id.internal))) {
+  if (!terse::hex_to_bytes(argv[3], id.internal, sizeof(id.internal))) {
     fprintf(stderr, "the unique id is not 256 hex digits\n");
     return 2;
   }

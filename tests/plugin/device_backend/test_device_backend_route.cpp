@@ -1,6 +1,6 @@
 // Device-buffer allreduces that libterse runs on its CUDA execution backend
 // (plugin/backend_route.h), through the NCCL API as an application makes them: results equal to
-// the reference model (tests/model) bit for bit, only encoded messages across PCIe
+// the reference model (model/) bit for bit, only encoded messages across PCIe
 // (terseCommGetStats), the caller's stream order, the caller returning before its stream ran, and
 // a rank with host buffers beside one with device buffers; hierarchical and rail plans on
 // emulated nodes (ranks as processes) with their intra-node traffic counted too. A plan the
@@ -34,7 +34,7 @@
 
 #include "codecs/codec_registry.h"
 #include "codecs/powersgd.h"
-#include "launch/hex_bytes.h"
+#include "common/hex_bytes.h"
 #include "launch/rank_processes.h"
 #include "model/compressed_model.h"
 #include "model/pcie_bytes.h"
@@ -397,7 +397,7 @@ TEST_P(PluginDeviceBackendNodes, RunOnTheBackendEqualToTheModel) {
   std::vector<terse::test::CommandLine> ranks;
   for (int r = 0; r < n; ++r) {
     ranks.push_back({TERSE_PLUGIN_DEVICE_RANK_PROCESS_PATH, std::to_string(r), std::to_string(n),
-                     terse_test::bytes_to_hex(id.internal, sizeof(id.internal))});
+                     terse::bytes_to_hex(id.internal, sizeof(id.internal))});
   }
   const auto processes = terse::test::run_processes(ranks, 120);
   ASSERT_EQ(processes.size(), static_cast<size_t>(n));
@@ -494,7 +494,7 @@ std::string run_rank_processes(int n, const std::string& dir) {
   std::vector<terse::test::CommandLine> ranks;
   for (int r = 0; r < n; ++r) {
     ranks.push_back({TERSE_PLUGIN_DEVICE_RANK_PROCESS_PATH, std::to_string(r), std::to_string(n),
-                     terse_test::bytes_to_hex(id.internal, sizeof(id.internal))});
+                     terse::bytes_to_hex(id.internal, sizeof(id.internal))});
   }
   for (const auto& process : terse::test::run_processes(ranks, 120)) {
     if (!process.exited || process.exit_code != 0) return terse::test::describe(process);

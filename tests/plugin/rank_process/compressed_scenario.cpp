@@ -29,6 +29,46 @@ float input_value(int rank, size_t i) {
   return static_cast<float>(std::sin(0.37 * double(i) + rank) * (1.0 + rank % 3));
 }
 
+// The ratio of a Top-K codec spec ("topk:method=...,ratio=0.05"); 0 when it names none.
+double top_k_ratio(const std::string& spec) {
+  const size_t at = spec.find("ratio=");
+  return at == std::string::npos ? 0 : std::atof(spec.c_str() + at + 6);
+}
+
+// Every element of `result` is the sum over some subset of ranks of their inputs there (times
+// `scale`), and at least half of k = ratio * count elements are non-zero (sampled selection
+// keeps about k, never none).
+int check_top_k(int rank, int nranks, size_t count, double scale, const std::string& spec,
+                const std::vector<float>& result) {
+  const double ratio = top_k_ratio(spec);
+  if (ratio <= 0) return fail_with(rank, "no ratio in the codec spec " + spec);
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (result[i] == 0.0f) continue;
+    ++kept;
+    double magnitude = 0;
+    for (int r = 0; r < nranks; ++r) magnitude += std::fabs(input_value(r, i));
+    bool subset_sum = false;
+    for (unsigned subset = 1; subset < (1u << nranks) && !subset_sum; ++subset) {
+      double sum = 0;
+      for (int r = 0; r < nranks; ++r) {
+        if (subset & (1u << r)) sum += input_value(r, i);
+      }
+      subset_sum = std::fabs(result[i] - sum * scale) <= 1e-5 * magnitude * scale;
+    }
+    if (!subset_sum) {
+      return fail_with(rank, "top-k element " + std::to_string(i) + " = " +
+                                 std::to_string(result[i]) + " is no sum of the ranks' values");
+    }
+  }
+  const double k = ratio * static_cast<double>(count);
+  if (static_cast<double>(kept) < 0.5 * k) {
+    return fail_with(rank, "top-k kept " + std::to_string(kept) + " elements of " +
+                               std::to_string(count) + ", k = " + std::to_string(k));
+  }
+  return kPluginRankOk;
+}
+
 // One allreduce of `count` fp32 values (sum, or avg), checked within the bound. `result` gets
 // the output; `bound` the bound it was held to.
 int checked_allreduce(ncclComm_t comm, int rank, int nranks, size_t count, ncclRedOp_t op,
@@ -50,8 +90,9 @@ int checked_allreduce(ncclComm_t comm, int rank, int nranks, size_t count, ncclR
   }
   *algorithm = after.last_algorithm;
   double factor = 0;
-  int l2 = 0, steps = 0;
-  if (terseCodecErrorBound(after.last_codec, count, &factor, &l2) != ncclSuccess ||
+  terseNorm_t norm_kind = terseNormMax;
+  int steps = 0;
+  if (terseCodecErrorBound(after.last_codec, count, &factor, &norm_kind) != ncclSuccess ||
       terseAlgorithmLossySteps(after.last_algorithm, nranks, &steps) != ncclSuccess) {
     return fail_with(rank, std::string("bound: ") + ncclGetLastError(nullptr));
   }
@@ -62,9 +103,9 @@ int checked_allreduce(ncclComm_t comm, int rank, int nranks, size_t count, ncclR
     for (size_t i = 0; i < count; ++i) {
       const double v = input_value(r, i);
       exact[i] += v;
-      norm = l2 ? norm + v * v : std::fmax(norm, std::fabs(v));
+      norm = norm_kind == terseNormL2 ? norm + v * v : std::fmax(norm, std::fabs(v));
     }
-    norm_sum += l2 ? std::sqrt(norm) : norm;
+    norm_sum += norm_kind == terseNormL2 ? std::sqrt(norm) : norm;
   }
   const double scale = op == ncclAvg ? 1.0 / nranks : 1.0;
   // S_sum ((1 + c)^k - 1), plus fp32 arithmetic (allreduce_error_bound in the library).
@@ -77,6 +118,13 @@ int checked_allreduce(ncclComm_t comm, int rank, int nranks, size_t count, ncclR
                                  " > bound " + std::to_string(*bound) + " (" + after.last_codec +
                                  ", " + after.last_algorithm + ")");
     }
+  }
+  // Top-K's stated bound is loose (an all-zero result is within it), so its result is also
+  // checked for what Top-K must return on a tensor's first call (no residual yet): each element
+  // is the sum of the values some ranks selected there (a subset sum of the inputs; through node
+  // leaders, of whole nodes), and about k = ratio * count elements are kept at least.
+  if (std::strncmp(after.last_codec, "topk:", 5) == 0) {
+    return check_top_k(rank, nranks, count, scale, after.last_codec, *result);
   }
   return kPluginRankOk;
 }

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "launch/hex_bytes.h"
+#include "common/hex_bytes.h"
 
 namespace plugin_test {
 
@@ -103,11 +103,11 @@ enum PluginRankExitCode {
 
 // ncclUniqueId <-> 256 lowercase hex digits.
 inline std::string unique_id_to_hex(const ncclUniqueId& id) {
-  return terse_test::bytes_to_hex(id.internal, sizeof(id.internal));
+  return terse::bytes_to_hex(id.internal, sizeof(id.internal));
 }
 
 inline bool unique_id_from_hex(const std::string& hex, ncclUniqueId* id) {
-  return terse_test::hex_to_bytes(hex, id->internal, sizeof(id->internal));
+  return terse::hex_to_bytes(hex, id->internal, sizeof(id->internal));
 }
 
 }  // namespace plugin_test

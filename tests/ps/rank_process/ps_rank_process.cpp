@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
-#include "launch/hex_bytes.h"
+#include "common/hex_bytes.h"
 
 namespace {
 
@@ -210,7 +210,7 @@ int run_sum() {
   }
   std::vector<float> got32(3000);
   std::vector<double> got64(300);
-  tersePsSync_t sync;
+  tersePsRequest_t sync;
   for (int t : {0, 1, 3}) {
     got32.assign(placed[size_t(t)].count, -1.0f);
     EXPECT_OK(tersePsReceive(handles[t], got32.data(), &sync));
@@ -239,7 +239,7 @@ int run_sum() {
   for (int step = 0; step < steps; ++step) {
     std::vector<std::vector<float>> push32(4);
     std::vector<double> push64(300);
-    tersePsSync_t syncs[4];
+    tersePsRequest_t syncs[4];
     for (int t = 0; t < 4; ++t) {
       if (t == 2) {
         for (size_t i = 0; i < 300; ++i) push64[i] = add_value(g_rank, step, i);
@@ -292,7 +292,7 @@ int run_sum() {
       a[i] = float(i) - 20.0f;
       b[i] = 3.0f;
     }
-    tersePsSync_t first, second;
+    tersePsRequest_t first, second;
     EXPECT_OK(tersePsSend(handles[3], a.data(), tersePsCopy, &first));
     EXPECT_OK(tersePsSend(handles[3], b.data(), tersePsAdd, &second));
     EXPECT_OK(tersePsSync(second));
@@ -349,7 +349,7 @@ int run_torn() {
     for (int t = 0; t < 2; ++t) {
       mine.assign(counts[t], float(g_rank * 100000 + it));
       got.assign(counts[t], -2.0f);
-      tersePsSync_t sent, received;
+      tersePsRequest_t sent, received;
       EXPECT_OK(tersePsSend(handles[t], mine.data(), tersePsCopy, &sent));
       EXPECT_OK(tersePsReceive(handles[t], got.data(), &received));
       EXPECT_OK(tersePsSync(received));
@@ -382,7 +382,7 @@ int run_clock() {
   tersePsHandle_t handle;
   EXPECT_OK(
       tersePsInit(g_comm, "progress", progress.data(), progress.size(), ncclFloat32, &handle));
-  tersePsSync_t sync;
+  tersePsRequest_t sync;
   for (int step = 0; step < steps; ++step) {
     // Rank 0 straggles, so that the others would run ahead if nothing held them (the check
     // holds whatever the timing; the delay only makes a broken bound show).
@@ -447,7 +447,7 @@ int run_compressed() {
   tersePsHandle_t handle;
   EXPECT_OK(tersePsInitList(g_comm, &desc, 1, &handle));
   const std::vector<Shard> layout = layout_of(handle);
-  tersePsSync_t sync;
+  tersePsRequest_t sync;
   std::vector<float> push(count);
   for (int step = 0; step < steps; ++step) {
     for (size_t i = 0; i < count; ++i) push[i] = gradient(g_rank, step, i);
@@ -543,7 +543,7 @@ int run_owner_killed() {
             ncclGetLastError(nullptr));
     return kOk;
   };
-  tersePsSync_t sync;
+  tersePsRequest_t sync;
   // Waits for the dead rank's clock, which never comes.
   EXPECT_OK(tersePsClock(handle, 1, 0, &sync));
   if (timed("the clock wait", [&] { return tersePsSync(sync); }) != kOk) return kWrong;
@@ -601,7 +601,7 @@ int run_rss() {
         sizeof(tersePsTensorDesc), "big", data.data(), count, ncclFloat32, 0, "int8", nullptr};
     tersePsHandle_t handle;
     EXPECT_OK(tersePsInitList(g_comm, &desc, 1, &handle));
-    tersePsSync_t sync;
+    tersePsRequest_t sync;
     EXPECT_OK(tersePsSend(handle, data.data(), tersePsAdd, &sync));
     EXPECT_OK(tersePsSync(sync));
     EXPECT_OK(tersePsReceive(handle, got.data(), &sync));
@@ -652,7 +652,7 @@ int expect_refusal(ncclResult_t got, ncclResult_t want, const char* words, const
 int run_bad_input() {
   std::vector<float> data(100, 1.0f);
   tersePsHandle_t handle = nullptr;
-  tersePsSync_t sync = nullptr;
+  tersePsRequest_t sync = nullptr;
   EXPECT_REFUSED(tersePsInit(nullptr, "x", data.data(), 100, ncclFloat32, &handle),
                  ncclInvalidArgument, "comm");
   EXPECT_REFUSED(tersePsInit(g_comm, "x", data.data(), 0, ncclFloat32, &handle),
@@ -718,7 +718,7 @@ int main(int argc, char** argv) {
   g_rank = atoi(argv[2]);
   g_nranks = atoi(argv[3]);
   ncclUniqueId id;
-  if (!terse_test::hex_to_bytes(argv[4], id.internal, sizeof(id.internal))) return kBadArguments;
+  if (!terse::hex_to_bytes(argv[4], id.internal, sizeof(id.internal))) return kBadArguments;
   if (ncclCommInitRank(&g_comm, g_nranks, id, g_rank) != ncclSuccess) {
     fprintf(stderr, "rank %d: ncclCommInitRank: %s\n", g_rank, ncclGetLastError(nullptr));
     return kInitFailed;

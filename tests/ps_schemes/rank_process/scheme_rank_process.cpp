@@ -1,7 +1,7 @@
 // One rank of the update schemes' process tests (test_schemes_over_ranks.cpp): an application of
-// libterse's public API and ps/schemes that runs one scheme over the real parameter server and
-// checks every value against what the scheme's contract allows. Reports through its exit code,
-// says what went wrong on stderr.
+// libterse's public API and perf/train/ps_schemes that runs one scheme over the real parameter
+// server and checks every value against what the scheme's contract allows. Reports through its exit
+// code, says what went wrong on stderr.
 //
 //   ps_scheme_rank_process <scenario> <rank> <nranks> <unique id in hex>
 //
@@ -36,11 +36,11 @@
 #include <thread>
 #include <vector>
 
-#include "launch/hex_bytes.h"
-#include "ps/schemes/centre_fetch.h"
-#include "ps/schemes/downpour.h"
-#include "ps/schemes/easgd.h"
-#include "ps/schemes/stale_synchronous.h"
+#include "common/hex_bytes.h"
+#include "perf/train/ps_schemes/centre_fetch.h"
+#include "perf/train/ps_schemes/downpour.h"
+#include "perf/train/ps_schemes/easgd.h"
+#include "perf/train/ps_schemes/stale_synchronous.h"
 
 namespace {
 
@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
   g_rank = atoi(argv[2]);
   g_nranks = atoi(argv[3]);
   ncclUniqueId id;
-  if (!terse_test::hex_to_bytes(argv[4], id.internal, sizeof(id.internal))) return kBadArguments;
+  if (!terse::hex_to_bytes(argv[4], id.internal, sizeof(id.internal))) return kBadArguments;
   if (ncclCommInitRank(&g_comm, g_nranks, id, g_rank) != ncclSuccess) {
     fprintf(stderr, "rank %d: ncclCommInitRank: %s\n", g_rank, ncclGetLastError(nullptr));
     return kInitFailed;

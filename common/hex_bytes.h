@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace terse_test {
+namespace terse {
 
 inline std::string bytes_to_hex(const char* bytes, size_t size) {
   static const char digits[] = "0123456789abcdef";
@@ -34,4 +34,4 @@ inline bool hex_to_bytes(const std::string& hex, char* bytes, size_t size) {
   return true;
 }
 
-}  // namespace terse_test
+}  // namespace terse

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "loaded_net.h"
+#include "plugin/net/driver/loaded_net.h"
 
 namespace terse::test {
 

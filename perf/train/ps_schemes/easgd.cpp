@@ -1,4 +1,4 @@
-#include "ps/schemes/easgd.h"
+#include "perf/train/ps_schemes/easgd.h"
 
 #include <algorithm>
 
@@ -28,7 +28,7 @@ ncclResult_t Easgd::exchange() {
   PendingRequests receives;
   for (Tensor& tensor : tensors_) {
     if (result != ncclSuccess) break;
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     result = tersePsReceive(tensor.tensor.handle, tensor.centre.data(), &sync);
     if (result == ncclSuccess) receives.add(sync);
   }
@@ -41,7 +41,7 @@ ncclResult_t Easgd::exchange() {
       tensor.difference[i] = d;
       x[i] -= d;
     }
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     result = tersePsSend(tensor.tensor.handle, tensor.difference.data(), tersePsAdd, &sync);
     if (result == ncclSuccess) pushes_.add(sync);
   }

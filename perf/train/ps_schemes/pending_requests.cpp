@@ -1,4 +1,4 @@
-#include "ps/schemes/pending_requests.h"
+#include "perf/train/ps_schemes/pending_requests.h"
 
 namespace terse {
 namespace ps {
@@ -9,8 +9,8 @@ PendingRequests::~PendingRequests() {
 
 ncclResult_t PendingRequests::release_finished(size_t most) {
   ncclResult_t result = ncclSuccess;
-  std::vector<tersePsSync_t> running;
-  for (tersePsSync_t sync : syncs_) {
+  std::vector<tersePsRequest_t> running;
+  for (tersePsRequest_t sync : syncs_) {
     int done = 0;
     const ncclResult_t tested = tersePsTest(sync, &done);
     // A failed test has released the request (tersePsTest returns what tersePsSync would).
@@ -30,7 +30,7 @@ ncclResult_t PendingRequests::release_finished(size_t most) {
 
 ncclResult_t PendingRequests::wait_all() {
   ncclResult_t result = ncclSuccess;
-  for (tersePsSync_t sync : syncs_) result = first_failure(result, tersePsSync(sync));
+  for (tersePsRequest_t sync : syncs_) result = first_failure(result, tersePsSync(sync));
   syncs_.clear();
   return result;
 }

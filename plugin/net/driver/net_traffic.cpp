@@ -1,4 +1,4 @@
-#include "net_traffic.h"
+#include "plugin/net/driver/net_traffic.h"
 
 #include <chrono>
 #include <cmath>

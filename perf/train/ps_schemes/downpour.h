@@ -33,8 +33,8 @@
 
 #include <vector>
 
-#include "ps/schemes/pending_requests.h"
-#include "ps/schemes/update_scheme.h"
+#include "perf/train/ps_schemes/pending_requests.h"
+#include "perf/train/ps_schemes/update_scheme.h"
 
 namespace terse {
 namespace ps {
@@ -61,14 +61,14 @@ class Downpour : public UpdateScheme {
  private:
   struct Tensor {
     SchemeTensor tensor;
-    std::vector<float> previous;      // the values when the last step() returned
-    std::vector<float> unpushed;      // updates made since the last push
-    std::vector<float> unseen;        // updates the outstanding receive cannot contain
-    std::vector<float> outgoing;      // push_scale * unpushed, as sent
-    std::vector<float> received;      // the receive's destination
-    tersePsSync_t receive = nullptr;  // in flight
-    bool arrived = false;             // received holds a receive not yet applied
-    bool overdue = false;             // its fetch step passed before it arrived
+    std::vector<float> previous;         // the values when the last step() returned
+    std::vector<float> unpushed;         // updates made since the last push
+    std::vector<float> unseen;           // updates the outstanding receive cannot contain
+    std::vector<float> outgoing;         // push_scale * unpushed, as sent
+    std::vector<float> received;         // the receive's destination
+    tersePsRequest_t receive = nullptr;  // in flight
+    bool arrived = false;                // received holds a receive not yet applied
+    bool overdue = false;                // its fetch step passed before it arrived
   };
   DownpourSettings settings_;
   std::vector<Tensor> tensors_;

@@ -1,6 +1,6 @@
-#include "ps/schemes/centre_fetch.h"
+#include "perf/train/ps_schemes/centre_fetch.h"
 
-#include "ps/schemes/pending_requests.h"
+#include "perf/train/ps_schemes/pending_requests.h"
 
 namespace terse {
 namespace ps {
@@ -11,7 +11,7 @@ ncclResult_t fetch_centre(const std::vector<SchemeTensor>& tensors,
   PendingRequests receives;
   ncclResult_t result = ncclSuccess;
   for (size_t i = 0; i < tensors.size() && result == ncclSuccess; ++i) {
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     result = tersePsReceive(tensors[i].handle, centre[i], &sync);
     if (result == ncclSuccess) receives.add(sync);
   }

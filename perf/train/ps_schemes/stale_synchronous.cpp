@@ -1,4 +1,4 @@
-#include "ps/schemes/stale_synchronous.h"
+#include "perf/train/ps_schemes/stale_synchronous.h"
 
 #include <algorithm>
 
@@ -23,7 +23,7 @@ ncclResult_t StaleSynchronous::step() {
     for (size_t i = 0; i < tensor.tensor.count; ++i) {
       tensor.outgoing[i] = settings_.push_scale * (values[i] - tensor.previous[i]);
     }
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     result = tersePsSend(tensor.tensor.handle, tensor.outgoing.data(), tersePsAdd, &sync);
     if (result != ncclSuccess) break;
     pushes_.add(sync);
@@ -33,7 +33,7 @@ ncclResult_t StaleSynchronous::step() {
   PendingRequests clocks;
   for (Tensor& tensor : tensors_) {
     if (result != ncclSuccess) break;
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     result = tersePsClock(tensor.tensor.handle, completed, settings_.staleness, &sync);
     if (result == ncclSuccess) clocks.add(sync);
   }
@@ -41,7 +41,7 @@ ncclResult_t StaleSynchronous::step() {
   PendingRequests receives;
   for (Tensor& tensor : tensors_) {
     if (result != ncclSuccess) break;
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     result = tersePsReceive(tensor.tensor.handle, tensor.tensor.values, &sync);
     if (result == ncclSuccess) receives.add(sync);
   }

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "ps/schemes/update_scheme.h"
+#include "perf/train/ps_schemes/update_scheme.h"
 
 namespace terse {
 namespace ps {

@@ -22,8 +22,8 @@
 
 #include <vector>
 
-#include "ps/schemes/pending_requests.h"
-#include "ps/schemes/update_scheme.h"
+#include "perf/train/ps_schemes/pending_requests.h"
+#include "perf/train/ps_schemes/update_scheme.h"
 
 namespace terse {
 namespace ps {

@@ -72,7 +72,7 @@ class CompressedModel {
   // Where that chunk starts in the tensor.
   size_t owner_offset(int rank) const;
 
-  // Forgets every residual and codec state (terseResidualReset).
+  // Forgets every residual and codec state (terseCommResetResidual).
   void reset();
 
  private:

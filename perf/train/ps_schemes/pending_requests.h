@@ -18,7 +18,7 @@ class PendingRequests {
   // release its requests (and wait for receives that write into buffers about to be freed).
   ~PendingRequests();
 
-  void add(tersePsSync_t sync) { syncs_.push_back(sync); }
+  void add(tersePsRequest_t sync) { syncs_.push_back(sync); }
   bool empty() const { return syncs_.empty(); }
   size_t size() const { return syncs_.size(); }
   // Releases the requests that have finished (tersePsTest), never waiting, then waits for the
@@ -31,7 +31,7 @@ class PendingRequests {
   ncclResult_t wait_all();
 
  private:
-  std::vector<tersePsSync_t> syncs_;
+  std::vector<tersePsRequest_t> syncs_;
 };
 
 // The first of two results that is not ncclSuccess.

@@ -1,4 +1,4 @@
-#include "loaded_net.h"
+#include "plugin/net/driver/loaded_net.h"
 
 #include <dlfcn.h>
 

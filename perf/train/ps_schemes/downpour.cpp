@@ -1,4 +1,4 @@
-#include "ps/schemes/downpour.h"
+#include "perf/train/ps_schemes/downpour.h"
 
 #include <algorithm>
 
@@ -85,7 +85,7 @@ ncclResult_t Downpour::push() {
     for (size_t i = 0; i < tensor.tensor.count; ++i) {
       tensor.outgoing[i] = settings_.push_scale * tensor.unpushed[i];
     }
-    tersePsSync_t sync = nullptr;
+    tersePsRequest_t sync = nullptr;
     // tersePsSend reads `outgoing` before it returns, so it may be refilled at the next push.
     result = tersePsSend(tensor.tensor.handle, tensor.outgoing.data(), tersePsAdd, &sync);
     if (result != ncclSuccess) break;
