@@ -375,25 +375,14 @@ void PsServer::apply(int client, Incoming* request) {
       request->payload.data() + (payload_bytes > 0 ? sizeof(PsPayloadPrefix) : 0);
   const size_t value_bytes = payload_bytes > 0 ? payload_bytes - sizeof(PsPayloadPrefix) : 0;
   switch (PsRequestKind(header.kind)) {
-    case PsRequestKind::kSend:
-      if (header.rule == 0) {
-        std::fill(shard.begin(), shard.end(), 0);
-      } else if (header.rule == 1) {
-        std::memcpy(shard.data(), values, shard.size());
-      } else if (header.encoding == uint8_t(PsEncoding::kCodec)) {
-        // Decode validates the whole message before writing: a bad one leaves the shard alone.
-        if (tensor->push_decoder->decode(values, value_bytes, shard.data(), count,
-                                         tensor->codec_dtype,
-                                         /*accumulate=*/true, DecodeContext{}) != ncclSuccess) {
-          reply(client, header, ncclInvalidArgument,
-                std::string("the compressed push did not decode: ") + last_error());
-          return;
-        }
-      } else {
-        add_into_shard(shard.data(), values, count, tensor->type);
-      }
-      reply(client, header, ncclSuccess, "");
+    case PsRequestKind::kSend: {
+      std::string failure;
+      const ncclResult_t result = apply_push(
+          header.rule, PsEncoding(header.encoding), values, value_bytes, tensor->push_decoder.get(),
+          tensor->codec_dtype, tensor->type, count, shard.data(), shard.size(), &failure);
+      reply(client, header, result, failure);
       return;
+    }
     case PsRequestKind::kReceive: {
       if (tensor->receive_codec == nullptr) {
         reply(client, header, ncclSuccess, "", shard);
