@@ -2,6 +2,8 @@
 // ranks (shard_placement.h), served by one PsServer per communicator and process
 // (ps_server.h), with compressed pushes under error feedback on each client. The C API in
 // plugin/ps_calls.cpp checks the arguments a user could get wrong and calls these.
+// Defined in ps_tensor_lifecycle.cpp (init, free) and ps_client_calls.cpp (send, receive,
+// clock); the server of each communicator is found in ps_server_registry.h.
 #pragma once
 
 #include <nccl.h>

@@ -21,6 +21,11 @@
 //
 // Sleeping: the thread blocks on its worker's events and on an eventfd that submit() and the
 // destructor write, without a timeout while nothing waits for a deadline or a failure check.
+//
+// Its sources, by role: ps_server.cpp (creation, the thread's loop, teardown), ps_owner.cpp
+// (serving this rank's shards and replying), ps_clock_waiters.cpp (clock requests waiting on the
+// slowest rank), ps_client_outbox.cpp (this rank's requests to the owners and their answers).
+// The update a send makes to a shard is a pure function of its own (shard_update.h).
 #pragma once
 
 #include <nccl.h>

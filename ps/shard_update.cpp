@@ -1,8 +1,12 @@
 #include "ps/shard_update.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
+#include "codecs/codec.h"
 #include "common/float_convert.h"
+#include "common/result.h"
 
 namespace terse {
 
@@ -41,6 +45,27 @@ void add_into_shard(void* shard, const void* values, size_t count, ncclDataType_
       break;
     }
   }
+}
+
+ncclResult_t apply_push(uint8_t rule, PsEncoding encoding, const uint8_t* values,
+                        size_t value_bytes, const Codec* decoder, DType codec_dtype,
+                        ncclDataType_t type, size_t count, uint8_t* shard, size_t shard_bytes,
+                        std::string* why) {
+  if (rule == 0) {
+    std::fill(shard, shard + shard_bytes, 0);
+  } else if (rule == 1) {
+    std::memcpy(shard, values, shard_bytes);
+  } else if (encoding == PsEncoding::kCodec) {
+    // Decode validates the whole message before writing: a bad one leaves the shard alone.
+    if (decoder->decode(values, value_bytes, shard, count, codec_dtype,
+                        /*accumulate=*/true, DecodeContext{}) != ncclSuccess) {
+      *why = std::string("the compressed push did not decode: ") + last_error();
+      return ncclInvalidArgument;
+    }
+  } else {
+    add_into_shard(shard, values, count, type);
+  }
+  return ncclSuccess;
 }
 
 }  // namespace terse
