@@ -95,8 +95,8 @@ ncclResult_t compressed_algorithm_setting(AgreedSetting* setting) {
   return ncclSuccess;
 }
 
-// The spellings the compression engine accepts (parse_hierarchy in compression_engine.cpp,
-// which is private to it): keep the two in step.
+// The spellings the compression engine accepts (parse_hierarchy_mode in planner.cpp, which
+// CompressionEngine::create calls): keep the two in step.
 ncclResult_t hierarchical_setting(AgreedSetting* setting) {
   const std::string text = written("TERSE_HIERARCHICAL");
   std::string value;

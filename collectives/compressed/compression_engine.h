@@ -36,6 +36,11 @@
 // Threading: allreduce()/record_dense() run under the communicator's call lock; the policy,
 // statistics and residual calls of the C API may come from any thread (a mutex guards them,
 // and is not held while an allreduce's messages are on the wire).
+//
+// Sources: compression_engine.cpp (creation, an allreduce's flow), compression_decision.cpp
+// (1.-3.: key, step, decision, plan, and the predictions made of it), tensor_clock.cpp (steps and
+// forgetting), residual_admission.cpp (4.), compression_hand_off.cpp (hand-offs to another
+// runner), engine_statistics.cpp (5.'s statistics, engine_statistics.h, and the C API).
 #pragma once
 
 #include <nccl.h>
@@ -57,49 +62,10 @@
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/compressed/engine_statistics.h"
 #include "collectives/compressed/planner.h"
 
 namespace terse {
-
-// One (codec, algorithm) pair's totals; terse.h's terseStatsRow.
-struct CompressionStatsRow {
-  std::string codec;
-  std::string algorithm;
-  uint64_t calls = 0;
-  uint64_t raw_bytes = 0;
-  uint64_t wire_bytes = 0;
-  uint64_t dense_wire_bytes = 0;
-  double encode_seconds = 0;
-  double decode_seconds = 0;
-  double seconds = 0;
-};
-
-struct CompressionStats {
-  uint64_t calls = 0;
-  uint64_t compressed_calls = 0;
-  std::vector<CompressionStatsRow> rows;  // in order of first use
-  std::string last_codec = "none";
-  std::string last_algorithm;
-  // What the last compressed call ran with beyond its codec and algorithm, so that a checker
-  // can reproduce it exactly (model/, the perf binaries' #wrong): its seed (the same on
-  // every rank), the tensor's step, and the pipeline piece size.
-  uint64_t last_seed = 0;
-  uint64_t last_step = 0;
-  uint64_t last_piece_bytes = 0;
-  // The plan's algorithm between node leaders ("" unless hierarchical) and predicted seconds.
-  std::string last_inner_algorithm;
-  double last_predicted_seconds = 0;
-  // Calls whose tensor residual memory did not admit, run without memory (uncompressed, or
-  // with the rule's fallback codec): every such call counts.
-  uint64_t fallback_calls = 0;
-  // Tensors residual memory did not admit, each counted once (when its WARN was written).
-  uint64_t residual_refused = 0;
-  // Bytes copied between device and host memory for collectives on device buffers: encoded
-  // messages (and a hierarchical or rail plan's intra-node bytes) where the device backend ran an
-  // allreduce, whole tensors where a call was staged (count_staging_copies).
-  uint64_t pcie_bytes_to_host = 0;
-  uint64_t pcie_bytes_to_device = 0;
-};
 
 // Pipeline pieces of the compressed algorithms, in bytes of fp32 input
 // (TERSE_COMPRESSED_PIECE_BYTES). A quarter of the dense algorithms' 1 MiB: an int8 piece is then
