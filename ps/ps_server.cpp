@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/byte_allgather.h"
 #include "common/exception_guard.h"
 #include "common/log.h"
 #include "common/result.h"
@@ -30,6 +31,8 @@ constexpr double kFinalSettleSeconds = 1.0;
 // The tag layout's communicator field of the server's transport: apart from the communicator's
 // own (a second guard, since the workers are apart already).
 constexpr uint16_t kServerTagSalt = 0x5053;  // "PS"
+// The longest worker address a rank may send (UCX's are a few hundred bytes).
+constexpr uint64_t kMaxWorkerAddressBytes = uint64_t{1} << 20;
 
 // A message may be freed only once none of its transfers can touch its buffers.
 bool transfers_done(PsClientMessage& message) {
@@ -44,25 +47,15 @@ ncclResult_t PsServer::create(Transport* control, std::unique_ptr<PsServer>* out
   server->rank_ = control->rank();
   server->nranks_ = control->nranks();
   server->load_.assign(size_t(server->nranks_), 0);
-  // The new workers' addresses differ in length: their lengths first, then each padded to the
-  // longest, over the communicator's fixed-size allgather.
+  // The new workers' addresses differ in length: a byte allgather over the communicator's
+  // transport.
   const Transport::PeerExchange exchange =
       [control](const std::vector<uint8_t>& mine,
                 std::vector<std::vector<uint8_t>>* table) -> ncclResult_t {
-    const int nranks = control->nranks();
-    const uint64_t length = mine.size();
-    std::vector<uint64_t> lengths(static_cast<size_t>(nranks), 0);
-    TERSE_CHECK(control->allgather(&length, sizeof(length), lengths.data()));
-    const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::vector<uint8_t> padded(longest, 0), all(longest * size_t(nranks));
-    std::memcpy(padded.data(), mine.data(), mine.size());
-    TERSE_CHECK(control->allgather(padded.data(), longest, all.data()));
-    table->assign(size_t(nranks), {});
-    for (int rank = 0; rank < nranks; ++rank) {
-      const uint8_t* start = all.data() + longest * size_t(rank);
-      (*table)[size_t(rank)].assign(start, start + lengths[size_t(rank)]);
-    }
-    return ncclSuccess;
+    return allgather_bytes([control](const void* bytes, size_t size,
+                                     void* all) { return control->allgather(bytes, size, all); },
+                           control->nranks(), mine, kMaxWorkerAddressBytes,
+                           "its server's worker address", table);
   };
   TERSE_CHECK(Transport::create(exchange, control->communicator() ^ kServerTagSalt, server->rank_,
                                 server->nranks_, &server->transport_));
