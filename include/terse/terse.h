@@ -100,7 +100,7 @@ typedef struct {
   double encode_seconds;
   double decode_seconds;
   double seconds;
-  int nrows; /* rows used; pairs beyond TERSE_STATS_MAX_ROWS count in the totals only */
+  int nrows; /* rows used; pairs beyond TERSE_STATS_MAX_ROWS count in the totals and rows_beyond */
   terseStatsRow rows[TERSE_STATS_MAX_ROWS];
   /* The last allreduce: its codec spec (every parameter spelled out) and algorithm. */
   char last_codec[128];
@@ -155,6 +155,9 @@ typedef struct {
    * whole outputs to the device. 0 for host buffers. Zeroed by terseCommResetStats. */
   uint64_t pcie_bytes_to_host;
   uint64_t pcie_bytes_to_device;
+  /* Since 0.2.0. (codec, algorithm) pairs that did not fit in rows (more than
+   * TERSE_STATS_MAX_ROWS were used): they count in the totals above, not in a row. */
+  uint64_t rows_beyond;
 } terseStats;
 #define TERSE_STATS_INITIALIZER \
   { sizeof(terseStats) }

@@ -1,0 +1,72 @@
+#include "plugin/public_stats.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace terse {
+namespace {
+
+void fill_row(const CompressionStatsRow& row, terseStatsRow* out) {
+  copy_text(row.codec, out->codec, sizeof(out->codec));
+  copy_text(row.algorithm, out->algorithm, sizeof(out->algorithm));
+  out->calls = row.calls;
+  out->raw_bytes = row.raw_bytes;
+  out->wire_bytes = row.wire_bytes;
+  out->dense_wire_bytes = row.dense_wire_bytes;
+  out->encode_seconds = row.encode_seconds;
+  out->decode_seconds = row.decode_seconds;
+  out->seconds = row.seconds;
+}
+
+}  // namespace
+
+void copy_text(const std::string& text, char* out, size_t bytes) {
+  if (out == nullptr || bytes == 0) return;
+  const size_t n = std::min(text.size(), bytes - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
+terseStats public_stats(const CompressionStats& now, const ResidualStats& residuals) {
+  terseStats full{};  // this library's layout, written into the caller's as far as it reaches
+  full.size = sizeof(full);
+  terseStats* const out = &full;
+  out->calls = now.calls;
+  out->compressed_calls = now.compressed_calls;
+  for (const CompressionStatsRow& row : now.rows) {
+    out->raw_bytes += row.raw_bytes;
+    out->wire_bytes += row.wire_bytes;
+    out->dense_wire_bytes += row.dense_wire_bytes;
+    out->encode_seconds += row.encode_seconds;
+    out->decode_seconds += row.decode_seconds;
+    out->seconds += row.seconds;
+    // Rows beyond the table's room still count in the totals above, and as rows_beyond.
+    if (out->nrows < TERSE_STATS_MAX_ROWS) {
+      fill_row(row, &out->rows[out->nrows++]);
+    } else {
+      ++out->rows_beyond;
+    }
+  }
+  copy_text(now.last_codec, out->last_codec, sizeof(out->last_codec));
+  copy_text(now.last_algorithm, out->last_algorithm, sizeof(out->last_algorithm));
+  out->residual_entries = residuals.entries;
+  out->residual_bytes = residuals.bytes;
+  out->residual_max_bytes = residuals.max_bytes;
+  out->residual_evictions = residuals.evictions;
+  out->last_seed = now.last_seed;
+  out->last_step = now.last_step;
+  out->last_piece_bytes = now.last_piece_bytes;
+  out->residual_admitted = residuals.misses;
+  out->residual_refused = now.residual_refused;
+  out->fallback_calls = now.fallback_calls;
+  out->residual_idle_steps = residuals.idle_steps;
+  out->residual_step = residuals.step;
+  copy_text(now.last_inner_algorithm, out->last_inner_algorithm, sizeof(out->last_inner_algorithm));
+  out->last_predicted_seconds = now.last_predicted_seconds;
+  out->pcie_bytes_to_host = now.pcie_bytes_to_host;
+  out->pcie_bytes_to_device = now.pcie_bytes_to_device;
+  return full;
+}
+
+}  // namespace terse
