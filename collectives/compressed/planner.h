@@ -37,6 +37,11 @@
 // and each codec's speed the first time a plan needs it (a control allgather inside that call,
 // which every rank makes at the same call because their decisions are the same), both taking the
 // slowest rank's figures.
+//
+// Sources: planner.cpp (the plan of a call: the candidates weighed and the selection, the cache
+// of agreed plans), planner_agreement.cpp (the figures the ranks agree on, and a plan's figures
+// from them), planner_candidates.cpp (a codec's candidates from the algorithm tables, and the
+// uncompressed allreduce's prediction).
 #pragma once
 
 #include <nccl.h>
