@@ -44,7 +44,7 @@ struct ncclComm {
   std::mutex staging_mutex;
   std::unique_ptr<terse::DeviceStaging> staging;
 
-  // Lifetime (comm_lifecycle.cpp). One use for the handle the user holds, one for each call in
+  // Lifetime (comm_close.cpp). One use for the handle the user holds, one for each call in
   // progress on the communicator; ncclCommDestroy/Abort give up the handle's use, and whoever
   // gives up the last one hands the engine and staging to a closing thread and frees this
   // struct. So an abort from one thread never frees what a call in another still uses.

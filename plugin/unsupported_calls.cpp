@@ -2,7 +2,7 @@
 // ncclCommInitRankScalable works (every rank receives the same id array, so the first id names
 // one rendezvous for all); the calls terse does not implement yet fail with ncclInvalidUsage
 // and say so. In wrap mode (comm_mode.h) the symmetric-memory windows are the real NCCL's (they
-// serve its kernels only). (Shrink and revoke: comm_lifecycle.cpp; ncclGroupSimulateEnd:
+// serve its kernels only). (Shrink and revoke: comm_split_shrink.cpp; ncclGroupSimulateEnd:
 // group_calls.cpp.)
 #include "common/exception_guard.h"
 #include "common/result.h"

@@ -24,7 +24,7 @@
 namespace terse {
 
 // NCCL_UNIQUE_ID_BYTES: the id fills ncclUniqueId exactly (checked where the NCCL API is,
-// plugin/comm_lifecycle.cpp).
+// plugin/comm_init.cpp).
 constexpr size_t kUniqueIdBytes = 128;
 
 struct UniqueId {
