@@ -5,6 +5,21 @@
 #include "collectives/tree_pattern.h"
 
 namespace terse {
+namespace {
+
+// What every compressed cost reads: the ranks, the tensor as fp32 (b), one whole-tensor message
+// (w), and the encode and decode seconds per byte of fp32 (e, d).
+struct CostTerms {
+  int n;
+  double b, w, e, d;
+};
+
+CostTerms terms_of(const CostQuery& query) {
+  return CostTerms{query.group.ranks, query.codec.input_bytes, query.codec.wire_bytes,
+                   query.codec.encode_seconds_per_byte, query.codec.decode_seconds_per_byte};
+}
+
+}  // namespace
 
 Prediction one_rank_compressed_cost(const CostQuery& query) {
   Prediction p;
@@ -17,11 +32,7 @@ Prediction one_rank_compressed_cost(const CostQuery& query) {
 // Encode all, all-to-all chunks, owners decode n versions and re-encode, allgather, decode.
 Prediction sra_cost(const CostQuery& query) {
   const GroupShape& group = query.group;
-  const int n = group.ranks;
-  const double b = query.codec.input_bytes;
-  const double w = query.codec.wire_bytes;
-  const double e = query.codec.encode_seconds_per_byte;
-  const double d = query.codec.decode_seconds_per_byte;
+  const auto [n, b, w, e, d] = terms_of(query);
   Prediction p;
   p.wire_bytes = 2.0 * (n - 1) / n * w;
   p.wire_seconds = 2 * all_to_all_wire(w / n, group, query.links);
@@ -36,11 +47,7 @@ Prediction sra_cost(const CostQuery& query) {
 // Each hop decodes, adds and re-encodes a chunk; the allgather forwards and decodes.
 Prediction compressed_ring_cost(const CostQuery& query) {
   const GroupShape& group = query.group;
-  const int n = group.ranks;
-  const double b = query.codec.input_bytes;
-  const double w = query.codec.wire_bytes;
-  const double e = query.codec.encode_seconds_per_byte;
-  const double d = query.codec.decode_seconds_per_byte;
+  const auto [n, b, w, e, d] = terms_of(query);
   Prediction p;
   p.wire_bytes = 2.0 * (n - 1) / n * w;
   p.wire_seconds = p.wire_bytes / link_of(group, query.links).bytes_per_s;
@@ -54,10 +61,7 @@ Prediction compressed_ring_cost(const CostQuery& query) {
 
 // Every round encodes the running sum, exchanges it whole and decodes the partner's.
 Prediction compressed_recursive_doubling_cost(const CostQuery& query) {
-  const double b = query.codec.input_bytes;
-  const double w = query.codec.wire_bytes;
-  const double e = query.codec.encode_seconds_per_byte;
-  const double d = query.codec.decode_seconds_per_byte;
+  const auto [n, b, w, e, d] = terms_of(query);
   const DoublingRounds rounds = doubling_rounds(query.group);
   Prediction p;
   p.wire_bytes = rounds.total * w;
@@ -71,11 +75,7 @@ Prediction compressed_recursive_doubling_cost(const CostQuery& query) {
 // level forwards the root's message; everyone decodes it once. A heap of n positions is
 // ceil(log2(n + 1)) - 1 edges deep (4 ranks: 2).
 Prediction compressed_tree_cost(const CostQuery& query) {
-  const int n = query.group.ranks;
-  const double b = query.codec.input_bytes;
-  const double w = query.codec.wire_bytes;
-  const double e = query.codec.encode_seconds_per_byte;
-  const double d = query.codec.decode_seconds_per_byte;
+  const auto [n, b, w, e, d] = terms_of(query);
   const int depth = std::max(1, ceil_log2(n + 1) - 1);
   Prediction p;
   p.wire_bytes = 2 * w;
@@ -90,11 +90,7 @@ Prediction compressed_tree_cost(const CostQuery& query) {
 // the messages together outweigh a dense ring of the tensor (sparse_allgather.cpp).
 Prediction sparse_allgather_cost(const CostQuery& query) {
   const GroupShape& group = query.group;
-  const int n = group.ranks;
-  const double b = query.codec.input_bytes;
-  const double w = query.codec.wire_bytes;
-  const double e = query.codec.encode_seconds_per_byte;
-  const double d = query.codec.decode_seconds_per_byte;
+  const auto [n, b, w, e, d] = terms_of(query);
   const double dense_ring = 2.0 * (n - 1) / n * b;
   Prediction p;
   if (n * w > dense_ring) {
@@ -117,10 +113,7 @@ namespace {
 // Encode (selection, or PowerSGD's products), exact rings of the small payload (PowerSGD: P then
 // Q, each about half of it), decode.
 Prediction small_payload_rings(const CostQuery& query, int rings) {
-  const double b = query.codec.input_bytes;
-  const double w = query.codec.wire_bytes;
-  const double e = query.codec.encode_seconds_per_byte;
-  const double d = query.codec.decode_seconds_per_byte;
+  const auto [n, b, w, e, d] = terms_of(query);
   const Prediction ring = ring_allreduce_cost(w / rings, w / rings, query);
   Prediction p;
   p.wire_bytes = rings * ring.wire_bytes;

@@ -8,15 +8,7 @@
 #include <string.h>
 #include <terse/terse.h>
 
-#define CHECK(call)                                                               \
-  do {                                                                            \
-    ncclResult_t result_ = (call);                                                \
-    if (result_ != ncclSuccess) {                                                 \
-      fprintf(stderr, "%s failed: %s (%s)\n", #call, ncclGetErrorString(result_), \
-              ncclGetLastError(NULL));                                            \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
+#include "../c_check.h"
 
 #define EXPECT(condition)                                             \
   do {                                                                \

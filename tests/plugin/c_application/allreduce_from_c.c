@@ -4,15 +4,7 @@
 #include <nccl.h>
 #include <stdio.h>
 
-#define CHECK(call)                                                               \
-  do {                                                                            \
-    ncclResult_t result_ = (call);                                                \
-    if (result_ != ncclSuccess) {                                                 \
-      fprintf(stderr, "%s failed: %s (%s)\n", #call, ncclGetErrorString(result_), \
-              ncclGetLastError(NULL));                                            \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
+#include "../c_check.h"
 
 int main(void) {
   enum { kRanks = 2, kCount = 100 };
