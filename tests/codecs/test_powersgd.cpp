@@ -476,7 +476,9 @@ TEST(PowerSgd, NonFiniteInputIsEscapedAndKeepsTheWarmStart) {
   EXPECT_TRUE(std::isnan(decoded[123]));
   EXPECT_EQ(decoded[456], std::numeric_limits<float>::infinity());
   for (size_t i = 0; i < count; ++i) {
-    if (i != 123 && i != 456) ASSERT_TRUE(std::isfinite(decoded[i])) << i;
+    if (i != 123 && i != 456) {
+      ASSERT_TRUE(std::isfinite(decoded[i])) << i;
+    }
   }
   // The state was not poisoned: the next finite step is low-rank and exact.
   auto next = steps.encode(m);

@@ -84,8 +84,12 @@ void single_rank_sequence(Sequence* sequence) {
       });
   failing_new::disarm();
   // Whatever was created goes, with allocation working again.
-  if (child != nullptr) EXPECT_EQ(ncclCommAbort(child), ncclSuccess);
-  if (comm != nullptr) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  if (child != nullptr) {
+    EXPECT_EQ(ncclCommAbort(child), ncclSuccess);
+  }
+  if (comm != nullptr) {
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  }
 }
 
 TEST(AllocationFailures, EveryCallOfOneRankAnswersWithACodeAndASentence) {
