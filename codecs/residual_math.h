@@ -1,5 +1,6 @@
-// Per-element math of error feedback, shared by the CPU loops (residual_memory.cpp) and the CUDA
-// kernels (cuda/residual_kernels.cu), so both sides compute bit-identical residuals.
+// Per-element math of error feedback, shared by the CPU loops of residual memory
+// (collectives/compressed/memory/residual_entry.cpp) and the CUDA kernels
+// (cuda/residual_kernels.cu), so both sides compute bit-identical residuals.
 #pragma once
 
 #include <cstddef>

@@ -8,11 +8,11 @@
 #include <functional>
 #include <sstream>
 
-#include "codecs/policy.h"
-#include "codecs/residual_memory.h"
 #include "collectives/algorithm_selection.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compression_engine.h"
+#include "collectives/compressed/memory/residual_memory.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/env.h"
 #include "common/result.h"
 #include "common/text_hash.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "codecs/codec.h"
-#include "codecs/memory_kind.h"
+#include "collectives/compressed/memory/memory_kind.h"
 
 namespace terse {
 namespace model {

@@ -1,7 +1,7 @@
 #include "model/last_call.h"
 
 #include "codecs/codec_registry.h"
-#include "codecs/memory_kind.h"
+#include "collectives/compressed/memory/memory_kind.h"
 
 namespace terse {
 namespace model {

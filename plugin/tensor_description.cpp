@@ -2,7 +2,7 @@
 
 #include <cinttypes>
 
-#include "codecs/policy.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/result.h"
 #include "plugin/growing_structs.h"
 

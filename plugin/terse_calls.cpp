@@ -7,9 +7,9 @@
 #include <string>
 
 #include "codecs/codec_registry.h"
-#include "codecs/policy.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_error_bound.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/exception_guard.h"
 #include "common/result.h"
 #include "plugin/growing_structs.h"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The layers depend one way (docs/design.md, "Layers"): a source file may include headers of its
-# own layer and of the layers below it, never of a layer above, and nothing outside tests/
-# includes a header of tests/. Prints every include that breaks this, with its file and line.
+# The layers depend one way (docs/design.md section 2, "Layers and dependency direction"): a source
+# file may include headers of its own layer and of the layers below it, never of a layer above, and
+# nothing outside tests/ includes a header of tests/. Prints every include that breaks this, with
+# its file and line. CTest runs it as layers_include_downward.
 #   check_layers.sh [SOURCE_ROOT]
 set -euo pipefail
 root="${1:-$(dirname "$0")/..}"
 cd "$root"
 
-# What each layer may include besides itself and the public header (terse/terse.h).
+# What each layer may include besides itself and the public header (terse/terse.h). The codecs
+# include common/ alone: the policy, residual memory and tensor keys that use them are the
+# compression engine's (collectives/compressed/policy/, collectives/compressed/memory/).
 declare -A allowed=(
   [common]=""
   [topology]="common"

@@ -22,10 +22,10 @@
 
 #include "codecs/codec.h"
 #include "codecs/dtype.h"
-#include "codecs/memory_kind.h"
-#include "codecs/residual_entry.h"
-#include "codecs/tensor_key.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/compressed/memory/memory_kind.h"
+#include "collectives/compressed/memory/residual_entry.h"
+#include "collectives/compressed/memory/tensor_key.h"
 #include "collectives/peer_group.h"
 #include "transport/deadline.h"
 

@@ -21,7 +21,7 @@
 //      uncompressed allreduce is predicted fastest;
 //   4. the tensor's residual entry, from this communicator's residual memory (cap
 //      TERSE_MEMORY_MAX_BYTES, admission with idle eviction after TERSE_MEMORY_IDLE_STEPS,
-//      codecs/residual_memory.h), whose clock is the communicator's step: the largest step of
+//      memory/residual_memory.h), whose clock is the communicator's step: the largest step of
 //      any of its tensors (with every tensor reduced once per iteration, the training
 //      iteration). A tensor the memory does not admit runs a path that needs no memory: its
 //      rule's fallback codec (policy `fallback`, memory none) or else the dense allreduce,
@@ -55,15 +55,15 @@
 #include <vector>
 
 #include "codecs/codec.h"
-#include "codecs/policy.h"
-#include "codecs/residual_memory.h"
-#include "codecs/tensor_key.h"
 #include "collectives/collective_args.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/compression_scratch.h"
 #include "collectives/compressed/engine_statistics.h"
+#include "collectives/compressed/memory/residual_memory.h"
+#include "collectives/compressed/memory/tensor_key.h"
 #include "collectives/compressed/planner.h"
+#include "collectives/compressed/policy/policy.h"
 
 namespace terse {
 
@@ -165,7 +165,7 @@ class CompressionEngine {
   // This communicator's residual memory.
   ResidualStats residual_stats() const;
   // The codec the policy gives parameter-server receives of a tensor (its matching rule's
-  // `ps_receive`, codecs/policy.h), "none" when no rule says one.
+  // `ps_receive`, policy/policy.h), "none" when no rule says one.
   std::string ps_receive_codec(const std::string& name, size_t count, ncclDataType_t type) const;
   // Tensors whose step this engine keeps now (for tests: bounded by the tensors used in the
   // last kForgetIdleSteps steps).

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codecs/dtype.h"
-#include "codecs/memory_kind.h"
+#include "collectives/compressed/memory/memory_kind.h"
 #include "model/compressed_model.h"
 #include "model/last_call.h"
 

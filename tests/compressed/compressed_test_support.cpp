@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "codecs/codec_registry.h"
-#include "codecs/tensor_key.h"
 #include "collectives/communicator.h"
 #include "collectives/compressed/compressed_error_bound.h"
+#include "collectives/compressed/memory/tensor_key.h"
 #include "collectives/compressed/run_compressed_algorithm.h"
 #include "common/counter_rng.h"
 #include "common/result.h"

@@ -22,11 +22,11 @@
 
 #include "codecs/codec.h"
 #include "codecs/dtype.h"
-#include "codecs/memory_kind.h"
-#include "codecs/residual_memory.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/compression_scratch.h"
+#include "collectives/compressed/memory/memory_kind.h"
+#include "collectives/compressed/memory/residual_memory.h"
 #include "communicator_test_support.h"
 #include "model/compressed_model.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "codecs/policy.h"
 #include "collectives/communicator.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/log.h"
 #include "communicator_test_support.h"
 

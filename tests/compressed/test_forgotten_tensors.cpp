@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "codecs/policy.h"
 #include "collectives/communicator.h"
+#include "collectives/compressed/policy/policy.h"
 #include "communicator_test_support.h"
 
 namespace terse {

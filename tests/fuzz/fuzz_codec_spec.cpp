@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
-#include "codecs/policy.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/result.h"
 #include "fuzz_support.h"
 

@@ -6,7 +6,7 @@
 // policy that loads must answer decide() for any tensor with one of its rules (or none).
 #include <string>
 
-#include "codecs/policy.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/result.h"
 #include "fuzz_support.h"
 

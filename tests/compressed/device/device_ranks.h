@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "codecs/codec.h"
-#include "codecs/residual_memory.h"
 #include "collectives/compressed/compressed_args.h"
 #include "collectives/compressed/device_compute.h"
+#include "collectives/compressed/memory/residual_memory.h"
 #include "communicator_test_support.h"
 #include "model/compressed_model.h"
 

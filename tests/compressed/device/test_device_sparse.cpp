@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
-#include "codecs/memory_kind.h"
+#include "collectives/compressed/memory/memory_kind.h"
 #include "common/result.h"
 #include "compressed_test_support.h"
 #include "device_ranks.h"

@@ -1,4 +1,4 @@
-#include "codecs/memory_kind.h"
+#include "collectives/compressed/memory/memory_kind.h"
 
 namespace terse {
 

@@ -1,4 +1,4 @@
-#include "codecs/tensor_key.h"
+#include "collectives/compressed/memory/tensor_key.h"
 
 #include <cinttypes>
 #include <cstdio>

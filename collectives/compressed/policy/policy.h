@@ -28,7 +28,7 @@
 
 #include "codecs/codec_params.h"
 #include "codecs/dtype.h"
-#include "codecs/memory_kind.h"
+#include "collectives/compressed/memory/memory_kind.h"
 #include "topology/link_class.h"  // LinkClass: rules match on it; tensors report intra or inter
 
 namespace terse {

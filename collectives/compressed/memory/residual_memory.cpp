@@ -1,4 +1,4 @@
-#include "codecs/residual_memory.h"
+#include "collectives/compressed/memory/residual_memory.h"
 
 #include <algorithm>
 #include <cerrno>

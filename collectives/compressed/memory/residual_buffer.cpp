@@ -1,4 +1,4 @@
-#include "codecs/residual_buffer.h"
+#include "collectives/compressed/memory/residual_buffer.h"
 
 #include <cstdlib>
 #include <utility>

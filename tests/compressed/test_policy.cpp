@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
-#include "codecs/policy.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/result.h"
 
 namespace terse {
@@ -645,7 +645,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 // walking up from the working directory.
 std::string example_policy_path() {
   const std::string relative = "perf/policies/example.yaml";
-  std::string root = __FILE__;  // <root>/tests/codecs/test_policy.cpp
+  std::string root = __FILE__;  // <root>/tests/compressed/test_policy.cpp
   for (int i = 0; i < 3; ++i) root = root.substr(0, root.find_last_of('/'));
   std::vector<std::string> candidates = {root + "/" + relative};
   std::string up = "";

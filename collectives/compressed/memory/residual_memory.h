@@ -31,9 +31,9 @@
 #include <unordered_map>
 
 #include "codecs/codec.h"
-#include "codecs/memory_kind.h"
-#include "codecs/residual_entry.h"
-#include "codecs/tensor_key.h"
+#include "collectives/compressed/memory/memory_kind.h"
+#include "collectives/compressed/memory/residual_entry.h"
+#include "collectives/compressed/memory/tensor_key.h"
 
 namespace terse {
 

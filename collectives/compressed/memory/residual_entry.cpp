@@ -1,4 +1,4 @@
-#include "codecs/residual_entry.h"
+#include "collectives/compressed/memory/residual_entry.h"
 
 #include <cstdint>
 #include <utility>

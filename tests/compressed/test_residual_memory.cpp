@@ -14,9 +14,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "codec_test_support.h"
 #include "codecs/codec_registry.h"
-#include "codecs/residual_memory.h"
+#include "codecs/codec_test_support.h"
+#include "collectives/compressed/memory/residual_memory.h"
 #include "common/result.h"
 
 #if TERSE_HAVE_CUDA

@@ -1,4 +1,4 @@
-#include "codecs/policy.h"
+#include "collectives/compressed/policy/policy.h"
 
 #include <cstdio>
 #include <memory>

@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
-#include "codecs/policy.h"
+#include "collectives/compressed/policy/policy.h"
 #include "common/env.h"
 #include "common/result.h"
 

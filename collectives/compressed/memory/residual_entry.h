@@ -23,9 +23,9 @@
 #include <string>
 
 #include "codecs/codec.h"
-#include "codecs/memory_kind.h"
-#include "codecs/residual_buffer.h"
-#include "codecs/tensor_key.h"
+#include "collectives/compressed/memory/memory_kind.h"
+#include "collectives/compressed/memory/residual_buffer.h"
+#include "collectives/compressed/memory/tensor_key.h"
 
 namespace terse {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "codecs/device_support.h"
-#include "codecs/residual_buffer.h"
+#include "collectives/compressed/memory/residual_buffer.h"
 #include "common/result.h"
 #include "common/stream_hold_gate.h"
 
