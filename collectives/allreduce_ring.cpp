@@ -119,7 +119,7 @@ class RingAllreduce {
         units_(2 * phase_units_),
         slots_(std::min(kReceivesAhead, units_)),
         slot_elements_(std::min(piece_elements_, ring_.block(args.count, 0).count)),
-        scratch_(slots_ * slot_elements_ * element_bytes_),
+        scratch_(slots_ * slot_elements_ * element_bytes_, context.scratch),
         transfers_(transport_, 2 * units_, context.deadline) {}
 
   ncclResult_t run() {

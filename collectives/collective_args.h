@@ -20,6 +20,7 @@ namespace terse {
 
 class Transport;
 class DeviceBuffers;
+class ScratchLender;  // algorithm_scratch.h
 
 // What terseAllReduceTensor says about a tensor (include/terse/terse.h: terseTensor).
 struct TensorRequest {
@@ -81,6 +82,10 @@ struct AlgorithmContext {
   uint32_t sequence = 0;
   Deadline deadline = Deadline::at({});  // already expired; set by the communicator
   size_t piece_bytes = kDefaultPieceBytes;
+  // Where the algorithm's temporary memory comes from (AlgorithmScratch): memory its caller
+  // keeps across calls (a compressed call's scratch, for the dense sums it runs as phases), or
+  // null for the per-thread buffer.
+  ScratchLender* scratch = nullptr;
 };
 
 // Elements of `type` in one pipeline piece (at least 1).

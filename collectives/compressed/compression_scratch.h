@@ -22,6 +22,7 @@ enum class ScratchSlot : int {
   kSecondary,    // whatever else an algorithm needs (sizes, factors, a second sum)
   kTertiary,
   kHierarchy,  // hierarchical: the node-level sum handed to the inner algorithm
+  kGroupSum,   // group_allreduce_sum: the dense ring's received pieces
   kCount,
 };
 
