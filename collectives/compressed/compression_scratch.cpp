@@ -21,7 +21,7 @@ uint8_t* CompressionScratch::bytes(ScratchSlot slot, size_t bytes) {
 }
 
 size_t CompressionScratch::held_bytes() const {
-  size_t total = 0;
+  size_t total = encode_.held_bytes();
   for (const Buffer& buffer : slots_) total += buffer.capacity;
   return total;
 }

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "codecs/encode_workspace.h"
+
 namespace terse {
 
 enum class ScratchSlot : int {
@@ -38,11 +40,15 @@ class CompressionScratch {
     return reinterpret_cast<float*>(bytes(slot, count * sizeof(float)));
   }
 
-  // Bytes held by every slot together (statistics).
+  // The codec's temporaries of the call's host encodes (EncodeContext::workspace, passed by
+  // contribution.h): apart from every slot.
+  EncodeWorkspace* encode_workspace() { return &encode_; }
+
+  // Bytes held by every slot and the encode workspace together (statistics).
   size_t held_bytes() const;
-  // How many times a slot had to grow (a steady stream of equal calls stops growing after the
-  // first; tests check that).
-  uint64_t growths() const { return growths_; }
+  // How many times a slot or an encode workspace buffer had to grow (a steady stream of equal
+  // calls stops growing after the first; tests check that).
+  uint64_t growths() const { return growths_ + encode_.growths(); }
 
  private:
   struct Buffer {
@@ -52,6 +58,7 @@ class CompressionScratch {
   };
   Buffer slots_[static_cast<int>(ScratchSlot::kCount)];
   uint64_t growths_ = 0;
+  EncodeWorkspace encode_;
 };
 
 }  // namespace terse
