@@ -21,6 +21,7 @@ namespace terse {
 class Transport;
 class DeviceBuffers;
 class ScratchLender;  // algorithm_scratch.h
+class TransferSlots;  // in_flight_transfers.h
 
 // What terseAllReduceTensor says about a tensor (include/terse/terse.h: terseTensor).
 struct TensorRequest {
@@ -86,6 +87,10 @@ struct AlgorithmContext {
   // keeps across calls (a compressed call's scratch, for the dense sums it runs as phases), or
   // null for the per-thread buffer.
   ScratchLender* scratch = nullptr;
+  // Request slots the caller keeps across calls, for an algorithm whose transfers outnumber
+  // InFlightTransfers::kInlineSlots (the ring's pipeline); null: such an algorithm allocates its
+  // own.
+  TransferSlots* transfer_slots = nullptr;
 };
 
 // Elements of `type` in one pipeline piece (at least 1).

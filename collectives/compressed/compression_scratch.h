@@ -16,6 +16,8 @@
 
 namespace terse {
 
+class TransferSlots;  // collectives/in_flight_transfers.h
+
 enum class ScratchSlot : int {
   kValues = 0,   // this rank's fp32 contribution (gradient + residual)
   kAccumulator,  // fp32 running sum
@@ -30,7 +32,8 @@ enum class ScratchSlot : int {
 
 class CompressionScratch {
  public:
-  CompressionScratch() = default;
+  CompressionScratch();
+  ~CompressionScratch();
   CompressionScratch(const CompressionScratch&) = delete;
   CompressionScratch& operator=(const CompressionScratch&) = delete;
 
@@ -43,6 +46,9 @@ class CompressionScratch {
   // The codec's temporaries of the call's host encodes (EncodeContext::workspace, passed by
   // contribution.h): apart from every slot.
   EncodeWorkspace* encode_workspace() { return &encode_; }
+  // Request slots for an algorithm whose transfers outnumber InFlightTransfers::kInlineSlots
+  // (sparse allgather's chunks), lent to one InFlightTransfers at a time.
+  TransferSlots* transfer_slots() { return transfers_.get(); }
 
   // Bytes held by every slot and the encode workspace together (statistics).
   size_t held_bytes() const;
@@ -59,6 +65,7 @@ class CompressionScratch {
   Buffer slots_[static_cast<int>(ScratchSlot::kCount)];
   uint64_t growths_ = 0;
   EncodeWorkspace encode_;
+  std::unique_ptr<TransferSlots> transfers_;
 };
 
 }  // namespace terse

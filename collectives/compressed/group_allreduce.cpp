@@ -33,7 +33,10 @@ ncclResult_t group_allreduce_sum(float* values, size_t count, const CompressedCo
   dense.deadline = context.deadline;
   dense.piece_bytes = context.piece_bytes;
   GroupSumScratch scratch(context.scratch);
-  if (context.scratch != nullptr) dense.scratch = &scratch;
+  if (context.scratch != nullptr) {
+    dense.scratch = &scratch;
+    dense.transfer_slots = context.scratch->transfer_slots();
+  }
   SentTraffic sent;
   const ncclResult_t result =
       ring_allreduce_in_group(args, dense, GroupPhase{&context.group, first_step, &sent});
