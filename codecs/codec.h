@@ -18,6 +18,8 @@
 
 namespace terse {
 
+class EncodeWorkspace;  // encode_workspace.h
+
 // Wire identifiers: stable, stored in every message header. Never renumber.
 enum class CodecId : uint8_t {
   kNone = 0,
@@ -85,6 +87,10 @@ struct EncodeContext {
   bool input_finite = false;
   // Required by codecs whose make_state() returns non-null; null otherwise.
   CodecState* state = nullptr;
+  // Host memory for the encode's temporaries, kept by the caller across calls so that a warm
+  // encode allocates nothing (encode_workspace.h; top-k's selection uses it). Null: the codec
+  // uses a per-thread one.
+  EncodeWorkspace* workspace = nullptr;
   MatrixShape shape;
   Memory memory = Memory::kHost;
   void* stream = nullptr;  // cudaStream_t when memory == Memory::kDevice

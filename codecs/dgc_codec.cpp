@@ -270,7 +270,8 @@ class DgcCodec final : public Codec {
         float scale = clip > 0.0f ? clip_scale(sum_squares_host<In>(x, count), clip) : 1.0f;
         dgc_update_host<In>(x, count, scale, momentum, u, v);
       });
-      layout.kept = select_top_k_host(DType::kFloat32, v, count, k, method_, indices);
+      layout.kept =
+          select_top_k_host(DType::kFloat32, v, count, k, method_, indices, context.workspace);
       for (size_t j = 0; j < layout.kept; ++j) {
         u[indices[j]] = 0.0f;
         v[indices[j]] = 0.0f;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "codecs/powersgd_math.h"
+
 namespace terse {
 namespace {
 
@@ -75,18 +77,30 @@ TERSE_CPU_DISPATCH uint32_t column_max_abs_bits(const float* x, size_t length) {
 
 void orthogonalize_columns(float* columns, size_t length, int count) {
   if (length == 0 || count <= 0) return;
-  std::vector<float> initial_norm(count), coefficients(count);
+  // Two floats per column: on the stack up to PowerSGD's largest rank (2 KiB), so that a
+  // PowerSGD step, which orthogonalises every iteration, allocates nothing; more columns (only
+  // a direct caller asks for them) take the heap.
+  float initial_norm_on_stack[kPowerSgdMaxRank], coefficients_on_stack[kPowerSgdMaxRank];
+  std::vector<float> initial_norm_on_heap, coefficients_on_heap;
+  float* initial_norm = initial_norm_on_stack;
+  float* coefficients = coefficients_on_stack;
+  if (count > kPowerSgdMaxRank) {
+    initial_norm_on_heap.resize(count);
+    coefficients_on_heap.resize(count);
+    initial_norm = initial_norm_on_heap.data();
+    coefficients = coefficients_on_heap.data();
+  }
   for (int c = 0; c < count; ++c) {
     initial_norm[c] =
         prepare_column(columns + c * length, length, replacement_seed(kDegenerateColumnSeed, c));
   }
   for (int c = 0; c < count; ++c) {
     float* v = columns + c * length;
-    float norm = project_out_earlier(columns, length, c, coefficients.data());
+    float norm = project_out_earlier(columns, length, c, coefficients);
     if (!(norm > kCollapseRatio * initial_norm[c])) {
       fill_random(v, length, replacement_seed(kCollapsedColumnSeed, c));
       float replacement_norm = sqrtf(fixed_order_dot(v, v, length));
-      norm = project_out_earlier(columns, length, c, coefficients.data());
+      norm = project_out_earlier(columns, length, c, coefficients);
       if (!(norm > kCollapseRatio * replacement_norm)) {
         fill_zero(v, length);
         continue;

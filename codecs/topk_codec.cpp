@@ -98,7 +98,7 @@ class TopKCodec final : public Codec {
       }
 #endif
     } else {
-      layout.kept = select_top_k_host(dtype, input, count, k, method_, indices);
+      layout.kept = select_top_k_host(dtype, input, count, k, method_, indices, context.workspace);
       if (context.error != nullptr) {
         sparse_error(dtype, input, count, indices, 0, layout.kept, false, context.error);
       }
@@ -131,7 +131,7 @@ class TopKCodec final : public Codec {
     TERSE_CHECK(check_capacity(kName, layout.bytes(), capacity));
     char* bytes = static_cast<char*>(message);
     const CompensatedSelection selection = select_top_k_compensated_host(
-        dtype, input, residual, count, k, method_, bytes + kWireHeaderBytes);
+        dtype, input, residual, count, k, method_, bytes + kWireHeaderBytes, context.workspace);
     *finite = selection.finite;
     if (!selection.finite) return ncclSuccess;
     layout.kept = selection.kept;

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <vector>
 
+#include "codecs/encode_workspace.h"
 #include "codecs/sparse_math.h"
 
 namespace terse {
@@ -32,17 +32,37 @@ inline bool any_at_least(const int32_t* keys, int32_t bound) {
   return ((hits[0] | hits[1]) | (hits[2] | hits[3])) != 0;
 }
 
+// The selection's temporaries, each in its own buffer of the caller's EncodeWorkspace (no
+// allocation once warm).
+enum WorkspaceBuffer : int {
+  kIndexBuffer = 0,  // candidates' indices
+  kValueBuffer,      // candidates' values
+  kKeyBuffer,        // refine's keys
+  kSampleBuffer,     // the sample's positions, then keys
+  kHistogramBuffer,  // radix_histogram's interleaved histograms
+};
+static_assert(kHistogramBuffer < EncodeWorkspace::kBuffers, "a buffer per temporary");
+
 // Survivors of a filter pass: their indices and their elements, so that refining them never
 // goes back to the (cache-cold) tensor.
 template <typename In>
 struct Candidates {
   using Storage = typename In::Storage;
-  std::vector<uint32_t> indices;
-  std::vector<Storage> values;
+  uint32_t* indices = nullptr;
+  Storage* values = nullptr;
   size_t size = 0;
 
   uint32_t key(size_t j) const { return magnitude_key(In::load(values[j])); }
 };
+
+// Candidates with room for `cap` survivors plus a block (the filters' branch-free writes).
+template <typename In>
+Candidates<In> candidates_with_room(size_t cap, EncodeWorkspace* workspace) {
+  Candidates<In> candidates;
+  candidates.indices = workspace->array<uint32_t>(kIndexBuffer, cap + kFilterLanes + 1);
+  candidates.values = workspace->array<typename In::Storage>(kValueBuffer, cap + kFilterLanes + 1);
+  return candidates;
+}
 
 // Collects the elements with key >= min_key into `out` (room for `cap`, plus a block); stops
 // and returns kFilterOverflow once more than `cap` survive. `out_values` may be null.
@@ -79,21 +99,22 @@ TERSE_CPU_DISPATCH size_t filter_at_least(const typename In::Storage* __restrict
 
 template <typename In>
 size_t collect(const typename In::Storage* x, size_t count, uint32_t min_key, size_t cap,
-               Candidates<In>* candidates) {
-  candidates->indices.resize(cap + kFilterLanes + 1);
-  candidates->values.resize(cap + kFilterLanes + 1);
-  candidates->size = filter_at_least<In>(x, count, min_key, candidates->indices.data(),
-                                         candidates->values.data(), cap);
+               EncodeWorkspace* workspace, Candidates<In>* candidates) {
+  *candidates = candidates_with_room<In>(cap, workspace);
+  candidates->size =
+      filter_at_least<In>(x, count, min_key, candidates->indices, candidates->values, cap);
   return candidates->size;
 }
 
 // Histogram of one radix round over the keys in the group `prefix`. Four interleaved
-// histograms keep runs of equal bins from serialising on one counter.
+// histograms keep runs of equal bins from serialising on one counter; `partial` holds them
+// (4 kRadixBins counters, zeroed here).
 template <typename In>
 TERSE_CPU_DISPATCH void radix_histogram(const typename In::Storage* __restrict__ x, size_t count,
                                         int round, uint32_t prefix,
-                                        uint32_t* __restrict__ histogram) {
-  std::vector<uint32_t> partial(4 * kRadixBins, 0);
+                                        uint32_t* __restrict__ histogram,
+                                        uint32_t* __restrict__ partial) {
+  std::fill(partial, partial + 4 * kRadixBins, 0u);
   size_t i = 0;
   for (; i + 4 <= count; i += 4) {
     for (size_t lane = 0; lane < 4; ++lane) {
@@ -163,14 +184,14 @@ void write_ordered(const Candidates<In>& candidates, SelectBound bound, size_t k
 // The exact top k among candidates that hold every key at or above some threshold, k < size:
 // which is the exact top k of the tensor when at least k keys pass that threshold.
 template <typename In>
-size_t refine(const Candidates<In>& candidates, size_t k, void* payload) {
-  thread_local std::vector<uint32_t> keys;
-  keys.resize(candidates.size);
+size_t refine(const Candidates<In>& candidates, size_t k, void* payload,
+              EncodeWorkspace* workspace) {
+  uint32_t* keys = workspace->array<uint32_t>(kKeyBuffer, candidates.size);
   for (size_t j = 0; j < candidates.size; ++j) keys[j] = candidates.key(j);
-  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint32_t>());
+  std::nth_element(keys, keys + (k - 1), keys + candidates.size, std::greater<uint32_t>());
   SelectBound bound{keys[k - 1], 0, 0};
   uint64_t above = 0;
-  for (uint32_t key : keys) above += key > bound.key;
+  for (size_t j = 0; j < candidates.size; ++j) above += keys[j] > bound.key;
   bound.quota = k - above;
   write_ordered<In>(candidates, bound, k, payload);
   return k;
@@ -180,29 +201,32 @@ size_t refine(const Candidates<In>& candidates, size_t k, void* payload) {
 template <typename In>
 size_t keep_all(const Candidates<In>& candidates, void* payload) {
   PayloadWriter<In> out(payload, candidates.size);
-  memcpy(out.indices, candidates.indices.data(), candidates.size * sizeof(uint32_t));
-  memcpy(out.values, candidates.values.data(), candidates.size * sizeof(typename In::Storage));
+  memcpy(out.indices, candidates.indices, candidates.size * sizeof(uint32_t));
+  memcpy(out.values, candidates.values, candidates.size * sizeof(typename In::Storage));
   return candidates.size;
 }
 
 template <typename In>
-size_t select_exact(const typename In::Storage* x, size_t count, size_t k, void* payload) {
+size_t select_exact(const typename In::Storage* x, size_t count, size_t k, void* payload,
+                    EncodeWorkspace* workspace) {
   uint32_t histogram[kRadixBins];
+  uint32_t* partial = workspace->array<uint32_t>(kHistogramBuffer, 4 * kRadixBins);
   RadixState state{0, 0, k};
-  radix_histogram<In>(x, count, 0, 0, histogram);
+  radix_histogram<In>(x, count, 0, 0, histogram, partial);
   radix_choose_bin(histogram, 0, &state);
   // Every key in the chosen bin or above passes prefix << 21: k - remaining + the bin's count,
   // at least k. Collect them when they are few enough to hold.
   size_t survivors = k - state.remaining + histogram[state.prefix];
   size_t cap = std::max(2 * k + 1024, count / 16);
   if (survivors <= cap) {
-    thread_local Candidates<In> candidates;
-    collect<In>(x, count, state.prefix << radix_shift(0), survivors, &candidates);
-    return survivors == k ? keep_all<In>(candidates, payload) : refine<In>(candidates, k, payload);
+    Candidates<In> candidates;
+    collect<In>(x, count, state.prefix << radix_shift(0), survivors, workspace, &candidates);
+    return survivors == k ? keep_all<In>(candidates, payload)
+                          : refine<In>(candidates, k, payload, workspace);
   }
   // Heavy ties: finish the radix select and keep the top k in one ordered pass.
   for (int round = 1; round < kRadixRounds; ++round) {
-    radix_histogram<In>(x, count, round, state.prefix, histogram);
+    radix_histogram<In>(x, count, round, state.prefix, histogram, partial);
     radix_choose_bin(histogram, round, &state);
   }
   write_ordered<In>(x, count, SelectBound{state.prefix, 0, state.remaining}, k, payload);
@@ -212,10 +236,9 @@ size_t select_exact(const typename In::Storage* x, size_t count, size_t k, void*
 // The sampled threshold: the plan.rank-th largest key at the plan's sample positions, key(p)
 // giving the key at position p and prefetch(p) asking for its memory early.
 template <typename Key, typename Prefetch>
-uint32_t sample_threshold(size_t count, const SamplePlan& plan, Key key, Prefetch prefetch) {
-  // Per-thread scratch that only grows: no allocation on the steady-state hot path.
-  thread_local std::vector<uint32_t> sample;
-  sample.resize(plan.samples);
+uint32_t sample_threshold(size_t count, const SamplePlan& plan, Key key, Prefetch prefetch,
+                          EncodeWorkspace* workspace) {
+  uint32_t* sample = workspace->array<uint32_t>(kSampleBuffer, plan.samples);
   // Positions first, then the loads with a prefetch kSampleLookahead positions ahead: each
   // sample is a cache miss, and this keeps many of them in flight.
   StratumWalk strata(count, plan.samples);
@@ -229,25 +252,27 @@ uint32_t sample_threshold(size_t count, const SamplePlan& plan, Key key, Prefetc
     if (j + kSampleLookahead < plan.samples) prefetch(sample[j + kSampleLookahead]);
     sample[j] = key(sample[j]);
   }
-  std::nth_element(sample.begin(), sample.begin() + (plan.rank - 1), sample.end(),
+  std::nth_element(sample, sample + (plan.rank - 1), sample + plan.samples,
                    std::greater<uint32_t>());
   return sample[plan.rank - 1];
 }
 
 template <typename In>
 size_t select_sampled(const typename In::Storage* x, size_t count, size_t k, const SamplePlan& plan,
-                      void* payload) {
-  thread_local Candidates<In> candidates;
+                      void* payload, EncodeWorkspace* workspace) {
   const uint32_t threshold = sample_threshold(
       count, plan, [&](size_t p) { return magnitude_key(In::load(x[p])); },
-      [&](size_t p) { __builtin_prefetch(x + p); });
+      [&](size_t p) { __builtin_prefetch(x + p); }, workspace);
 
   // Room for twice k survivors; more means the sample misled us (heavy ties): go exact, which
   // keeps the same elements that refining would have.
-  size_t survivors = collect<In>(x, count, threshold, std::min(count, 2 * k + 1024), &candidates);
-  if (survivors == kFilterOverflow) return select_exact<In>(x, count, k, payload);
+  Candidates<In> candidates;
+  size_t survivors =
+      collect<In>(x, count, threshold, std::min(count, 2 * k + 1024), workspace, &candidates);
+  if (survivors == kFilterOverflow) return select_exact<In>(x, count, k, payload, workspace);
   // The survivors hold every key >= threshold: with k or more, the exact top k is among them.
-  return survivors <= k ? keep_all<In>(candidates, payload) : refine<In>(candidates, k, payload);
+  return survivors <= k ? keep_all<In>(candidates, payload)
+                        : refine<In>(candidates, k, payload, workspace);
 }
 
 // ---- Fused error feedback (select_top_k_compensated_host) ----
@@ -332,8 +357,7 @@ void zero_kept(const void* payload, size_t kept, float* residual) {
 template <typename In>
 CompensatedSelection select_compensated(const typename In::Storage* x, float* residual,
                                         size_t count, size_t k, const SamplePlan& plan,
-                                        void* payload) {
-  thread_local Candidates<F32> candidates;
+                                        void* payload, EncodeWorkspace* workspace) {
   uint32_t threshold = ~0u >> 1;  // exact: collect nothing (keys are below 2^31)
   size_t cap = 0;
   if (!plan.exact) {
@@ -342,27 +366,34 @@ CompensatedSelection select_compensated(const typename In::Storage* x, float* re
         [&](size_t p) {
           __builtin_prefetch(x + p);
           __builtin_prefetch(residual + p);
-        });
+        },
+        workspace);
     cap = std::min(count, 2 * k + 1024);
   }
-  candidates.indices.resize(cap + kFilterLanes + 1);
-  candidates.values.resize(cap + kFilterLanes + 1);
+  Candidates<F32> candidates = candidates_with_room<F32>(cap, workspace);
   uint32_t largest = 0;
-  const size_t survivors =
-      compensate_and_filter<In>(x, residual, count, threshold, candidates.indices.data(),
-                                candidates.values.data(), cap, &largest);
+  const size_t survivors = compensate_and_filter<In>(
+      x, residual, count, threshold, candidates.indices, candidates.values, cap, &largest);
   if (largest >= kNonFiniteKey) return CompensatedSelection{0, false};
   size_t kept = 0;
   if (plan.exact || survivors == kFilterOverflow) {
     // The residual holds v now: select from it as the unfused encode selects from v.
-    kept = select_exact<F32>(residual, count, k, payload);
+    kept = select_exact<F32>(residual, count, k, payload, workspace);
   } else {
     candidates.size = survivors;
-    kept =
-        survivors <= k ? keep_all<F32>(candidates, payload) : refine<F32>(candidates, k, payload);
+    kept = survivors <= k ? keep_all<F32>(candidates, payload)
+                          : refine<F32>(candidates, k, payload, workspace);
   }
   zero_kept(payload, kept, residual);
   return CompensatedSelection{kept, true};
+}
+
+// The caller's workspace, or this thread's for a caller that lends none (a per-thread buffer that
+// only grows: a thread that encodes again allocates nothing).
+EncodeWorkspace* workspace_or_thread(EncodeWorkspace* workspace) {
+  if (workspace != nullptr) return workspace;
+  thread_local EncodeWorkspace own;
+  return &own;
 }
 
 }  // namespace
@@ -391,21 +422,22 @@ SamplePlan plan_sample(size_t count, size_t k) {
 }
 
 size_t select_top_k_host(DType dtype, const void* data, size_t count, size_t k, SelectMethod method,
-                         void* payload) {
+                         void* payload, EncodeWorkspace* workspace) {
   if (count == 0 || k == 0) return 0;
   k = std::min(k, count);
   SamplePlan plan = method == SelectMethod::kSampled ? plan_sample(count, k) : SamplePlan{};
+  workspace = workspace_or_thread(workspace);
   return dispatch_dtype(dtype, [&](auto in) {
     using In = decltype(in);
     auto x = static_cast<const typename In::Storage*>(data);
-    return plan.exact ? select_exact<In>(x, count, k, payload)
-                      : select_sampled<In>(x, count, k, plan, payload);
+    return plan.exact ? select_exact<In>(x, count, k, payload, workspace)
+                      : select_sampled<In>(x, count, k, plan, payload, workspace);
   });
 }
 
 CompensatedSelection select_top_k_compensated_host(DType dtype, const void* data, float* residual,
                                                    size_t count, size_t k, SelectMethod method,
-                                                   void* payload) {
+                                                   void* payload, EncodeWorkspace* workspace) {
   k = std::min(k, count);
   SamplePlan plan = method == SelectMethod::kSampled ? plan_sample(count, k) : SamplePlan{};
   return dispatch_dtype(dtype, [&](auto in) {
@@ -419,7 +451,8 @@ CompensatedSelection select_top_k_compensated_host(DType dtype, const void* data
       compensate_and_filter<In>(x, residual, count, ~0u >> 1, no_index, no_value, 0, &largest);
       return CompensatedSelection{0, largest < kNonFiniteKey};
     }
-    return select_compensated<In>(x, residual, count, k, plan, payload);
+    return select_compensated<In>(x, residual, count, k, plan, payload,
+                                  workspace_or_thread(workspace));
   });
 }
 

@@ -22,6 +22,8 @@
 
 namespace terse {
 
+class EncodeWorkspace;  // encode_workspace.h
+
 enum class SelectMethod : uint8_t { kExact = 0, kSampled = 1 };
 
 // The sample that the sampled method draws, decided on the host for both CPU and GPU.
@@ -41,9 +43,10 @@ SamplePlan plan_sample(size_t count, size_t k);
 // Selects among `count` elements of `dtype` at `data` and writes a sparse payload at `payload`
 // (sparse_message.h): the kept indices, increasing, then their values in the storage type of
 // `dtype`, copied bit for bit. Room for k of each is needed. Returns how many were kept: k for
-// exact, 1..k for sampled (0 when k or count is 0).
+// exact, 1..k for sampled (0 when k or count is 0). The temporaries (candidates, keys, sample,
+// histograms) go in `workspace` (EncodeContext::workspace), or this thread's when it is null.
 size_t select_top_k_host(DType dtype, const void* data, size_t count, size_t k, SelectMethod method,
-                         void* payload);
+                         void* payload, EncodeWorkspace* workspace);
 
 // Error feedback fused into the selection: selects among v[i] = In(data[i]) + residual[i]
 // (fp32) exactly as select_top_k_host(DType::kFloat32, v, count, k, method, payload) would
@@ -57,9 +60,10 @@ struct CompensatedSelection {
   size_t kept = 0;
   bool finite = true;
 };
+// `workspace` as for select_top_k_host.
 CompensatedSelection select_top_k_compensated_host(DType dtype, const void* data, float* residual,
                                                    size_t count, size_t k, SelectMethod method,
-                                                   void* payload);
+                                                   void* payload, EncodeWorkspace* workspace);
 
 // Writes the indices of the elements whose magnitude_key is >= `min_key`, increasing, to
 // `indices` (room for count) and returns how many.

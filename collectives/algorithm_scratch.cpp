@@ -16,8 +16,12 @@ ThreadScratch& thread_scratch() {
 
 }  // namespace
 
-AlgorithmScratch::AlgorithmScratch(size_t bytes) : bytes_(bytes) {
+AlgorithmScratch::AlgorithmScratch(size_t bytes, ScratchLender* lender) : bytes_(bytes) {
   if (bytes == 0) return;
+  if (lender != nullptr) {
+    data_ = lender->lend(bytes);
+    return;
+  }
   ThreadScratch& shared = thread_scratch();
   if (bytes <= kRetainedScratchBytes && !shared.in_use) {
     if (shared.bytes < bytes) {

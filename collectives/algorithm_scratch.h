@@ -1,8 +1,10 @@
 // Temporary memory for one algorithm call (received pieces waiting to be reduced, the other half
-// of a double buffer). Up to kRetainedScratchBytes it comes from a buffer kept per thread across
-// calls, so a steady stream of collectives allocates nothing and UCX keeps seeing the same
-// pages; bigger requests, and a second scratch alive on the same thread, get their own
-// allocation, freed with the object. Contents are uninitialised.
+// of a double buffer). When the call's caller lends memory it keeps across calls
+// (AlgorithmContext::scratch, a ScratchLender), it comes from there. Otherwise, up to
+// kRetainedScratchBytes, it comes from a buffer kept per thread across calls, so a steady stream
+// of collectives from one thread allocates nothing and UCX keeps seeing the same pages; bigger
+// requests, and a second scratch alive on the same thread, get their own allocation, freed with
+// the object. Contents are uninitialised.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +16,22 @@ namespace terse {
 // 16 MiB: a few pipeline pieces of the ring, or a whole small-message buffer.
 constexpr size_t kRetainedScratchBytes = size_t{16} << 20;
 
+// Memory a caller keeps across calls and lends to the algorithm it runs, one AlgorithmScratch at
+// a time (a thread's buffer dies with the thread: a caller whose calls come from ever new
+// threads, or that must not allocate once warm whatever thread calls, lends its own).
+class ScratchLender {
+ public:
+  // At least `bytes` bytes, valid until the next lend.
+  virtual uint8_t* lend(size_t bytes) = 0;
+
+ protected:
+  ~ScratchLender() = default;
+};
+
 class AlgorithmScratch {
  public:
-  explicit AlgorithmScratch(size_t bytes);
+  // From `lender` when it is set (AlgorithmContext::scratch), else as the file comment says.
+  explicit AlgorithmScratch(size_t bytes, ScratchLender* lender = nullptr);
   ~AlgorithmScratch();
   AlgorithmScratch(const AlgorithmScratch&) = delete;
   AlgorithmScratch& operator=(const AlgorithmScratch&) = delete;

@@ -79,7 +79,7 @@ ncclResult_t recursive_doubling_allreduce_in_group(const CollectiveArgs& args,
     phase.sent->bytes += bytes;
     phase.sent->messages += 1;
   };
-  AlgorithmScratch scratch(bytes);
+  AlgorithmScratch scratch(bytes, context.scratch);
   InFlightTransfers transfers(&transport, 2, context.deadline);
   uint8_t* result = static_cast<uint8_t*>(args.recv);
   uint8_t* spare = scratch.data();

@@ -119,8 +119,8 @@ class RingAllreduce {
         units_(2 * phase_units_),
         slots_(std::min(kReceivesAhead, units_)),
         slot_elements_(std::min(piece_elements_, ring_.block(args.count, 0).count)),
-        scratch_(slots_ * slot_elements_ * element_bytes_),
-        transfers_(transport_, 2 * units_, context.deadline) {}
+        scratch_(slots_ * slot_elements_ * element_bytes_, context.scratch),
+        transfers_(transport_, 2 * units_, context.deadline, context.transfer_slots) {}
 
   ncclResult_t run() {
     for (size_t unit = 0; unit < units_; ++unit) {

@@ -35,7 +35,7 @@ ncclResult_t alltoall_in_place(const CollectiveArgs& args, const AlgorithmContex
   const size_t pieces = pipeline_piece_count(count, piece);
   // Piece k arrives in scratch slot k % kInPlaceWindow (request slot likewise) and is copied
   // into place once the send of the same piece (request slot kInPlaceWindow + k % ...) is done.
-  AlgorithmScratch scratch(kInPlaceWindow * piece * element_bytes);
+  AlgorithmScratch scratch(kInPlaceWindow * piece * element_bytes, context.scratch);
   auto slot_data = [&](size_t k) {
     return scratch.data() + (k % kInPlaceWindow) * piece * element_bytes;
   };

@@ -20,6 +20,8 @@ namespace terse {
 
 class Transport;
 class DeviceBuffers;
+class ScratchLender;  // algorithm_scratch.h
+class TransferSlots;  // in_flight_transfers.h
 
 // What terseAllReduceTensor says about a tensor (include/terse/terse.h: terseTensor).
 struct TensorRequest {
@@ -81,6 +83,14 @@ struct AlgorithmContext {
   uint32_t sequence = 0;
   Deadline deadline = Deadline::at({});  // already expired; set by the communicator
   size_t piece_bytes = kDefaultPieceBytes;
+  // Where the algorithm's temporary memory comes from (AlgorithmScratch): memory its caller
+  // keeps across calls (a compressed call's scratch, for the dense sums it runs as phases), or
+  // null for the per-thread buffer.
+  ScratchLender* scratch = nullptr;
+  // Request slots the caller keeps across calls, for an algorithm whose transfers outnumber
+  // InFlightTransfers::kInlineSlots (the ring's pipeline); null: such an algorithm allocates its
+  // own.
+  TransferSlots* transfer_slots = nullptr;
 };
 
 // Elements of `type` in one pipeline piece (at least 1).

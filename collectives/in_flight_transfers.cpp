@@ -7,13 +7,23 @@
 
 namespace terse {
 
-InFlightTransfers::InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline)
+InFlightTransfers::InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline,
+                                     TransferSlots* lent)
     : transport_(transport),
       deadline_(deadline),
       slots_(slots),
       requests_(inline_requests_.data()),
       size_known_(inline_size_known_.data()) {
-  if (slots > kInlineSlots) {
+  if (slots > kInlineSlots && lent != nullptr) {
+    if (lent->capacity_ < slots) {
+      lent->requests_.reset(new TransferRequest[slots]);
+      lent->size_known_.reset(new bool[slots]);
+      lent->capacity_ = slots;
+    }
+    lent_ = true;
+    requests_ = lent->requests_.get();
+    size_known_ = lent->size_known_.get();
+  } else if (slots > kInlineSlots) {
     heap_requests_.reset(new TransferRequest[slots]);
     heap_size_known_.reset(new bool[slots]);
     requests_ = heap_requests_.get();
@@ -28,8 +38,13 @@ InFlightTransfers::~InFlightTransfers() {
   for (size_t slot = 0; slot < slots_; ++slot) {
     if (!finished(slot)) {
       transport_->wait(requests_, slots_, Deadline::after_seconds(0));
-      return;
+      break;
     }
+  }
+  // Lent slots go back empty (every request finished now): the next call sees them unposted,
+  // and they keep no worker alive.
+  if (lent_) {
+    for (size_t slot = 0; slot < slots_; ++slot) requests_[slot] = TransferRequest();
   }
 }
 

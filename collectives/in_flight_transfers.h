@@ -18,10 +18,28 @@
 
 namespace terse {
 
+// Request slots that a caller keeps across calls and lends to one InFlightTransfers at a time
+// (a compressed call's scratch holds one), so that a call that needs more than kInlineSlots
+// allocates nothing once warm. Only grows; between calls every slot is empty.
+class TransferSlots {
+ public:
+  TransferSlots() = default;
+  TransferSlots(const TransferSlots&) = delete;
+  TransferSlots& operator=(const TransferSlots&) = delete;
+
+ private:
+  friend class InFlightTransfers;
+  std::unique_ptr<TransferRequest[]> requests_;
+  std::unique_ptr<bool[]> size_known_;
+  size_t capacity_ = 0;
+};
+
 class InFlightTransfers {
  public:
-  // `slots` transfers at most, numbered 0..slots-1; every wait ends at `deadline`.
-  InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline);
+  // `slots` transfers at most, numbered 0..slots-1; every wait ends at `deadline`. Beyond
+  // kInlineSlots the slots come from `lent` when it is set, else from an allocation of their own.
+  InFlightTransfers(Transport* transport, size_t slots, const Deadline& deadline,
+                    TransferSlots* lent = nullptr);
   // Cancels whatever is unfinished (after an error or an early return).
   ~InFlightTransfers();
   InFlightTransfers(const InFlightTransfers&) = delete;
@@ -36,7 +54,8 @@ class InFlightTransfers {
   size_t received_bytes(size_t slot) const { return requests_[slot].received_bytes(); }
 
   // Slots held inside the object: a call that needs no more allocates nothing for them (each
-  // algorithm makes its transfers per call, and warm calls must not allocate).
+  // algorithm makes its transfers per call, and warm calls must not allocate); one that needs
+  // more lends TransferSlots.
   static constexpr size_t kInlineSlots = 32;
 
   // Whether the slot was ever posted, and whether its transfer ended (successfully or not).
@@ -64,8 +83,9 @@ class InFlightTransfers {
   size_t slots_;
   std::array<TransferRequest, kInlineSlots> inline_requests_;
   std::array<bool, kInlineSlots> inline_size_known_{};
-  std::unique_ptr<TransferRequest[]> heap_requests_;  // more than kInlineSlots slots
+  std::unique_ptr<TransferRequest[]> heap_requests_;  // more than kInlineSlots slots, none lent
   std::unique_ptr<bool[]> heap_size_known_;
+  bool lent_ = false;  // requests_ are a TransferSlots', emptied again when the object goes
   TransferRequest* requests_;
   bool* size_known_;  // by slot: the receive must fill its whole buffer
 };

@@ -80,7 +80,7 @@ ncclResult_t run_ring_reduce_scatter(const CollectiveArgs& args, const Algorithm
   // piece for this rank's scaled contribution at later steps.
   const bool scaled = args.op.scale_input;
   const size_t first_pieces = scaled ? kFirstSendsAhead : 0;
-  AlgorithmScratch scratch((kSlots + first_pieces + 1) * piece_bytes);
+  AlgorithmScratch scratch((kSlots + first_pieces + 1) * piece_bytes, context.scratch);
   auto slot_data = [&](size_t slot) { return scratch.data() + slot * piece_bytes; };
   uint8_t* scaled_piece = slot_data(kSlots + first_pieces);
 

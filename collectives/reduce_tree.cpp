@@ -56,7 +56,7 @@ ncclResult_t reduce_up_tree(const CollectiveArgs& args, const AlgorithmContext& 
 
   // Scratch: the children's pieces (piece k of child i in (k % kPiecesAhead) * fanout + i),
   // then the accumulators. Request slots use the same numbering.
-  AlgorithmScratch scratch((kPiecesAhead * fanout + accumulators) * piece_bytes);
+  AlgorithmScratch scratch((kPiecesAhead * fanout + accumulators) * piece_bytes, context.scratch);
   auto child_slot = [&](size_t k, size_t i) { return (k % kPiecesAhead) * fanout + i; };
   auto accumulator_slot = [&](size_t k) { return kPiecesAhead * fanout + k % kAccumulators; };
   auto slot_data = [&](size_t slot) { return scratch.data() + slot * piece_bytes; };

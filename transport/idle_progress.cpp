@@ -30,6 +30,7 @@ IdleProgress::~IdleProgress() {
 
 void IdleProgress::run() {
   name_this_thread("terse-progress");
+  std::vector<pollfd> poll_entries;  // the sleeps' poll set, reused
   while (!stop_.load()) {
     bool owner_busy = false;
     // An exception (out of memory in a completion callback, or here) must not end the thread,
@@ -50,7 +51,7 @@ void IdleProgress::run() {
         if (armed) break;
       }
       turn.unlock();
-      if (armed) UcxWorker::wait_for_event(workers_, kSleepMs);
+      if (armed) UcxWorker::wait_for_event(workers_, kSleepMs, &poll_entries);
       return Result::kSuccess;
     });
     if (owner_busy) std::this_thread::sleep_for(kOwnerBusyBackoff);

@@ -243,6 +243,7 @@ Result Transport::connect_links(const std::vector<std::vector<uint8_t>>& table,
   active_workers_.clear();
   if (network_used) active_workers_.push_back(worker_.get());
   if (local_used) active_workers_.push_back(local_worker_.get());
+  poll_entries_.reserve(active_workers_.size() + 1);  // and a wake-up descriptor
   return Result::kSuccess;
 }
 

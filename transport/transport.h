@@ -133,7 +133,7 @@ class Transport {
   // (negative: no limit), or until `wake_fd` (an eventfd another thread writes; -1: none) is
   // readable, so work handed over from another thread does not wait for a timeout.
   void wait_for_event(int max_ms, int wake_fd = -1) {
-    UcxWorker::sleep_until_event(active_workers_, max_ms, wake_fd);
+    UcxWorker::sleep_until_event(active_workers_, max_ms, wake_fd, &poll_entries_);
   }
   // Asks UCX to cancel a posted request without letting go of it: a receive not yet matched ends
   // cancelled at the next progress; one already matched (or a send) ends on its own, so its
@@ -185,7 +185,9 @@ class Transport {
   // One round of progress on every worker that has links; the events handled.
   unsigned progress_workers();
   // An idle wait's sleep on every worker that has links (UcxWorker::sleep_until_event).
-  void sleep_until_event(int max_ms) { UcxWorker::sleep_until_event(active_workers_, max_ms); }
+  void sleep_until_event(int max_ms) {
+    UcxWorker::sleep_until_event(active_workers_, max_ms, -1, &poll_entries_);
+  }
   // Whether `peer` is a watched process (watched_) that has exited.
   bool peer_process_gone(int peer) const;
   // How often waits and closes ask that (a /proc read per peer): rarely enough to cost nothing
@@ -227,6 +229,9 @@ class Transport {
   uint32_t control_sequence_ = 0;
   std::atomic<bool> interrupted_{false};
   bool closed_ = false;
+  // The poll set of sleep_until_event, kept so that no sleep allocates (room for every worker
+  // and a wake-up descriptor from connect_links on).
+  std::vector<pollfd> poll_entries_;
   // Last: stopped (joined) before anything above goes away.
   std::unique_ptr<IdleProgress> idle_progress_;
 };

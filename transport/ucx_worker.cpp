@@ -50,10 +50,11 @@ Result UcxWorker::address(std::vector<uint8_t>* bytes) const {
   return Result::kSuccess;
 }
 
-void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms,
-                                  int extra_fd) {
-  std::vector<pollfd> entries;
-  entries.reserve(workers.size() + 1);
+void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms, int extra_fd,
+                                  std::vector<pollfd>* entries) {
+  // clear() keeps the capacity: once the buffer has held this many descriptors, no allocation.
+  entries->clear();
+  entries->reserve(workers.size() + 1);
   for (UcxWorker* worker : workers) {
     ucs_status_t status = UCS_ERR_UNSUPPORTED;
     if (worker->event_fd_ >= 0 && max_ms != 0) {
@@ -73,10 +74,10 @@ void UcxWorker::sleep_until_event(const std::vector<UcxWorker*>& workers, int ma
       }
       return;
     }
-    entries.push_back(pollfd{worker->event_fd_, POLLIN, 0});
+    entries->push_back(pollfd{worker->event_fd_, POLLIN, 0});
   }
-  if (extra_fd >= 0) entries.push_back(pollfd{extra_fd, POLLIN, 0});
-  if (!entries.empty()) poll(entries.data(), entries.size(), max_ms < 0 ? -1 : max_ms);
+  if (extra_fd >= 0) entries->push_back(pollfd{extra_fd, POLLIN, 0});
+  if (!entries->empty()) poll(entries->data(), entries->size(), max_ms < 0 ? -1 : max_ms);
 }
 
 bool UcxWorker::arm(const std::vector<UcxWorker*>& workers) {
@@ -87,11 +88,12 @@ bool UcxWorker::arm(const std::vector<UcxWorker*>& workers) {
   return true;
 }
 
-void UcxWorker::wait_for_event(const std::vector<UcxWorker*>& workers, int max_ms) {
-  std::vector<pollfd> entries;
-  entries.reserve(workers.size());
-  for (UcxWorker* worker : workers) entries.push_back(pollfd{worker->event_fd_, POLLIN, 0});
-  if (!entries.empty()) poll(entries.data(), entries.size(), max_ms);
+void UcxWorker::wait_for_event(const std::vector<UcxWorker*>& workers, int max_ms,
+                               std::vector<pollfd>* entries) {
+  entries->clear();
+  entries->reserve(workers.size());
+  for (UcxWorker* worker : workers) entries->push_back(pollfd{worker->event_fd_, POLLIN, 0});
+  if (!entries->empty()) poll(entries->data(), entries->size(), max_ms);
 }
 
 }  // namespace terse

@@ -4,6 +4,7 @@
 // (idle_progress.h) also takes to progress it between calls.
 #pragma once
 
+#include <poll.h>
 #include <ucp/api/ucp.h>
 
 #include <cstdint>
@@ -31,18 +32,19 @@ class UcxWorker {
   // One round of ucp_worker_progress; the number of events handled.
   unsigned progress() { return ucp_worker_progress(worker_); }
 
-  // For an idle wait: arms the worker and sleeps on its event descriptor for at most `max_ms`,
-  // returning early when UCX signals an event. Returns at once when events are pending.
-  void sleep_until_event(int max_ms) { sleep_until_event({this}, max_ms); }
-  // The same over several workers: sleeps until any of them has an event.
-  // `max_ms` < 0 sleeps without a limit; `extra_fd` (>= 0) is a descriptor that wakes it too.
-  static void sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms,
-                                int extra_fd = -1);
+  // For an idle wait: arms the workers and sleeps on their event descriptors for at most
+  // `max_ms`, returning early when UCX signals an event on any of them; returns at once when
+  // events are pending. `max_ms` < 0 sleeps without a limit; `extra_fd` (>= 0) is a descriptor
+  // that wakes it too. `entries` is the caller's buffer for the poll set, kept across calls (it
+  // only grows): a wait sleeps many times per call, and a warm call allocates nothing.
+  static void sleep_until_event(const std::vector<UcxWorker*>& workers, int max_ms, int extra_fd,
+                                std::vector<pollfd>* entries);
   // The two halves of that: arms every worker (false when one has events pending, or cannot
   // signal them: progress instead), then sleeps on their descriptors for at most `max_ms`. The
-  // sleep needs no lock; arming does.
+  // sleep needs no lock; arming does. `entries` as above.
   static bool arm(const std::vector<UcxWorker*>& workers);
-  static void wait_for_event(const std::vector<UcxWorker*>& workers, int max_ms);
+  static void wait_for_event(const std::vector<UcxWorker*>& workers, int max_ms,
+                             std::vector<pollfd>* entries);
 
   // Keeps `object` alive until the worker is destroyed: state that a UCX callback registered on
   // this worker may still reach after its owner is gone (an endpoint's error-handler argument).

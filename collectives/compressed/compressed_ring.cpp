@@ -76,7 +76,8 @@ class CompressedRing {
         units_(2 * phase_units_),
         receive_slots_(std::min(kReceivesAhead, units_)),
         capacity_(message_capacity(args, std::min(piece_, largest_block_))),
-        transfers_(context.transport, 2 * units_, context.deadline) {}
+        transfers_(context.transport, 2 * units_, context.deadline,
+                   context.scratch->transfer_slots()) {}
 
   // The steps, then the backend's finish whatever they returned (device work they enqueued may
   // still read the call's buffers).

@@ -72,7 +72,8 @@ class ScatterReduceAllgather {
         piece_(piece_elements(context.piece_bytes, largest_chunk_)),
         pieces_(pipeline_piece_count(largest_chunk_, piece_)),
         capacity_(message_capacity(args, std::min(piece_, largest_chunk_))),
-        transfers_(context.transport, kSendsInFlight + 2 * p(n_) * pieces_, context.deadline) {}
+        transfers_(context.transport, kSendsInFlight + 2 * p(n_) * pieces_, context.deadline,
+                   context.scratch->transfer_slots()) {}
 
   // The steps, then the backend's finish whatever they returned (device work they enqueued may
   // still read the call's buffers).

@@ -2,10 +2,16 @@
 
 #include <cstdint>
 
+#include "collectives/in_flight_transfers.h"
+
 namespace terse {
 namespace {
 constexpr size_t kAlignment = 64;
 }  // namespace
+
+CompressionScratch::CompressionScratch() : transfers_(std::make_unique<TransferSlots>()) {}
+
+CompressionScratch::~CompressionScratch() = default;
 
 uint8_t* CompressionScratch::bytes(ScratchSlot slot, size_t bytes) {
   Buffer& buffer = slots_[static_cast<int>(slot)];
@@ -21,7 +27,7 @@ uint8_t* CompressionScratch::bytes(ScratchSlot slot, size_t bytes) {
 }
 
 size_t CompressionScratch::held_bytes() const {
-  size_t total = 0;
+  size_t total = encode_.held_bytes();
   for (const Buffer& buffer : slots_) total += buffer.capacity;
   return total;
 }

@@ -12,7 +12,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "codecs/encode_workspace.h"
+
 namespace terse {
+
+class TransferSlots;  // collectives/in_flight_transfers.h
 
 enum class ScratchSlot : int {
   kValues = 0,   // this rank's fp32 contribution (gradient + residual)
@@ -22,12 +26,14 @@ enum class ScratchSlot : int {
   kSecondary,    // whatever else an algorithm needs (sizes, factors, a second sum)
   kTertiary,
   kHierarchy,  // hierarchical: the node-level sum handed to the inner algorithm
+  kGroupSum,   // group_allreduce_sum: the dense ring's received pieces
   kCount,
 };
 
 class CompressionScratch {
  public:
-  CompressionScratch() = default;
+  CompressionScratch();
+  ~CompressionScratch();
   CompressionScratch(const CompressionScratch&) = delete;
   CompressionScratch& operator=(const CompressionScratch&) = delete;
 
@@ -37,11 +43,18 @@ class CompressionScratch {
     return reinterpret_cast<float*>(bytes(slot, count * sizeof(float)));
   }
 
-  // Bytes held by every slot together (statistics).
+  // The codec's temporaries of the call's host encodes (EncodeContext::workspace, passed by
+  // contribution.h): apart from every slot.
+  EncodeWorkspace* encode_workspace() { return &encode_; }
+  // Request slots for an algorithm whose transfers outnumber InFlightTransfers::kInlineSlots
+  // (sparse allgather's chunks), lent to one InFlightTransfers at a time.
+  TransferSlots* transfer_slots() { return transfers_.get(); }
+
+  // Bytes held by every slot and the encode workspace together (statistics).
   size_t held_bytes() const;
-  // How many times a slot had to grow (a steady stream of equal calls stops growing after the
-  // first; tests check that).
-  uint64_t growths() const { return growths_; }
+  // How many times a slot or an encode workspace buffer had to grow (a steady stream of equal
+  // calls stops growing after the first; tests check that).
+  uint64_t growths() const { return growths_ + encode_.growths(); }
 
  private:
   struct Buffer {
@@ -51,6 +64,8 @@ class CompressionScratch {
   };
   Buffer slots_[static_cast<int>(ScratchSlot::kCount)];
   uint64_t growths_ = 0;
+  EncodeWorkspace encode_;
+  std::unique_ptr<TransferSlots> transfers_;
 };
 
 }  // namespace terse

@@ -20,6 +20,11 @@ void add_encode_time(const CompressedContext& context, Clock::time_point start) 
   if (context.counters != nullptr) context.counters->encode_seconds += seconds_since(start);
 }
 
+// The codec's temporaries come from the communicator's scratch: no allocation once warm.
+EncodeWorkspace* encode_workspace(const CompressedContext& context) {
+  return context.scratch != nullptr ? context.scratch->encode_workspace() : nullptr;
+}
+
 // values[i] = In(send[i]) + residual[i] for i in [first, first + count), and whether every value
 // is finite: the largest magnitude bit pattern, tracked in the same vectorised loop (a
 // max-reduction), is below infinity's.
@@ -89,6 +94,7 @@ ncclResult_t encode_contribution(const CompressedArgs& args, const CompressedCon
   encode.memory = Memory::kHost;
   encode.error = nullptr;
   encode.state = nullptr;
+  encode.workspace = encode_workspace(context);
   if (args.entry != nullptr) {
     if (args.entry->residual() != nullptr) encode.error = call_residual(args) + range.offset;
     if (range.offset == 0 && range.count == args.count) encode.state = args.entry->state();
@@ -119,6 +125,7 @@ ncclResult_t compensate_and_encode(const CompressedArgs& args, const CompressedC
   encode.memory = Memory::kHost;
   encode.error = nullptr;
   encode.state = range.offset == 0 && range.count == args.count ? args.entry->state() : nullptr;
+  encode.workspace = encode_workspace(context);
   const void* send = static_cast<const uint8_t*>(args.send) + range.offset * dtype_size(args.dtype);
   const ncclResult_t result =
       args.codec->encode_compensated(send, args.dtype, call_residual(args) + range.offset,
@@ -140,6 +147,7 @@ ncclResult_t encode_partial(const CompressedArgs& args, const CompressedContext&
   encode.memory = Memory::kHost;
   encode.error = error;
   encode.state = nullptr;
+  encode.workspace = encode_workspace(context);
   const ncclResult_t result = args.codec->encode(values, range.count, DType::kFloat32, encode,
                                                  message, capacity, message_bytes);
   add_encode_time(context, start);

@@ -1,5 +1,6 @@
 #include "collectives/compressed/group_allgatherv.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/compressed/contribution.h"
@@ -17,22 +18,23 @@ size_t slot(int position) {
 }  // namespace
 
 ncclResult_t exchange_sizes(const CompressedContext& context, uint32_t first_step,
-                            uint64_t own_bytes, std::vector<uint64_t>* sizes) {
+                            uint64_t own_bytes, uint64_t* sizes) {
   const PeerGroup& group = context.group;
   const int n = group.size();
   const uint32_t operation = make_operation(context.sequence, context.first_step + first_step);
-  sizes->assign(slot(n), 0);
-  (*sizes)[slot(group.index)] = own_bytes;
+  std::fill(sizes, sizes + slot(n), uint64_t{0});
+  sizes[slot(group.index)] = own_bytes;
   // Slots: sends 0..n-1, receives n..2n-1, by peer position.
-  InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline);
+  InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline,
+                              context.scratch->transfer_slots());
   for (int j = 0; j < n; ++j) {
     if (j == group.index) continue;
-    TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation, &(*sizes)[slot(j)],
+    TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation, &sizes[slot(j)],
                                sizeof(uint64_t)));
   }
   for (int k = 1; k < n; ++k) {
     const int j = (group.index + k) % n;
-    TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation, &(*sizes)[slot(group.index)],
+    TERSE_CHECK(transfers.send(slot(j), group.rank_at(j), operation, &sizes[slot(group.index)],
                                sizeof(uint64_t)));
     count_sent(context, sizeof(uint64_t));
   }

@@ -17,10 +17,10 @@ namespace terse {
 // Tag steps the two functions below use together: [first_step, first_step + this).
 constexpr uint32_t kGroupAllgathervSteps = 2;
 
-// Every rank's size, in group positions, identical on every rank; own_bytes at this rank's.
-// Tagged make_operation(context.sequence, first_step).
+// Every rank's size, in group positions, identical on every rank, into sizes[0 .. group size);
+// own_bytes at this rank's. Tagged make_operation(context.sequence, first_step).
 ncclResult_t exchange_sizes(const CompressedContext& context, uint32_t first_step,
-                            uint64_t own_bytes, std::vector<uint64_t>* sizes);
+                            uint64_t own_bytes, uint64_t* sizes);
 
 // blocks[j] = group position j's block, own (own_bytes at `own`) included, after an
 // exchange_sizes that gave `sizes`. Tagged make_operation(context.sequence, first_step + 1).

@@ -85,8 +85,8 @@ ncclResult_t split_escapes(uint8_t* message, size_t bytes, size_t count, size_t*
 ncclResult_t add_every_ranks_escapes(const CompressedArgs& args, const CompressedContext& context,
                                      uint32_t first_step, const std::vector<uint8_t>& own,
                                      float* sum) {
-  std::vector<uint64_t> sizes;
-  TERSE_CHECK(exchange_sizes(context, first_step, own.size(), &sizes));
+  std::vector<uint64_t> sizes(static_cast<size_t>(context.group.size()));
+  TERSE_CHECK(exchange_sizes(context, first_step, own.size(), sizes.data()));
   const size_t most = max_escape_section_bytes(args.count);
   for (size_t j = 0; j < sizes.size(); ++j) {
     if (sizes[j] > most) {

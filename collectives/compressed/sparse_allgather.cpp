@@ -60,7 +60,7 @@
 // on host memory: there this rank decodes its own message on the host and the fp32 sum crosses
 // to the device once (copy_from_host; nothing on the host backend, where it is the result).
 #include <algorithm>
-#include <vector>
+#include <array>
 
 #include "codecs/nonfinite_escapes.h"
 #include "collectives/compressed/compressed_algorithms.h"
@@ -85,15 +85,26 @@ size_t slot(int position) {
   return static_cast<size_t>(position);
 }
 
-// The switch of the file comment, from every rank's message size: true when a dense ring moves
-// fewer bytes over the busiest link than the direct allgatherv of these messages.
-bool dense_is_cheaper(const std::vector<uint64_t>& sizes, size_t count) {
-  const uint64_t n = sizes.size();
-  uint64_t total = 0;
-  for (uint64_t size : sizes) total += size;
-  uint64_t busiest = 0;
-  for (uint64_t size : sizes) busiest = std::max({busiest, (n - 1) * size, total - size});
+// The switch of the file comment, from the bytes over the busiest link of the direct allgatherv
+// among n ranks: true when a dense ring moves fewer.
+bool dense_beats(uint64_t n, uint64_t busiest, size_t count) {
   return n * busiest > 2 * (n - 1) * sizeof(float) * uint64_t{count};
+}
+
+// The switch from every rank's message size (sizes[0..n)).
+bool dense_is_cheaper(const uint64_t* sizes, uint64_t n, size_t count) {
+  uint64_t total = 0;
+  for (uint64_t j = 0; j < n; ++j) total += sizes[j];
+  uint64_t busiest = 0;
+  for (uint64_t j = 0; j < n; ++j) {
+    busiest = std::max({busiest, (n - 1) * sizes[j], total - sizes[j]});
+  }
+  return dense_beats(n, busiest, count);
+}
+
+// The same when every rank's message has `size` bytes: the busiest link carries (n - 1) size.
+bool dense_is_cheaper_equal(uint64_t size, uint64_t n, size_t count) {
+  return dense_beats(n, (n - 1) * size, count);
 }
 
 // Chunks of the chunked way: about kPiecesPerChunk pipeline pieces each, at most kMaxChunks.
@@ -116,7 +127,7 @@ bool chunked(const CompressedArgs& args, int n, size_t chunks) {
         near_equal_block(args.count, static_cast<int>(chunks), static_cast<int>(c)).count;
     most += args.codec->wire_bytes(elements, DType::kFloat32, MatrixShape{});
   }
-  return !dense_is_cheaper(std::vector<uint64_t>(slot(n), most), args.count);
+  return !dense_is_cheaper_equal(most, slot(n), args.count);
 }
 
 // The chunked way: chunk c encoded and sent while chunk c-1 is on the wire, chunks decoded as
@@ -132,7 +143,8 @@ class ChunkedAllgather {
         me_(context.group.index),
         chunks_(chunks),
         capacity_(chunk_capacity(args, chunk_range(args.count, chunks, 0).count)),
-        transfers_(context.transport, 2 * chunks * slot(n_), context.deadline) {}
+        transfers_(context.transport, 2 * chunks * slot(n_), context.deadline,
+                   context.scratch->transfer_slots()) {}
 
   ncclResult_t run() {
     TERSE_CHECK(lay_out());
@@ -193,7 +205,7 @@ class ChunkedAllgather {
     incoming_ =
         backend_.message_buffer(context_, ScratchSlot::kIncoming, chunks_ * slot(n_) * capacity_);
     sum_ = backend_.result_floats(args_, context_, ScratchSlot::kAccumulator);
-    own_bytes_.assign(chunks_, 0);
+    own_bytes_.fill(0);
     // Null from the backend: an allocation failed (its error is this thread's last).
     const bool laid_out = (fused || values_ != nullptr) && outgoing_ != nullptr &&
                           incoming_ != nullptr && sum_ != nullptr;
@@ -238,7 +250,7 @@ class ChunkedAllgather {
   uint8_t* outgoing_ = nullptr;
   uint8_t* incoming_ = nullptr;
   float* sum_ = nullptr;
-  std::vector<size_t> own_bytes_;
+  std::array<size_t, kMaxChunks> own_bytes_;  // by chunk
   size_t encoded_ = 0;
   size_t decoded_ = 0;
 };
@@ -257,9 +269,13 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
   TERSE_CHECK(backend.encode_contribution(args, context, values, ElementRange{0, args.count}, own,
                                           capacity, &own_bytes));
 
+  // Every rank's message size and where its message lands in `incoming`, by group position, in
+  // the call's scratch (no allocation once warm).
+  uint64_t* sizes = reinterpret_cast<uint64_t*>(
+      context.scratch->bytes(ScratchSlot::kSecondary, 2 * slot(n) * sizeof(uint64_t)));
+  uint64_t* offsets = sizes + slot(n);
   // The size is known at once; the message's copy to the host goes on meanwhile.
-  std::vector<uint64_t> sizes;
-  TERSE_CHECK(exchange_sizes(context, kSizeStep, own_bytes, &sizes));
+  TERSE_CHECK(exchange_sizes(context, kSizeStep, own_bytes, sizes));
   for (int j = 0; j < n; ++j) {
     if (sizes[slot(j)] > capacity) {
       return fail(ncclInvalidUsage,
@@ -274,7 +290,7 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
   float* sum = backend.result_floats(args, context, ScratchSlot::kAccumulator);
   if (sum == nullptr) return ncclSystemError;
   const ElementRange whole{0, args.count};
-  if (dense_is_cheaper(sizes, args.count)) {
+  if (dense_is_cheaper(sizes, slot(n), args.count)) {
     // The ring sums host memory: on the host backend the result itself, else the backend's
     // pinned message memory (kIncoming: no peer message is received on this branch), whose sum
     // then crosses to the backend's memory once, asynchronously.
@@ -292,7 +308,6 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
 
   // The peers' messages in position order, each from a cache line (a message with an escape
   // section can have any length), this rank's own staying in `own`.
-  std::vector<size_t> offsets(slot(n), 0);
   size_t incoming_bytes = 0;
   for (int j = 0; j < n; ++j) {
     offsets[slot(j)] = incoming_bytes;
@@ -306,7 +321,8 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
   const uint32_t operation = make_operation(context.sequence, context.first_step + kMessageStep);
   // Slots: sends 0..n-1, receives n..2n-1, by peer position. Receives are posted before any
   // send and nothing waits before every send is posted, so no rank can block another.
-  InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline);
+  InFlightTransfers transfers(context.transport, 2 * slot(n), context.deadline,
+                              context.scratch->transfer_slots());
   for (int j = 0; j < n; ++j) {
     if (j == group.index) continue;
     TERSE_CHECK(transfers.recv(slot(n + j), group.rank_at(j), operation,

@@ -453,7 +453,13 @@ void expect_scratch_stops_growing(CompressedRanks& ranks, const CompressedAlgori
   run_and_check(ranks, algorithm, DType::kFloat32, count, 1);
   std::vector<uint64_t> growths;
   for (int r = 0; r < n; ++r) growths.push_back(ranks.scratch(r).growths());
-  for (int call = 0; call < 3; ++call) run_and_check(ranks, algorithm, DType::kFloat32, count, 2);
+  for (int call = 0; call < 3; ++call) {
+    run_and_check(ranks, algorithm, DType::kFloat32, count, 2);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(ranks.allocations(r), 0u)
+          << algorithm.name << " rank " << r << ": heap allocations in warm call " << call;
+    }
+  }
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(ranks.scratch(r).growths(), growths[static_cast<size_t>(r)])
         << algorithm.name << " rank " << r;
