@@ -171,7 +171,9 @@ TEST_P(Fp8EveryCodec, NonFiniteFp8ElementsAreCarried) {
     const auto decoded =
         decode_host(*codec, encode_host(*codec, input, dtype, context), 200, DType::kFloat32);
     EXPECT_TRUE(std::isnan(decoded[10])) << dtype_name(dtype);
-    if (is_e5m2(dtype)) EXPECT_EQ(decoded[20], -INFINITY);
+    if (is_e5m2(dtype)) {
+      EXPECT_EQ(decoded[20], -INFINITY);
+    }
     for (size_t i = 0; i < decoded.size(); ++i) {
       if (i != 10 && !(is_e5m2(dtype) && i == 20)) {
         EXPECT_TRUE(std::isfinite(decoded[i])) << i;

@@ -150,7 +150,9 @@ TEST(Reduction, PairIsLeftOpRightBitForBit) {
       if (type == ncclFloat64) model = model_pair_bytes<double>(kind, left, right);
       if (type == ncclUint32) model = model_pair_bytes<uint32_t>(kind, left, right);
       if (type == ncclUint8) model = model_pair_bytes<uint8_t>(kind, left, right);
-      if (!model.empty()) EXPECT_EQ(apart, model) << what << " against the model";
+      if (!model.empty()) {
+        EXPECT_EQ(apart, model) << what << " against the model";
+      }
     }
   }
   // Signed zeros and NaN, spelled out: max(+0, -0) keeps the accumulator's +0, max(-0, +0) its
