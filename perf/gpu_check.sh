@@ -10,6 +10,7 @@
 #   stacks      one device-backend test that hangs, stopped after 20 s with every thread's stack
 #   lazy        the device-backend and stream tests again with lazy loading (CUDA's default)
 #   sanitizer   compute-sanitizer memcheck, racecheck and synccheck over codec_tests' GPU tests
+#               and residual memory's device test (compressed_tests)
 #   codec_perf  every codec's device kernels against a device-to-device copy (perf/codec_gpu_perf),
 #               and on the CPU (codec_perf)
 #   allreduce   device-buffer allreduces, several processes on one GPU, through torch.distributed
@@ -281,11 +282,18 @@ step_sanitizer() {
   [ -x "$sanitizer" ] || { log "sanitizer: no compute-sanitizer"; return 1; }
   local tools=(${GPU_CHECK_SANITIZER_TOOLS:-memcheck racecheck synccheck})
   for tool in "${tools[@]}"; do
-    bounded $(((left - 10) / ${#tools[@]})) "$results/sanitizer_$tool.log" env CUDA_MODULE_LOADING=EAGER \
-      "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 \
+    bounded $(((left - 10) / ${#tools[@]} * 3 / 4)) "$results/sanitizer_$tool.log" \
+      env CUDA_MODULE_LOADING=EAGER "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 \
       "$build/tests/codec_tests" --gtest_brief=1 \
       --gtest_filter="${GPU_CHECK_SANITIZER_FILTER:-*Gpu*:*Device*}" >/dev/null || rc=1
     tail -3 "$results/sanitizer_$tool.log"
+    # The error-feedback kernels (codecs/cuda/residual_kernels.cu) run in residual memory's
+    # device test, which lives with residual memory in compressed_tests.
+    bounded $(((left - 10) / ${#tools[@]} / 4)) "$results/sanitizer_${tool}_residual.log" \
+      env CUDA_MODULE_LOADING=EAGER "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 \
+      "$build/tests/compressed_tests" --gtest_brief=1 \
+      --gtest_filter="ResidualMemory.Device*" >/dev/null || rc=1
+    tail -3 "$results/sanitizer_${tool}_residual.log"
   done
   return $rc
 }
