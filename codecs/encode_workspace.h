@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/growing_buffer.h"
+
 namespace terse {
 
 class EncodeWorkspace {
@@ -37,12 +39,7 @@ class EncodeWorkspace {
   uint64_t growths() const { return growths_; }
 
  private:
-  struct Buffer {
-    std::unique_ptr<uint8_t[]> storage;
-    uint8_t* aligned = nullptr;
-    size_t capacity = 0;
-  };
-  Buffer buffers_[kBuffers];
+  GrowingBuffer buffers_[kBuffers];
   uint64_t growths_ = 0;
 };
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/growing_buffer.h"
+
 #include "codecs/encode_workspace.h"
 
 namespace terse {
@@ -57,12 +59,7 @@ class CompressionScratch {
   uint64_t growths() const { return growths_ + encode_.growths(); }
 
  private:
-  struct Buffer {
-    std::unique_ptr<uint8_t[]> storage;
-    uint8_t* aligned = nullptr;
-    size_t capacity = 0;
-  };
-  Buffer slots_[static_cast<int>(ScratchSlot::kCount)];
+  GrowingBuffer slots_[static_cast<int>(ScratchSlot::kCount)];
   uint64_t growths_ = 0;
   EncodeWorkspace encode_;
   std::unique_ptr<TransferSlots> transfers_;
