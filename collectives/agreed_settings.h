@@ -15,7 +15,10 @@
 //   TERSE_PIECE_BYTES             bytes
 //   TERSE_UCX_ERROR_MODE          auto, peer or none
 //
-// Unset and empty are alike: both mean the default.
+// Unset and empty are alike: both mean the default. Each is parsed once, here, into CommSettings,
+// which the communicator and its compression engine consume; nothing else reads them (the
+// transport reads TERSE_UCX_ERROR_MODE itself, before the communicator exists, with the same
+// parser).
 #pragma once
 
 #include <nccl.h>
@@ -23,7 +26,23 @@
 #include <string>
 #include <vector>
 
+#include "collectives/algorithm_selection.h"
+#include "collectives/collective_args.h"
+#include "collectives/compressed/compression_engine.h"
+#include "transport/transport_settings.h"
+
 namespace terse {
+
+// The settings above, typed.
+struct CommSettings {
+  // TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL,
+  // TERSE_COMPRESSED_PIECE_BYTES, TERSE_MEMORY_MAX_BYTES, TERSE_MEMORY_IDLE_STEPS, and the
+  // uncompressed allreduce as the planner weighs it (from the two below).
+  CompressionSettings compression;
+  AlgorithmSelection selection;                                     // TERSE_ALGO
+  size_t piece_bytes = kDefaultPieceBytes;                          // TERSE_PIECE_BYTES
+  UcxErrorModeSetting ucx_error_mode = UcxErrorModeSetting::kAuto;  // TERSE_UCX_ERROR_MODE
+};
 
 // One setting's effective value on this rank.
 struct AgreedSetting {
@@ -32,13 +51,15 @@ struct AgreedSetting {
   std::string shown;  // what a message says this rank has: "\"1M\" (1048576)", "it unset (...)"
 };
 
-// Reads every setting listed above from the environment, in that order, each with the parser
-// the code that uses it uses. A value that does not parse is kept as its refusal ("refused:
-// <the parser's message>", shown as the text and why it does not parse), so that a rank with a
-// typo is compared like any other: its peers see a value that differs and refuse with it, rather
-// than wait for a rank that gave up. Ranks that all hold the same bad value agree, and then each
-// refuses it where the code reads it, with the parser's message.
-std::vector<AgreedSetting> collect_agreed_settings();
+// Reads every setting listed above from the environment, once, into `*settings`, and lists
+// them in that order in `*compared` as ranks compare them. A value that does not parse is listed
+// as its refusal ("refused: <the parser's message>", shown as the text and why it does not
+// parse), so that a rank with a typo is compared like any other: its peers see a value that
+// differs and refuse with it, rather than wait for a rank that gave up. Returns the first
+// refusal (its message the thread's last error), which the communicator reports once the ranks
+// have compared: ranks that all hold the same bad value agree, then each refuses it.
+// `*compared` is always complete; `*settings` is meaningful only on success.
+ncclResult_t read_comm_settings(CommSettings* settings, std::vector<AgreedSetting>* compared);
 
 // The setting `name` as a rank holds it: `written` as the environment has it ("" when unset),
 // `value` its canonical form. Texts longer than a message can show are shortened, the value

@@ -4,11 +4,11 @@
 
 #include <chrono>
 
+#include "collectives/agreed_settings.h"
 #include "collectives/collective_traits.h"
 #include "collectives/device_buffers.h"
 #include "collectives/operation_numbers.h"
 #include "collectives/settings_agreement.h"
-#include "common/env.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "transport/tag_layout.h"
@@ -58,23 +58,21 @@ ncclResult_t Communicator::create_on(std::unique_ptr<Transport> transport, int c
   // Every rank reaches the same verdict from the same data, so a refused communicator is refused
   // everywhere; its transport then closes normally (flushing the exchange's last messages to
   // peers still reading them), unless the exchange itself failed and a peer may be gone.
-  const ncclResult_t agreed =
-      check_settings_agree(comm->transport_.get(), collect_agreed_settings());
+  CommSettings settings;
+  std::vector<AgreedSetting> compared;
+  const ncclResult_t read = read_comm_settings(&settings, &compared);
+  const std::string refusal = last_error();
+  const ncclResult_t agreed = check_settings_agree(comm->transport_.get(), compared);
   if (agreed != ncclSuccess) {
     if (agreed != ncclInvalidUsage) comm->break_with(agreed);
     return agreed;
   }
-  // Every rank holds the same values now: a value refused below is refused on every rank alike.
-  TERSE_CHECK(AlgorithmSelection::from_environment(&comm->selection_));
-  uint64_t piece_bytes = 0;
-  TERSE_CHECK(env_bytes("TERSE_PIECE_BYTES", kDefaultPieceBytes, &piece_bytes));
-  if (piece_bytes == 0) {
-    return fail(ncclInvalidArgument, "TERSE_PIECE_BYTES is 0; a pipeline piece needs a byte");
-  }
-  comm->piece_bytes_ = static_cast<size_t>(piece_bytes);
-  const AlgorithmInfo* dense = comm->selection_.forced(CollectiveKind::kAllReduce);
-  TERSE_CHECK(CompressionEngine::create(comm->transport_.get(), dense != nullptr ? dense->name : "",
-                                        comm->piece_bytes_, &comm->compression_));
+  // Every rank holds the same values now: a value refused is refused on every rank alike.
+  if (read != ncclSuccess) return restore_error(read, refusal.c_str());
+  comm->selection_ = settings.selection;
+  comm->piece_bytes_ = settings.piece_bytes;
+  TERSE_CHECK(
+      CompressionEngine::create(comm->transport_.get(), settings.compression, &comm->compression_));
   comm->sends_issued_.assign(static_cast<size_t>(comm->nranks_), 0);
   comm->receives_issued_.assign(static_cast<size_t>(comm->nranks_), 0);
   // Between calls a thread progresses the transport (a peer's rendezvous send to this rank needs

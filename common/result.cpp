@@ -26,6 +26,11 @@ Result fail(Result code, const char* format, ...) {
   return code;
 }
 
+Result restore_error(Result code, const char* message) {
+  snprintf(t_last_error, sizeof(t_last_error), "%s", message);
+  return code;
+}
+
 const char* last_error() {
   return t_last_error;
 }

@@ -97,6 +97,10 @@ inline constexpr Result Result::kInProgress{Number{7}};
 // `fail(ncclInvalidArgument, ...)` above the lower layers).
 Result fail(Result code, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
+// Records `message` as this thread's last error again, without logging it: for an error already
+// recorded (and logged) that other calls have since overwritten. Returns `code`.
+Result restore_error(Result code, const char* message);
+
 // The last error recorded on this thread ("" when none).
 const char* last_error();
 void clear_last_error();

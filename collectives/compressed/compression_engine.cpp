@@ -1,5 +1,6 @@
-// The compression engine's orchestration (compression_engine.h): its creation from the environment,
-// and the flow of an allreduce: plan, tensor clock, residual entry, the compressed run, its record.
+// The compression engine's orchestration (compression_engine.h): its creation from the agreed
+// settings, and the flow of an allreduce: plan, tensor clock, residual entry, the compressed run,
+// its record.
 #include "collectives/compressed/compression_engine.h"
 
 #include "collectives/compressed/run_compressed_algorithm.h"
@@ -11,7 +12,6 @@
 #include "codecs/codec_registry.h"
 #include "collectives/compressed/execution_backend.h"
 #include "collectives/device_buffers.h"
-#include "common/env.h"
 #include "common/result.h"
 #include "transport/transport.h"
 
@@ -24,41 +24,18 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-ncclResult_t CompressionEngine::create(Transport* transport, const std::string& dense_algorithm,
-                                       size_t dense_piece_bytes,
+ncclResult_t CompressionEngine::create(Transport* transport, const CompressionSettings& settings,
                                        std::unique_ptr<CompressionEngine>* out) {
   static std::atomic<uint64_t> next_comm_id{1};
   std::unique_ptr<CompressionEngine> engine(new CompressionEngine());
   engine->transport_ = transport;
   engine->comm_id_ = next_comm_id.fetch_add(1);
-  TERSE_CHECK(load_policy_from_env(&engine->policy_));
-  Planner::Settings settings;
-  settings.dense_forced = dense_algorithm;
-  settings.dense_piece_bytes = dense_piece_bytes;
-  const std::string forced = env_string("TERSE_COMPRESSED_ALGO", "");
-  if (!forced.empty()) {
-    settings.forced = find_compressed_algorithm(forced);
-    if (settings.forced == nullptr) {
-      return fail(ncclInvalidArgument, "TERSE_COMPRESSED_ALGO=%s: no such algorithm (known: %s)",
-                  forced.c_str(), compressed_algorithm_names().c_str());
-    }
-  }
-  TERSE_CHECK(parse_hierarchy_mode(env_string("TERSE_HIERARCHICAL", "auto"), &settings.hierarchy));
-  uint64_t piece_bytes = 0;
-  TERSE_CHECK(
-      env_bytes("TERSE_COMPRESSED_PIECE_BYTES", kDefaultCompressedPieceBytes, &piece_bytes));
-  if (piece_bytes == 0) {
-    return fail(ncclInvalidArgument,
-                "TERSE_COMPRESSED_PIECE_BYTES is 0; a pipeline piece needs a byte");
-  }
-  settings.piece_bytes = static_cast<size_t>(piece_bytes);
-  uint64_t max_bytes = 0, idle_steps = 0;
-  TERSE_CHECK(ResidualMemory::max_bytes_from_env(&max_bytes));
-  TERSE_CHECK(ResidualMemory::idle_steps_from_env(&idle_steps));
-  engine->residuals_ = std::make_unique<ResidualMemory>(max_bytes, idle_steps);
+  engine->policy_ = settings.policy;
+  engine->residuals_ =
+      std::make_unique<ResidualMemory>(settings.memory_max_bytes, settings.memory_idle_steps);
   CompressionEngine* self = engine.get();
   TERSE_CHECK(Planner::create(
-      transport, settings,
+      transport, settings.planner,
       [self](const std::string& spec, Codec** codec) {
         std::string name;
         CodecParams params;

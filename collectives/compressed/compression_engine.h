@@ -73,16 +73,24 @@ namespace terse {
 // uncompressed against 3.36x with 1 MiB and 2.7x with 4 MiB (perf/RESULTS.md).
 constexpr size_t kDefaultCompressedPieceBytes = size_t{256} << 10;
 
+// What the engine is made from: the compression settings the ranks agreed on, parsed once
+// (agreed_settings.h reads them from the environment and the communicator passes them here).
+struct CompressionSettings {
+  Policy policy;  // TERSE_CODEC or TERSE_POLICY; empty: nothing is compressed
+  // TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL, TERSE_COMPRESSED_PIECE_BYTES, and how the
+  // communicator runs an uncompressed allreduce (TERSE_ALGO, TERSE_PIECE_BYTES), which the
+  // planner weighs against the rest.
+  Planner::Settings planner;
+  uint64_t memory_max_bytes = ResidualMemory::kDefaultMaxBytes;    // TERSE_MEMORY_MAX_BYTES
+  uint64_t memory_idle_steps = ResidualMemory::kDefaultIdleSteps;  // TERSE_MEMORY_IDLE_STEPS
+};
+
 class CompressionEngine {
  public:
-  // Reads TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL,
-  // TERSE_COMPRESSED_PIECE_BYTES, TERSE_MEMORY_MAX_BYTES and TERSE_MEMORY_IDLE_STEPS (refusing
-  // bad values, naming the variable), and makes the planner (collective: it agrees on the link
-  // model with every rank).
-  // `dense_algorithm` ("" or TERSE_ALGO's allreduce algorithm) and `dense_piece_bytes` say how
-  // the communicator runs an uncompressed allreduce, which the planner weighs against the rest.
-  static ncclResult_t create(Transport* transport, const std::string& dense_algorithm,
-                             size_t dense_piece_bytes, std::unique_ptr<CompressionEngine>* out);
+  // Makes the engine and its planner (collective: the planner agrees on the link model with
+  // every rank).
+  static ncclResult_t create(Transport* transport, const CompressionSettings& settings,
+                             std::unique_ptr<CompressionEngine>* out);
   ~CompressionEngine();
   CompressionEngine(const CompressionEngine&) = delete;
   CompressionEngine& operator=(const CompressionEngine&) = delete;

@@ -19,6 +19,14 @@ namespace {
 
 using test::ScopedEnv;
 
+// The settings as ranks compare them, whether or not one of them is refused.
+std::vector<AgreedSetting> collect_agreed_settings() {
+  CommSettings settings;
+  std::vector<AgreedSetting> compared;
+  read_comm_settings(&settings, &compared);
+  return compared;
+}
+
 // The value this rank's environment gives `name` (fails the test when it does not parse).
 std::string value_of(const std::string& name) {
   for (const AgreedSetting& setting : collect_agreed_settings()) {
@@ -42,6 +50,69 @@ TEST(AgreedSettings, ListsEverySettingThatChangesWhichMessagesFlow) {
                                       "TERSE_HIERARCHICAL", "TERSE_COMPRESSED_PIECE_BYTES",
                                       "TERSE_MEMORY_MAX_BYTES", "TERSE_MEMORY_IDLE_STEPS",
                                       "TERSE_ALGO", "TERSE_PIECE_BYTES", "TERSE_UCX_ERROR_MODE"}));
+}
+
+// The typed values the communicator and its engine are made from, each from its variable.
+TEST(AgreedSettings, EachSettingIsParsedIntoItsTypedValue) {
+  {
+    CommSettings settings;
+    std::vector<AgreedSetting> compared;
+    ASSERT_EQ(read_comm_settings(&settings, &compared), ncclSuccess) << last_error();
+    EXPECT_TRUE(settings.compression.policy.rules().empty());
+    EXPECT_EQ(settings.compression.planner.forced, nullptr);
+    EXPECT_EQ(settings.compression.planner.hierarchy, HierarchyMode::kAuto);
+    EXPECT_EQ(settings.compression.planner.piece_bytes, size_t{256} << 10);
+    EXPECT_EQ(settings.compression.planner.dense_forced, "");
+    EXPECT_EQ(settings.compression.planner.dense_piece_bytes, size_t{1} << 20);
+    EXPECT_EQ(settings.compression.memory_max_bytes, uint64_t{1} << 30);
+    EXPECT_EQ(settings.compression.memory_idle_steps, 8u);
+    EXPECT_EQ(settings.selection.forced(CollectiveKind::kAllReduce), nullptr);
+    EXPECT_EQ(settings.piece_bytes, size_t{1} << 20);
+    EXPECT_EQ(compared.size(), 10u);
+  }
+  ScopedEnv codec("TERSE_CODEC", "int8:block=64");
+  ScopedEnv algorithm("TERSE_COMPRESSED_ALGO", "ring");
+  ScopedEnv hierarchical("TERSE_HIERARCHICAL", "0");
+  ScopedEnv compressed_piece("TERSE_COMPRESSED_PIECE_BYTES", "64K");
+  ScopedEnv max_bytes("TERSE_MEMORY_MAX_BYTES", "3M");
+  ScopedEnv idle_steps("TERSE_MEMORY_IDLE_STEPS", "5");
+  ScopedEnv dense("TERSE_ALGO", "allreduce:recursive_doubling");
+  ScopedEnv piece("TERSE_PIECE_BYTES", "2M");
+  ScopedEnv error_mode("TERSE_UCX_ERROR_MODE", "peer");
+  CommSettings settings;
+  std::vector<AgreedSetting> compared;
+  ASSERT_EQ(read_comm_settings(&settings, &compared), ncclSuccess) << last_error();
+  ASSERT_EQ(settings.compression.policy.rules().size(), 1u);
+  EXPECT_EQ(settings.compression.policy.rules()[0].codec.name, "int8");
+  EXPECT_NE(settings.compression.policy.rules()[0].codec.spec.find("block=64"), std::string::npos);
+  ASSERT_NE(settings.compression.planner.forced, nullptr);
+  EXPECT_STREQ(settings.compression.planner.forced->name, "ring");
+  EXPECT_EQ(settings.compression.planner.hierarchy, HierarchyMode::kOff);
+  EXPECT_EQ(settings.compression.planner.piece_bytes, size_t{64} << 10);
+  EXPECT_EQ(settings.compression.memory_max_bytes, uint64_t{3} << 20);
+  EXPECT_EQ(settings.compression.memory_idle_steps, 5u);
+  ASSERT_NE(settings.selection.forced(CollectiveKind::kAllReduce), nullptr);
+  EXPECT_STREQ(settings.selection.forced(CollectiveKind::kAllReduce)->name, "recursive_doubling");
+  EXPECT_EQ(settings.selection.forced(CollectiveKind::kAllGather), nullptr);
+  EXPECT_EQ(settings.compression.planner.dense_forced, "recursive_doubling");
+  EXPECT_EQ(settings.piece_bytes, size_t{2} << 20);
+  EXPECT_EQ(settings.compression.planner.dense_piece_bytes, size_t{2} << 20);
+  EXPECT_EQ(settings.ucx_error_mode, UcxErrorModeSetting::kPeer);
+}
+
+// The first refusal is the result, with its parser's message; the list stays complete.
+TEST(AgreedSettings, TheFirstRefusalIsTheResultAndEverySettingIsStillListed) {
+  ScopedEnv piece("TERSE_PIECE_BYTES", "0");
+  ScopedEnv idle_steps("TERSE_MEMORY_IDLE_STEPS", "soon");
+  CommSettings settings;
+  std::vector<AgreedSetting> compared;
+  EXPECT_EQ(read_comm_settings(&settings, &compared), ncclInvalidArgument);
+  EXPECT_NE(std::string(last_error()).find("TERSE_MEMORY_IDLE_STEPS=soon"), std::string::npos)
+      << last_error();
+  ASSERT_EQ(compared.size(), 10u);
+  EXPECT_EQ(compared[8].name, "TERSE_PIECE_BYTES");
+  EXPECT_NE(compared[8].value.find("TERSE_PIECE_BYTES is 0"), std::string::npos)
+      << compared[8].value;
 }
 
 TEST(AgreedSettings, TwoSpellingsOfOneValueAgree) {

@@ -73,6 +73,30 @@ TEST(Log, WritesNcclStyleLinesAtTheChosenLevelToTheDebugFile) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
 }
 
+// An error passed on again is recorded but not logged a second time.
+TEST(Log, RestoringAnErrorRecordsItWithoutLoggingIt) {
+  char path[] = "/tmp/terse_log_testXXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  setenv("TERSE_DEBUG", "WARN", 1);
+  setenv("TERSE_DEBUG_FILE", path, 1);
+  reload_log_settings();
+  fail(Result::kInvalidArgument, "first refusal");
+  fail(Result::kInvalidArgument, "second refusal");
+  EXPECT_EQ(restore_error(Result::kInvalidUsage, "first refusal"), Result::kInvalidUsage);
+  EXPECT_STREQ(last_error(), "first refusal");
+  unsetenv("TERSE_DEBUG");
+  unsetenv("TERSE_DEBUG_FILE");
+  reload_log_settings();  // closes the file
+  std::ifstream file(path);
+  std::stringstream stream;
+  stream << file.rdbuf();
+  const std::string text = stream.str();
+  unlink(path);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+}
+
 TEST(Log, UnknownLevelFallsBackToWarn) {
   setenv("TERSE_DEBUG", "LOUD", 1);
   reload_log_settings();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codecs/codec_registry.h"
+#include "collectives/agreed_settings.h"
 #include "collectives/compressed/policy/policy.h"
 #include "common/result.h"
 
@@ -526,6 +527,16 @@ TEST(PolicyCodec, DecisionCarriesTheRulesParameterServerReceiveCodec) {
 // ---------------------------------------------------------------------------------------------
 // The environment
 
+// The policy as the communicator reads it (agreed_settings.h), with the other settings unset;
+// `*policy` is replaced only on success.
+ncclResult_t load_policy_from_env(Policy* policy) {
+  CommSettings settings;
+  std::vector<AgreedSetting> compared;
+  TERSE_CHECK(read_comm_settings(&settings, &compared));
+  *policy = settings.compression.policy;
+  return ncclSuccess;
+}
+
 class PolicyEnvironment : public ::testing::Test {
  protected:
   void SetUp() override { clear(); }
@@ -776,7 +787,7 @@ TEST_F(PolicyEnvironment, MissingFileIsRefused) {
   setenv("TERSE_POLICY", "/nonexistent/dir/policy.yaml", 1);
   Policy policy;
   EXPECT_EQ(load_policy_from_env(&policy), ncclInvalidArgument);
-  EXPECT_NE(error_text().find("policy file '/nonexistent/dir/policy.yaml' cannot be read"),
+  EXPECT_NE(error_text().find("TERSE_POLICY=/nonexistent/dir/policy.yaml cannot be read"),
             std::string::npos)
       << error_text();
 }

@@ -290,31 +290,4 @@ ncclResult_t Policy::from_codec_spec(const std::string& spec, Policy* policy) {
   return ncclSuccess;
 }
 
-ncclResult_t load_policy_from_env(Policy* policy) {
-  std::string codec = env_string("TERSE_CODEC", "");
-  std::string file = env_string("TERSE_POLICY", "");
-  if (!codec.empty() && !file.empty()) {
-    return fail(ncclInvalidArgument,
-                "TERSE_CODEC=%s and TERSE_POLICY=%s are both set; set only one (TERSE_CODEC is "
-                "shorthand for a one-rule policy: write that rule into the file instead)",
-                codec.c_str(), file.c_str());
-  }
-  Policy loaded;
-  if (!codec.empty()) {
-    if (Policy::from_codec_spec(codec, &loaded) != ncclSuccess) {
-      return refuse_with_prefix(ncclInvalidArgument, "TERSE_CODEC=" + codec);
-    }
-    TERSE_INFO(
-        "policy: TERSE_CODEC=%s (%s, memory %s, fallback %s) for every float sum/avg "
-        "reduction",
-        codec.c_str(), loaded.rules()[0].codec.spec.c_str(),
-        memory_kind_name(loaded.rules()[0].codec.memory), loaded.rules()[0].fallback.spec.c_str());
-  } else if (!file.empty()) {
-    TERSE_CHECK(Policy::from_file(file, &loaded));  // its errors name the file and line
-    TERSE_INFO("policy: %zu rules from TERSE_POLICY=%s", loaded.rules().size(), file.c_str());
-  }
-  *policy = std::move(loaded);
-  return ncclSuccess;
-}
-
 }  // namespace terse

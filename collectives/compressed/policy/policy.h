@@ -198,8 +198,4 @@ class Policy {
   std::vector<PolicyRule> rules_;
 };
 
-// The policy the environment asks for: TERSE_CODEC, TERSE_POLICY, or the empty policy when
-// neither is set. Both set is refused. `*policy` is replaced only on success.
-ncclResult_t load_policy_from_env(Policy* policy);
-
 }  // namespace terse
