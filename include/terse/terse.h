@@ -115,8 +115,13 @@ typedef struct {
   uint64_t residual_max_bytes;
   uint64_t residual_evictions;
   /* The last compressed allreduce's seed (the same on every rank), its tensor's step and its
-   * pipeline piece size in bytes: with the codec spec and algorithm above, all a checker needs to
-   * recompute what the call must return (perf/'s #wrong does). */
+   * pipeline piece size in bytes (TERSE_COMPRESSED_PIECE_BYTES): with the codec spec and
+   * algorithm above, all a checker needs to recompute what the call must return (perf/'s #wrong
+   * does). The seed is m(m(c) ^ (n << 20) ^ last_step), where m(x) is SplitMix64's output for
+   * the state x (x + 0x9e3779b97f4a7c15, then its finaliser), n the call's index among the
+   * communicator's collectives (from 0, mod 2^18) and c the communicator's number: the unique id's
+   * secret s (bytes 32-39, little-endian) folded as (s ^ s >> 16 ^ s >> 32 ^ s >> 48) mod 2^16. A
+   * tensor's first call is its step 0. */
   uint64_t last_seed;
   uint64_t last_step;
   uint64_t last_piece_bytes;

@@ -14,8 +14,9 @@
 //                         count/2 and rank 1 -Inf at the last element; those elements must come
 //                         back non-finite of the right kind on every rank, everything else as
 //                         the model says, and the next steps too.
-// Each call goes through terseAllReduceTensor with a name and shape; the statistics say the
-// codec, algorithm, seed, step and piece size the call ran with, which the model replays.
+// Each call goes through terseAllReduceTensor with a name and shape. The statistics say the codec
+// and algorithm the call ran with; its seed, step and piece size the rank derives itself (the
+// rules terse.h states for last_seed), checks against the statistics and gives the model.
 #include <nccl.h>
 #include <terse/terse.h>
 
@@ -53,6 +54,37 @@ std::string env_text(const char* name, const char* fallback) {
 
 bool parse_id(const std::string& hex, ncclUniqueId* id) {
   return terse::hex_to_bytes(hex, id->internal, sizeof(id->internal));
+}
+
+// SplitMix64's output for the state z (Steele, Lea and Flood, 2014), which terse.h's seed rule
+// names: the state advanced by the golden gamma, then the finaliser.
+uint64_t splitmix64_mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The seed of a compressed call as terse.h states it: from the communicator's 16-bit number (the
+// unique id's secret, bytes 32-39 little-endian, folded), the call's index among the
+// communicator's collectives (mod 2^18) and the tensor's step.
+uint64_t stated_seed(const ncclUniqueId& id, uint64_t collective_index, uint64_t step) {
+  uint64_t secret = 0;
+  for (int b = 7; b >= 0; --b) secret = (secret << 8) | static_cast<uint8_t>(id.internal[32 + b]);
+  const uint64_t communicator =
+      (secret ^ (secret >> 16) ^ (secret >> 32) ^ (secret >> 48)) & 0xffffu;
+  return splitmix64_mix(splitmix64_mix(communicator) ^ ((collective_index & 0x3ffffu) << 20) ^
+                        step);
+}
+
+// TERSE_COMPRESSED_PIECE_BYTES as the README's table states it: bytes with an optional K or M
+// (binary), 256K when unset.
+size_t stated_piece_bytes() {
+  const std::string text = env_text("TERSE_COMPRESSED_PIECE_BYTES", "256K");
+  size_t bytes = std::strtoull(text.c_str(), nullptr, 10);
+  if (text.back() == 'K') bytes <<= 10;
+  if (text.back() == 'M') bytes <<= 20;
+  return bytes;
 }
 
 // Rank r's input at a step: smooth plus noise in about [-1.5, 1.5], different on every rank.
@@ -153,8 +185,21 @@ int run(int argc, char** argv) {
         return fail(std::string("the model cannot make codec ") + stats.last_codec);
       }
     }
+    // Every call is a collective of this communicator and the tensor's step'th call.
+    const uint64_t seed = stated_seed(id, static_cast<uint64_t>(step), static_cast<uint64_t>(step));
+    if (stats.last_seed != seed || stats.last_step != static_cast<uint64_t>(step) ||
+        stats.last_piece_bytes != stated_piece_bytes()) {
+      return fail("step " + std::to_string(step) + ": the statistics say seed " +
+                  std::to_string(stats.last_seed) + ", step " + std::to_string(stats.last_step) +
+                  ", piece " + std::to_string(stats.last_piece_bytes) +
+                  " bytes; terse.h's rules give " + std::to_string(seed) + ", " +
+                  std::to_string(step) + ", " + std::to_string(stated_piece_bytes()));
+    }
     terse::model::CallSpec spec =
         terse::model::spec_of_last_call(stats, dtype, count, average ? 1.0 / nranks : 1.0);
+    spec.seed = seed;
+    spec.step = static_cast<uint64_t>(step);
+    spec.piece_bytes = stated_piece_bytes();
     if (tensor.ndims == 2) spec.shape = terse::MatrixShape{rows, count / rows};
     spec.hosts = hosts;
     const terse::model::Expected expected = model->call(spec, inputs);
