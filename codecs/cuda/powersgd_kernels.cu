@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "codecs/cuda/cublas_library.h"
 #include "codecs/cuda/powersgd_kernels.h"
 #include "codecs/device_support.h"
 #include "codecs/orthogonalize.h"
@@ -232,9 +233,11 @@ __global__ void residual_kernel(const typename In::Storage* input, const float* 
 }
 
 // One cuBLAS handle per device and host thread (a handle must not be used by two threads at
-// once), created on first use and kept for the thread's life.
-ncclResult_t cublas_handle(void* stream, cublasHandle_t* handle) {
+// once), created on first use and kept for the thread's life; cuBLAS itself is loaded then
+// (cublas_library.h).
+ncclResult_t cublas_handle(void* stream, const CublasLibrary** cublas, cublasHandle_t* handle) {
   thread_local std::vector<cublasHandle_t> handles;
+  TERSE_CHECK(load_cublas(cublas));
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return fail(ncclUnhandledCudaError, "powersgd: no current CUDA device for cuBLAS");
@@ -243,16 +246,22 @@ ncclResult_t cublas_handle(void* stream, cublasHandle_t* handle) {
   if (handles[device] == nullptr) {
     // cublasCreate waits for every stream (perf/RESULTS.md, "First GPU runs").
     TERSE_CHECK(require_allocation_allowed("powersgd: a cuBLAS handle", 0));
-    cublasStatus_t status = cublasCreate(&handles[device]);
+    cublasHandle_t made = nullptr;
+    cublasStatus_t status = (*cublas)->create(&made);
     if (status != CUBLAS_STATUS_SUCCESS) {
-      handles[device] = nullptr;
       return fail(ncclUnhandledCudaError, "powersgd: cublasCreate failed with status %d",
                   static_cast<int>(status));
     }
     // Full fp32 arithmetic: no TF32 tensor-core shortcuts, which would cost 13 mantissa bits.
-    cublasSetMathMode(handles[device], CUBLAS_DEFAULT_MATH);
+    status = (*cublas)->set_math_mode(made, CUBLAS_DEFAULT_MATH);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      (*cublas)->destroy(made);
+      return fail(ncclUnhandledCudaError, "powersgd: cublasSetMathMode failed with status %d",
+                  static_cast<int>(status));
+    }
+    handles[device] = made;
   }
-  cublasStatus_t status = cublasSetStream(handles[device], static_cast<cudaStream_t>(stream));
+  cublasStatus_t status = (*cublas)->set_stream(handles[device], static_cast<cudaStream_t>(stream));
   if (status != CUBLAS_STATUS_SUCCESS) {
     return fail(ncclUnhandledCudaError, "powersgd: cublasSetStream failed with status %d",
                 static_cast<int>(status));
@@ -313,12 +322,13 @@ ncclResult_t launch_powersgd_to_float(const void* input, DType dtype, size_t off
 
 ncclResult_t powersgd_gemm_p(const float* m_block, size_t block_rows, size_t cols, const float* q,
                              int rank, float* p, size_t ldp, void* stream) {
+  const CublasLibrary* cublas = nullptr;
   cublasHandle_t handle;
-  TERSE_CHECK(cublas_handle(stream, &handle));
+  TERSE_CHECK(cublas_handle(stream, &cublas, &handle));
   const float one = 1.0f, zero = 0.0f;
   // Column-major view: M_block is cols x block_rows with leading dimension cols.
   return check_cublas(
-      cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(block_rows), rank,
+      cublas->sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(block_rows), rank,
                   static_cast<int>(cols), &one, m_block, static_cast<int>(cols), q,
                   static_cast<int>(cols), &zero, p, static_cast<int>(ldp)),
       "P = M Q");
@@ -326,11 +336,12 @@ ncclResult_t powersgd_gemm_p(const float* m_block, size_t block_rows, size_t col
 
 ncclResult_t powersgd_gemm_q(const float* m_block, size_t block_rows, size_t cols, const float* p,
                              size_t ldp, int rank, float* q, bool accumulate, void* stream) {
+  const CublasLibrary* cublas = nullptr;
   cublasHandle_t handle;
-  TERSE_CHECK(cublas_handle(stream, &handle));
+  TERSE_CHECK(cublas_handle(stream, &cublas, &handle));
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   return check_cublas(
-      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(cols), rank,
+      cublas->sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(cols), rank,
                   static_cast<int>(block_rows), &one, m_block, static_cast<int>(cols), p,
                   static_cast<int>(ldp), &beta, q, static_cast<int>(cols)),
       "Q = M^T P");
