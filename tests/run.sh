@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the codec tests once more under
-# AddressSanitizer/UBSan (decoders must never read or write out of bounds, whatever arrives),
-# then the whole suite with CTest.
+# AddressSanitizer/UBSan (decoders must never read or write out of bounds, whatever arrives) and
+# the fuzz targets briefly, then the whole suite with CTest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage's time, printed as it ends and summed up at the end.
@@ -22,22 +22,35 @@ trap 'echo "terse: stage times: ${stage_times[*]:-none}; total $((SECONDS - star
 ./cmake/build.sh -DCMAKE_CUDA_ARCHITECTURES=90-virtual
 stage_done "packages and the build (cmake/build.sh)"
 
-# -O1 -g1, as AddressSanitizer recommends: its reports keep their line numbers, and the build takes
-# a third of -O2 -g's time (163 s against about 480 s on 2 cores).
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERSE_CUDA=OFF -DTERSE_BUILD_PERF=OFF \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DTERSE_SANITIZE=address,undefined >build-asan.configure.log || { cat build-asan.configure.log; exit 1; }
-cmake --build build-asan -j"$(nproc)" --target codec_tests
-echo "terse: codec tests under AddressSanitizer and UBSan"
-TERSE_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ./build-asan/tests/codec_tests --gtest_brief=1
+# One sanitized build (build-fuzz: clang, AddressSanitizer, UBSan and libFuzzer's coverage, -O1,
+# tests/fuzz/README.md) for two checks, so that the codecs are compiled with the sanitizers once:
+# the codec tests once more (decoders must never read or write out of bounds, whatever arrives),
+# then a short run of every libFuzzer target over its seed corpus. Any report fails the command.
+tests/fuzz/run_fuzzers.sh --build-only --build-also codec_tests
+stage_done "sanitized build of the codec tests and fuzz targets (clang)"
+
+echo "terse: codec tests under AddressSanitizer and UBSan, in $((2 * $(nproc))) shards"
+# Twice as many shards as cores: the slow tests bunch together, and more shards even them out.
+shards=$((2 * $(nproc)))
+for ((shard = 0; shard < shards; ++shard)); do
+  TERSE_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
+    ./build-fuzz/tests/codec_tests --gtest_brief=1 >"build-fuzz/codec_tests.$shard.log" 2>&1 &
+done
+failed_shards=0
+for ((shard = 0; shard < shards; ++shard)); do wait -n || failed_shards=$((failed_shards + 1)); done
+for ((shard = 0; shard < shards; ++shard)); do
+  grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\]|tests? from .* ran' "build-fuzz/codec_tests.$shard.log" || true
+done
+if [ "$failed_shards" -ne 0 ]; then
+  for ((shard = 0; shard < shards; ++shard)); do tail -100 "build-fuzz/codec_tests.$shard.log"; done
+  exit 1
+fi
 stage_done "codec tests under ASan and UBSan"
 
-# Fuzzing (tests/fuzz/README.md): a short run of every libFuzzer target over its seed corpus,
-# in build-fuzz (clang, ASan + UBSan); any crash fails the test command.
 echo "terse: fuzz targets, 20000 runs (at most 5 s) each, $(nproc) at a time"
-tests/fuzz/run_fuzzers.sh --runs 20000 --seconds 5 --parallel "$(nproc)"
-stage_done "fuzz targets (build and runs)"
+tests/fuzz/run_fuzzers.sh --no-build --runs 20000 --seconds 5 --parallel "$(nproc)"
+stage_done "fuzz target runs"
 
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' build/CMakeCache.txt)
 cuda=$(sed -n 's/^TERSE_CUDA:STRING=//p' build/CMakeCache.txt)

@@ -12,6 +12,7 @@
 #include "common/result.h"
 #include "transport/bootstrap_messages.h"
 #include "transport/bootstrap_root.h"
+#include "transport/root_registry.h"
 #include "transport/deadline.h"
 #include "transport/socket.h"
 
@@ -98,7 +99,9 @@ Result attempt_rendezvous(const UniqueIdFields& fields, const BootstrapKey& key,
                           const Deadline& connect_deadline, const Deadline& reply_deadline,
                           Attempt* attempt, std::vector<std::vector<uint8_t>>* table) {
   Socket socket;
-  TERSE_CHECK(Socket::connect(fields.root, connect_deadline, &socket));
+  // A root this process started and that gave up will not come back: no use retrying.
+  TERSE_CHECK(Socket::connect(fields.root, connect_deadline, &socket,
+                              [&] { return check_root_kept_here(fields.root); }));
   uint8_t challenge_bytes[kBootstrapChallengeBytes];
   bool closed = false;
   TERSE_CHECK(socket.recv_all(challenge_bytes, sizeof(challenge_bytes), connect_deadline,

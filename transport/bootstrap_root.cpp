@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <system_error>
 
@@ -60,15 +61,20 @@ void BootstrapRoot::run() {
   // Nothing may end this thread but the rendezvous itself: an allocation that fails (a flood of
   // strangers on a machine out of memory) gives up the rendezvous, and the ranks get their
   // deadline's error, instead of terminating the process.
+  const char* gave_up = nullptr;
   try {
     BootstrapRendezvous rendezvous(key_, timeout_seconds_);
     rendezvous.serve(listener_, stop_fd_);
   } catch (const std::exception& error) {
     TERSE_WARN("bootstrap root: giving up the rendezvous: %s", error.what());
+    gave_up = error.what();
   }
   // Late strangers now get "connection refused" instead of a silent wait.
   listener_.close();
   std::lock_guard<std::mutex> lock(mutex_);
+  if (gave_up != nullptr) {
+    snprintf(gave_up_, sizeof(gave_up_), "%s", gave_up[0] != '\0' ? gave_up : "unknown error");
+  }
   finished_ = true;
   finished_changed_.notify_all();
 }
@@ -76,6 +82,11 @@ void BootstrapRoot::run() {
 bool BootstrapRoot::finished() {
   std::lock_guard<std::mutex> lock(mutex_);
   return finished_;
+}
+
+std::string BootstrapRoot::gave_up() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return gave_up_;
 }
 
 bool BootstrapRoot::wait_finished(const Deadline& deadline) {

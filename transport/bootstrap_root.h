@@ -14,6 +14,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -43,6 +44,9 @@ class BootstrapRoot {
   const SocketAddress& address() const { return address_; }
 
   bool finished();
+  // Why the thread gave up the rendezvous before it was done (an allocation failed), or "" when it
+  // has not.
+  std::string gave_up();
   // Waits until the thread has answered every rank or given up; false if `deadline` came first.
   bool wait_finished(const Deadline& deadline);
 
@@ -58,6 +62,8 @@ class BootstrapRoot {
   std::mutex mutex_;
   std::condition_variable finished_changed_;
   bool finished_ = false;
+  // A fixed buffer: recording why must not allocate, since an allocation failing may be why.
+  char gave_up_[256] = "";
   std::thread thread_;
 };
 

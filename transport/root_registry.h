@@ -12,4 +12,9 @@ namespace terse {
 // stopped and joined at process exit (except in a forked child, which has no such thread).
 void keep_root_until_finished(std::unique_ptr<BootstrapRoot> root);
 
+// Result::kRemoteError, naming why, when a root this process keeps (or kept) at `address` gave up
+// its rendezvous: a rank refused there need not retry until its deadline. Success otherwise,
+// including for roots this process never started.
+Result check_root_kept_here(const SocketAddress& address);
+
 }  // namespace terse

@@ -97,7 +97,8 @@ Result Socket::listen(const SocketAddress& address, Socket* out) {
   return Result::kSuccess;
 }
 
-Result Socket::connect(const SocketAddress& address, const Deadline& deadline, Socket* out) {
+Result Socket::connect(const SocketAddress& address, const Deadline& deadline, Socket* out,
+                       const std::function<Result()>& worth_retrying) {
   auto pause = std::chrono::milliseconds(10);
   for (int attempt = 1;; ++attempt) {
     int fd = -1;
@@ -113,6 +114,7 @@ Result Socket::connect(const SocketAddress& address, const Deadline& deadline, S
                   "enough for every rank to start?",
                   address.to_string().c_str(), attempt, strerror(error));
     }
+    if (worth_retrying) TERSE_CHECK(worth_retrying());
     if (attempt == 1) {
       TERSE_INFO("connect to %s failed (%s); retrying until the deadline",
                  address.to_string().c_str(), strerror(error));

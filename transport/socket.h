@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
 
 #include "common/result.h"
 #include "transport/deadline.h"
@@ -25,8 +26,10 @@ class Socket {
   static Result listen(const SocketAddress& address, Socket* out);
 
   // Connects to `address`. Refused or unreachable attempts are retried with a growing pause
-  // until `deadline`, because the peer (the bootstrap root) may not have started yet.
-  static Result connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
+  // until `deadline`, because the peer (the bootstrap root) may not have started yet, unless
+  // `worth_retrying` (asked after each failed attempt) answers an error, which is then returned.
+  static Result connect(const SocketAddress& address, const Deadline& deadline, Socket* out,
+                        const std::function<Result()>& worth_retrying = nullptr);
 
   // Starts connecting to `address` without waiting (one attempt, no retries: for a peer known to
   // listen already, such as an ncclNet listen comm); `*out` holds the socket meanwhile.

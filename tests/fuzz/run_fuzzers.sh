@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets (build-fuzz: clang, libFuzzer, ASan + UBSan, no CUDA) and runs each
-# over a scratch copy of its committed seed corpus, so tests/fuzz/corpus is never modified.
+# Builds the fuzz targets (build-fuzz: clang, libFuzzer, ASan + UBSan, -O1, no CUDA) and runs
+# each over a scratch copy of its committed seed corpus, so tests/fuzz/corpus is never modified.
 #
 #   tests/fuzz/run_fuzzers.sh [--runs N] [--seconds S] [--parallel P] [--markdown]
-#                             [--no-build] [targets...]
+#                             [--no-build | --build-only] [--build-also T]... [targets...]
 #
 #   --runs N       stop each target after N executions (libFuzzer -runs)
 #   --seconds S    stop each target after S seconds (-max_total_time); with --runs, whichever
@@ -11,6 +11,9 @@
 #   --parallel P   run P targets at a time (default 1; each target is one process)
 #   --markdown     print the summary as a markdown table
 #   --no-build     use the targets already in build-fuzz
+#   --build-only   build, run nothing
+#   --build-also T build target T of the same sanitized build too (tests/run.sh: codec_tests,
+#                  so that the codecs are compiled with the sanitizers once, not twice)
 #   targets        names or shell patterns (fuzz_decode_*); default: every target
 #
 # Prints, per target: executions, executions per second, crashes (crash, leak, timeout and
@@ -25,6 +28,8 @@ seconds=""
 parallel=1
 markdown=0
 build=1
+build_only=0
+also=()
 patterns=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +38,8 @@ while [ $# -gt 0 ]; do
     --parallel) parallel="$2"; shift 2 ;;
     --markdown) markdown=1; shift ;;
     --no-build) build=0; shift ;;
+    --build-only) build_only=1; shift ;;
+    --build-also) also+=("$2"); shift 2 ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run_fuzzers.sh: unknown option $1 (--help)" >&2; exit 2 ;;
     *) patterns+=("$1"); shift ;;
@@ -43,12 +50,16 @@ done
 build_dir="${TERSE_FUZZ_BUILD_DIR:-build-fuzz}"
 if [ "$build" = 1 ]; then
   mkdir -p "$build_dir"
+  # -O1, as AddressSanitizer recommends: about half of -O2's compile time, and a run is bounded
+  # by executions, not speed. The tests are configured (built only when asked: --build-also).
   CC=clang CXX=clang++ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTERSE_FUZZ=ON -DTERSE_CUDA=OFF -DTERSE_BUILD_PERF=OFF -DTERSE_BUILD_TESTS=OFF \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DTERSE_FUZZ=ON -DTERSE_CUDA=OFF -DTERSE_BUILD_PERF=OFF -DTERSE_BUILD_TESTS=ON \
     >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log"; exit 1; }
-  cmake --build "$build_dir" -j"$(nproc)" --target terse_fuzz_targets >"$build_dir/build.log" 2>&1 \
-    || { tail -50 "$build_dir/build.log"; exit 1; }
+  cmake --build "$build_dir" -j"$(nproc)" --target terse_fuzz_targets "${also[@]}" \
+    >"$build_dir/build.log" 2>&1 || { tail -50 "$build_dir/build.log"; exit 1; }
 fi
+[ "$build_only" = 1 ] && exit 0
 list="$build_dir/fuzz_targets.txt"
 [ -f "$list" ] || { echo "run_fuzzers.sh: no $list (build with TERSE_FUZZ=ON first)" >&2; exit 1; }
 

@@ -10,8 +10,9 @@ set -uo pipefail
 
 binary=$1
 # Long enough that no call but the stalled one reaches it on a loaded machine (init waits for the
-# other process to start), well below TERSE_TIMEOUT_S.
-limit=10
+# other process to start: well under a second here, once the processes run), well below
+# TERSE_TIMEOUT_S.
+limit=5
 dir=$(mktemp -d)
 pid0=
 pid1=

@@ -120,7 +120,7 @@ TEST_F(PsProcesses, ADeadOwnerFailsEveryClientWithinTheTimeout) {
 // rank's clock wait, receive and add fail with ncclRemoteError at TERSE_TIMEOUT_S (the deadline
 // path), none hangs. The stopped rank is killed once the others exit.
 TEST_F(PsProcesses, ASilentOwnerFailsEveryClientAtTheTimeout) {
-  ScopedEnv timeout{"TERSE_TIMEOUT_S", "3"};
+  ScopedEnv timeout{"TERSE_TIMEOUT_S", "2"};
   constexpr int nranks = 3;
   const std::vector<RankProcessResult> results = run(
       "owner_killed", nranks, {{"TERSE_PS_SPLIT_BYTES", "1K"}, {"PS_OWNER_STOP", "1"}}, nranks - 1);

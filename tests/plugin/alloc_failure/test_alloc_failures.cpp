@@ -118,7 +118,7 @@ TEST(AllocationFailures, EveryCallOfOneRankAnswersWithACodeAndASentence) {
   for (long nth = dense + 1; nth <= total; nth += std::max<long>(1, (total - dense) / 60)) {
     nths.push_back(nth);
   }
-  int refused_as_out_of_memory = 0;
+  int refused_as_out_of_memory = 0, root_gave_up = 0;
   for (long nth : nths) {
     Sequence sequence;
     failing_new::arm(nth);
@@ -135,12 +135,20 @@ TEST(AllocationFailures, EveryCallOfOneRankAnswersWithACodeAndASentence) {
           step.message.find("out of memory") != std::string::npos) {
         ++refused_as_out_of_memory;
       }
+      // A bootstrap root of this process that gave up fails the rank at once, saying so, rather
+      // than leaving it to retry until its deadline.
+      EXPECT_EQ(step.message.find("within the deadline"), std::string::npos)
+          << step.call << " at allocation " << nth << ": " << step.message;
+      if (step.message.find("gave up the rendezvous") != std::string::npos) ++root_gave_up;
     }
   }
-  printf("%zu sweeps over %ld allocations; %d calls answered out of memory\n", nths.size(), total,
-         refused_as_out_of_memory);
-  // The injected failures reached the C API's own threads' calls, not only background threads.
+  printf("%zu sweeps over %ld allocations; %d calls answered out of memory, %d that the root gave "
+         "up\n",
+         nths.size(), total, refused_as_out_of_memory, root_gave_up);
+  // The injected failures reached the C API's own threads' calls, not only background threads,
+  // and the bootstrap root's.
   EXPECT_GT(refused_as_out_of_memory, 0);
+  EXPECT_GT(root_gave_up, 0);
 }
 
 }  // namespace
