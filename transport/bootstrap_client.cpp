@@ -12,8 +12,8 @@
 #include "common/result.h"
 #include "transport/bootstrap_messages.h"
 #include "transport/bootstrap_root.h"
-#include "transport/root_registry.h"
 #include "transport/deadline.h"
+#include "transport/root_registry.h"
 #include "transport/socket.h"
 
 namespace terse {

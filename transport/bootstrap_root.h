@@ -14,9 +14,9 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <string>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "common/result.h"

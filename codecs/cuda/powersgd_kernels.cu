@@ -329,8 +329,8 @@ ncclResult_t powersgd_gemm_p(const float* m_block, size_t block_rows, size_t col
   // Column-major view: M_block is cols x block_rows with leading dimension cols.
   return check_cublas(
       cublas->sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(block_rows), rank,
-                  static_cast<int>(cols), &one, m_block, static_cast<int>(cols), q,
-                  static_cast<int>(cols), &zero, p, static_cast<int>(ldp)),
+                    static_cast<int>(cols), &one, m_block, static_cast<int>(cols), q,
+                    static_cast<int>(cols), &zero, p, static_cast<int>(ldp)),
       "P = M Q");
 }
 
@@ -342,8 +342,8 @@ ncclResult_t powersgd_gemm_q(const float* m_block, size_t block_rows, size_t col
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   return check_cublas(
       cublas->sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(cols), rank,
-                  static_cast<int>(block_rows), &one, m_block, static_cast<int>(cols), p,
-                  static_cast<int>(ldp), &beta, q, static_cast<int>(cols)),
+                    static_cast<int>(block_rows), &one, m_block, static_cast<int>(cols), p,
+                    static_cast<int>(ldp), &beta, q, static_cast<int>(cols)),
       "Q = M^T P");
 }
 

@@ -1,9 +1,10 @@
 // Reference fp16 and bf16 conversions for tests, written independently of common/float_convert.h:
 // fp16 through the compiler's _Float16 (libgcc's soft-float conversions without -mf16c, round to
 // nearest even) or, where the compiler has no _Float16 on x86 (clang before 15, which builds the
-// sanitized codec tests with the fuzz targets), the processor's F16C conversions; bf16 rounding spelled out on the bits, and the NaN rules float_convert.h states
-// (fp16 -> fp32 keeps the payload and the quiet bit as they are; fp32 -> fp16 gives the canonical
-// quiet NaN with the sign; fp32 -> bf16 keeps the top 16 bits with the quiet bit set).
+// sanitized codec tests with the fuzz targets), the processor's F16C conversions; bf16 rounding
+// spelled out on the bits, and the NaN rules float_convert.h states (fp16 -> fp32 keeps the payload
+// and the quiet bit as they are; fp32 -> fp16 gives the canonical quiet NaN with the sign; fp32 ->
+// bf16 keeps the top 16 bits with the quiet bit set).
 #pragma once
 
 #include <cmath>

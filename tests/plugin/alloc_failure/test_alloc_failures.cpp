@@ -142,9 +142,10 @@ TEST(AllocationFailures, EveryCallOfOneRankAnswersWithACodeAndASentence) {
       if (step.message.find("gave up the rendezvous") != std::string::npos) ++root_gave_up;
     }
   }
-  printf("%zu sweeps over %ld allocations; %d calls answered out of memory, %d that the root gave "
-         "up\n",
-         nths.size(), total, refused_as_out_of_memory, root_gave_up);
+  printf(
+      "%zu sweeps over %ld allocations; %d calls answered out of memory, %d that the root gave "
+      "up\n",
+      nths.size(), total, refused_as_out_of_memory, root_gave_up);
   // The injected failures reached the C API's own threads' calls, not only background threads,
   // and the bootstrap root's.
   EXPECT_GT(refused_as_out_of_memory, 0);
