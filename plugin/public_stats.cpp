@@ -32,9 +32,9 @@ terseStats public_stats(const CompressionStats& now, const ResidualStats& residu
   terseStats full{};  // this library's layout, written into the caller's as far as it reaches
   full.size = sizeof(full);
   terseStats* const out = &full;
-  out->calls = now.calls;
-  out->compressed_calls = now.compressed_calls;
-  for (const CompressionStatsRow& row : now.rows) {
+  out->calls = now.traffic.calls;
+  out->compressed_calls = now.traffic.compressed_calls;
+  for (const CompressionStatsRow& row : now.traffic.rows) {
     out->raw_bytes += row.raw_bytes;
     out->wire_bytes += row.wire_bytes;
     out->dense_wire_bytes += row.dense_wire_bytes;
@@ -48,24 +48,25 @@ terseStats public_stats(const CompressionStats& now, const ResidualStats& residu
       ++out->rows_beyond;
     }
   }
-  copy_text(now.last_codec, out->last_codec, sizeof(out->last_codec));
-  copy_text(now.last_algorithm, out->last_algorithm, sizeof(out->last_algorithm));
+  copy_text(now.last_call.codec, out->last_codec, sizeof(out->last_codec));
+  copy_text(now.last_call.algorithm, out->last_algorithm, sizeof(out->last_algorithm));
   out->residual_entries = residuals.entries;
   out->residual_bytes = residuals.bytes;
   out->residual_max_bytes = residuals.max_bytes;
   out->residual_evictions = residuals.evictions;
-  out->last_seed = now.last_seed;
-  out->last_step = now.last_step;
-  out->last_piece_bytes = now.last_piece_bytes;
+  out->last_seed = now.last_call.seed;
+  out->last_step = now.last_call.step;
+  out->last_piece_bytes = now.last_call.piece_bytes;
   out->residual_admitted = residuals.misses;
-  out->residual_refused = now.residual_refused;
-  out->fallback_calls = now.fallback_calls;
+  out->residual_refused = now.admission.refused_tensors;
+  out->fallback_calls = now.admission.fallback_calls;
   out->residual_idle_steps = residuals.idle_steps;
   out->residual_step = residuals.step;
-  copy_text(now.last_inner_algorithm, out->last_inner_algorithm, sizeof(out->last_inner_algorithm));
-  out->last_predicted_seconds = now.last_predicted_seconds;
-  out->pcie_bytes_to_host = now.pcie_bytes_to_host;
-  out->pcie_bytes_to_device = now.pcie_bytes_to_device;
+  copy_text(now.last_call.inner_algorithm, out->last_inner_algorithm,
+            sizeof(out->last_inner_algorithm));
+  out->last_predicted_seconds = now.last_call.predicted_seconds;
+  out->pcie_bytes_to_host = now.device_copies.to_host;
+  out->pcie_bytes_to_device = now.device_copies.to_device;
   return full;
 }
 

@@ -61,8 +61,8 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   advance_clock(plan);
   log_first_decision(plan, args);
   // `auto` plans uncompressed calls too; their prediction goes with the dense call's record.
-  stats_.last_inner_algorithm.clear();
-  stats_.last_predicted_seconds =
+  stats_.last_call.inner_algorithm.clear();
+  stats_.last_call.predicted_seconds =
       plan.call.chosen >= 0
           ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds
           : 0;
@@ -125,11 +125,11 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
          transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);
-  stats_.last_seed = compressed.encode.seed;
-  stats_.last_step = plan.step;
-  stats_.last_piece_bytes = plan.call.piece_bytes;
-  stats_.last_inner_algorithm = plan.call.inner != nullptr ? plan.call.inner->name : "";
-  stats_.last_predicted_seconds =
+  stats_.last_call.seed = compressed.encode.seed;
+  stats_.last_call.step = plan.step;
+  stats_.last_call.piece_bytes = plan.call.piece_bytes;
+  stats_.last_call.inner_algorithm = plan.call.inner != nullptr ? plan.call.inner->name : "";
+  stats_.last_call.predicted_seconds =
       plan.call.chosen >= 0
           ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds
           : 0;

@@ -20,13 +20,13 @@ void CompressionEngine::record(const std::string& codec, const std::string& algo
                                bool compressed) {
   // Rows are named by codec name (the spec up to ':'); last_codec keeps the whole spec.
   const std::string codec_name = codec.substr(0, codec.find(':'));
-  auto row =
-      std::find_if(stats_.rows.begin(), stats_.rows.end(), [&](const CompressionStatsRow& r) {
-        return r.codec == codec_name && r.algorithm == algorithm;
-      });
-  if (row == stats_.rows.end()) {
-    stats_.rows.push_back(CompressionStatsRow{codec_name, algorithm});
-    row = stats_.rows.end() - 1;
+  auto row = std::find_if(stats_.traffic.rows.begin(), stats_.traffic.rows.end(),
+                          [&](const CompressionStatsRow& r) {
+                            return r.codec == codec_name && r.algorithm == algorithm;
+                          });
+  if (row == stats_.traffic.rows.end()) {
+    stats_.traffic.rows.push_back(CompressionStatsRow{codec_name, algorithm});
+    row = stats_.traffic.rows.end() - 1;
   }
   ++row->calls;
   row->raw_bytes += raw_bytes;
@@ -35,12 +35,12 @@ void CompressionEngine::record(const std::string& codec, const std::string& algo
   row->encode_seconds += counters.encode_seconds;
   row->decode_seconds += counters.decode_seconds;
   row->seconds += seconds;
-  stats_.pcie_bytes_to_host += counters.pcie_bytes_to_host;
-  stats_.pcie_bytes_to_device += counters.pcie_bytes_to_device;
-  ++stats_.calls;
-  if (compressed) ++stats_.compressed_calls;
-  stats_.last_codec = codec;
-  stats_.last_algorithm = algorithm;
+  stats_.device_copies.to_host += counters.pcie_bytes_to_host;
+  stats_.device_copies.to_device += counters.pcie_bytes_to_device;
+  ++stats_.traffic.calls;
+  if (compressed) ++stats_.traffic.compressed_calls;
+  stats_.last_call.codec = codec;
+  stats_.last_call.algorithm = algorithm;
 }
 
 void CompressionEngine::record_dense(const CollectiveArgs& args, const char* algorithm,
@@ -52,8 +52,8 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
 
 void CompressionEngine::count_staging_copies(uint64_t to_host, uint64_t to_device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.pcie_bytes_to_host += to_host;
-  stats_.pcie_bytes_to_device += to_device;
+  stats_.device_copies.to_host += to_host;
+  stats_.device_copies.to_device += to_device;
 }
 
 CompressionStats CompressionEngine::stats() const {

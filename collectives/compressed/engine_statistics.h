@@ -21,31 +21,49 @@ struct CompressionStatsRow {
   double seconds = 0;
 };
 
-struct CompressionStats {
+// Every allreduce, and the totals of each (codec, algorithm) pair.
+struct TrafficStats {
   uint64_t calls = 0;
   uint64_t compressed_calls = 0;
   std::vector<CompressionStatsRow> rows;  // in order of first use
-  std::string last_codec = "none";
-  std::string last_algorithm;
-  // What the last compressed call ran with beyond its codec and algorithm, so that a checker
-  // can reproduce it exactly (model/, the perf binaries' #wrong): its seed (the same on
-  // every rank), the tensor's step, and the pipeline piece size.
-  uint64_t last_seed = 0;
-  uint64_t last_step = 0;
-  uint64_t last_piece_bytes = 0;
-  // The plan's algorithm between node leaders ("" unless hierarchical) and predicted seconds.
-  std::string last_inner_algorithm;
-  double last_predicted_seconds = 0;
-  // Calls whose tensor residual memory did not admit, run without memory (uncompressed, or
-  // with the rule's fallback codec): every such call counts.
+};
+
+// The last call: its codec and algorithm, and what the last compressed call ran with beyond them,
+// so that a checker can reproduce it exactly (model/, the perf binaries' #wrong): its seed (the
+// same on every rank), the tensor's step, the pipeline piece size, and the plan's algorithm
+// between node leaders ("" unless hierarchical) and predicted seconds.
+struct LastCallStats {
+  std::string codec = "none";
+  std::string algorithm;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  uint64_t piece_bytes = 0;
+  std::string inner_algorithm;
+  double predicted_seconds = 0;
+};
+
+// What residual memory did not admit: calls run without memory (uncompressed, or with the rule's
+// fallback codec), every such call counted; and tensors, each counted once (when its WARN was
+// written).
+struct AdmissionStats {
   uint64_t fallback_calls = 0;
-  // Tensors residual memory did not admit, each counted once (when its WARN was written).
-  uint64_t residual_refused = 0;
-  // Bytes copied between device and host memory for collectives on device buffers: encoded
-  // messages (and a hierarchical or rail plan's intra-node bytes) where the device backend ran an
-  // allreduce, whole tensors where a call was staged (count_staging_copies).
-  uint64_t pcie_bytes_to_host = 0;
-  uint64_t pcie_bytes_to_device = 0;
+  uint64_t refused_tensors = 0;
+};
+
+// Bytes copied between device and host memory for collectives on device buffers: encoded
+// messages (and a hierarchical or rail plan's intra-node bytes) where the device backend ran an
+// allreduce, whole tensors where a call was staged (count_staging_copies).
+struct DeviceCopyStats {
+  uint64_t to_host = 0;
+  uint64_t to_device = 0;
+};
+
+// The engine's statistics, by concern.
+struct CompressionStats {
+  TrafficStats traffic;
+  LastCallStats last_call;
+  AdmissionStats admission;
+  DeviceCopyStats device_copies;
 };
 
 }  // namespace terse

@@ -59,7 +59,7 @@ ncclResult_t CompressionEngine::fall_back(const Admission& admission, Plan* plan
   const uint64_t cap = residuals_->max_bytes();
   std::string path;
   TERSE_CHECK(switch_to_fallback(plan, /*may_agree=*/true, &path));
-  ++stats_.fallback_calls;
+  ++stats_.admission.fallback_calls;
   if (refused_.size() >= kMaxTrackedTensors) refused_.clear();
   auto [known, first] = refused_.emplace(key, true);
   if (!first) {
@@ -70,7 +70,7 @@ ncclResult_t CompressionEngine::fall_back(const Admission& admission, Plan* plan
     }
     return ncclSuccess;
   }
-  ++stats_.residual_refused;
+  ++stats_.admission.refused_tensors;
   if (admission.needed > cap) {
     TERSE_WARN("rank %d: residual memory does not admit %s: it needs %" PRIu64
                " bytes, more than the whole cap of %" PRIu64

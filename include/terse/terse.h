@@ -89,7 +89,13 @@ typedef struct {
   double seconds;        /* wall time of the calls */
 } terseStatsRow;
 
-/* What a communicator's allreduces did since it was created (or since terseCommResetStats). */
+/* What a communicator's allreduces did since it was created (or since terseCommResetStats). Its
+ * members by concern (their order is the ABI's, so concerns interleave where members were added):
+ *   traffic       calls, compressed_calls, the byte and time totals, nrows, rows, rows_beyond;
+ *   the last call last_codec, last_algorithm, last_seed, last_step, last_piece_bytes,
+ *                 last_inner_algorithm, last_predicted_seconds;
+ *   memory        residual_* and fallback_calls (residual memory and its admission);
+ *   device copies pcie_bytes_to_host, pcie_bytes_to_device. */
 typedef struct {
   size_t size;               /* sizeof(terseStats) (Structs that grow, above) */
   uint64_t calls;            /* every allreduce, compressed or not */

@@ -81,7 +81,7 @@ TEST(CompressionEngine, PolicyDecidesByNameSizeAndOp) {
     EXPECT_EQ(codec, "none");
     ASSERT_EQ(comm.run(maximum), ncclSuccess);
     EXPECT_EQ(out_big[0], 1.0f);
-    EXPECT_EQ(comm.compression()->stats().compressed_calls, 0u);
+    EXPECT_EQ(comm.compression()->stats().traffic.compressed_calls, 0u);
   });
 }
 
@@ -125,17 +125,17 @@ TEST(CompressionEngine, ScheduleCountsStepsPerTensor) {
     std::vector<uint64_t> compressed_after;
     for (int call = 0; call < 6; ++call) {
       ASSERT_EQ(comm.run(allreduce_args(send, &recv, "a")), ncclSuccess);
-      compressed_after.push_back(comm.compression()->stats().compressed_calls);
+      compressed_after.push_back(comm.compression()->stats().traffic.compressed_calls);
     }
     // Steps 0 1 2 3 4 5: compressed at 2 and 4.
     EXPECT_EQ(compressed_after, (std::vector<uint64_t>{0, 0, 1, 1, 2, 2}));
     // Another tensor has steps of its own.
     ASSERT_EQ(comm.run(allreduce_args(send, &other, "b")), ncclSuccess);
-    EXPECT_EQ(comm.compression()->stats().compressed_calls, 2u);
+    EXPECT_EQ(comm.compression()->stats().traffic.compressed_calls, 2u);
     const CompressionStats stats = comm.compression()->stats();
-    EXPECT_EQ(stats.calls, 7u);
-    ASSERT_EQ(stats.rows.size(), 2u);  // none and int8, each with its algorithm
-    EXPECT_EQ(recv[0], 1.0f);          // 0.5 + 0.5 is exact in int8 min-max of a constant block
+    EXPECT_EQ(stats.traffic.calls, 7u);
+    ASSERT_EQ(stats.traffic.rows.size(), 2u);  // none and int8, each with its algorithm
+    EXPECT_EQ(recv[0], 1.0f);  // 0.5 + 0.5 is exact in int8 min-max of a constant block
   });
 }
 
@@ -216,10 +216,10 @@ TEST(CompressionEngine, SimulatedStepsAreSeenByNoOtherPlan) {
     ASSERT_EQ(comm.simulate(args, &simulation, &first), ncclSuccess);
     ASSERT_EQ(comm.simulate(args, &simulation, &second), ncclSuccess);
     ASSERT_EQ(comm.run(args), ncclSuccess);
-    EXPECT_EQ(comm.compression()->stats().last_step, 1u);
+    EXPECT_EQ(comm.compression()->stats().last_call.step, 1u);
     EXPECT_EQ(comm.compression()->residual_stats().step, 1u);
     ASSERT_EQ(comm.run(args), ncclSuccess);
-    EXPECT_EQ(comm.compression()->stats().last_step, 2u);
+    EXPECT_EQ(comm.compression()->stats().last_call.step, 2u);
   });
 }
 
@@ -230,7 +230,7 @@ TEST(CompressionEngine, ForcedAlgorithmMustAcceptTheCodec) {
   world.run([&](Communicator& comm) {
     std::vector<float> send(4096, 1.0f), recv(4096);
     EXPECT_EQ(comm.run(allreduce_args(send, &recv, nullptr)), ncclSuccess);
-    EXPECT_EQ(comm.compression()->stats().last_algorithm, "ring");
+    EXPECT_EQ(comm.compression()->stats().last_call.algorithm, "ring");
     comm.compression()->set_policy([] {
       Policy policy;
       EXPECT_EQ(Policy::from_codec_spec("powersgd", &policy), ncclSuccess);

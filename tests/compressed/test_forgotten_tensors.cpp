@@ -69,7 +69,7 @@ TEST(ForgottenTensors, ATensorKeepsItsStepUntilItIsGoneForTheHorizon) {
     std::vector<float> send(64, 0.5f), recv(64);
     const auto step_of_call = [&](const std::string& name) {
       EXPECT_EQ(comm.run(named_allreduce(send, &recv, name)), ncclSuccess);
-      return comm.compression()->stats().last_step;
+      return comm.compression()->stats().last_call.step;
     };
     EXPECT_EQ(step_of_call("returning"), 0u);
     uint64_t step = 0;

@@ -12,8 +12,8 @@ namespace {
 TEST(PublicStats, RowsBeyondTheTableAreCountedAndInTheTotals) {
   constexpr int kRows = TERSE_STATS_MAX_ROWS + 7;
   CompressionStats now;
-  now.calls = 1000;
-  now.compressed_calls = 900;
+  now.traffic.calls = 1000;
+  now.traffic.compressed_calls = 900;
   uint64_t raw = 0, wire = 0;
   for (int i = 0; i < kRows; ++i) {
     CompressionStatsRow row;
@@ -24,9 +24,9 @@ TEST(PublicStats, RowsBeyondTheTableAreCountedAndInTheTotals) {
     row.wire_bytes = 10 + i;
     raw += row.raw_bytes;
     wire += row.wire_bytes;
-    now.rows.push_back(row);
+    now.traffic.rows.push_back(row);
   }
-  now.last_codec = std::string(300, 'x');  // longer than last_codec holds
+  now.last_call.codec = std::string(300, 'x');  // longer than last_codec holds
   ResidualStats residuals;
   residuals.entries = 3;
   residuals.misses = 5;
@@ -46,7 +46,7 @@ TEST(PublicStats, RowsBeyondTheTableAreCountedAndInTheTotals) {
   EXPECT_EQ(out.residual_admitted, 5u);
 
   // Exactly as many rows as fit: none beyond.
-  now.rows.resize(TERSE_STATS_MAX_ROWS);
+  now.traffic.rows.resize(TERSE_STATS_MAX_ROWS);
   EXPECT_EQ(public_stats(now, residuals).rows_beyond, 0u);
   EXPECT_EQ(public_stats(now, residuals).nrows, TERSE_STATS_MAX_ROWS);
 }
