@@ -9,15 +9,11 @@
 #include <set>
 #include <vector>
 
+#include "common/counter_rng.h"
 #include "common/result.h"
 
 namespace terse {
 namespace {
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t h = (a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2))) * 0xbf58476d1ce4e5b9ull;
-  return h ^ (h >> 31);
-}
 
 std::unique_ptr<PsClientMessage> new_message(const PsHandle& handle, size_t shard,
                                              PsRequestKind kind,
@@ -77,8 +73,10 @@ ncclResult_t ps_send(const PsHandle& handle, const void* data, PsRule rule,
       message->payload.resize(
           prefix + tensor.push_encoder->max_encoded_bytes(span.count, tensor.codec_dtype));
       EncodeContext context;
+      // A seed of its own per tensor, shard, rank and push (common/counter_rng.h's mix).
       context.seed =
-          mix(mix(tensor.id, shard), mix(uint64_t(handle.server->rank()), tensor.pushes[shard]++));
+          counter_random(counter_random(tensor.id, shard),
+                         counter_random(uint64_t(handle.server->rank()), tensor.pushes[shard]++));
       size_t bytes = 0;
       TERSE_CHECK(tensor.push_encoder->encode_compensated(
           slice, tensor.codec_dtype, residual.data(), span.count, context,

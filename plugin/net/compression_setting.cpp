@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/counter_rng.h"
 #include "common/env.h"
 #include "common/float_convert.h"
 #include "plugin/net/lossless_codec.h"
@@ -46,13 +47,11 @@ double encoder_bytes_per_second() {
   std::call_once(once, [] {
     // 1 MiB of bf16 values shaped like gradients (normal, scale 1e-3), from a fixed seed.
     constexpr size_t kValues = 512 * 1024;
+    constexpr uint64_t kProbeSeed = 1;
     std::vector<uint16_t> values(kValues);
-    uint64_t state = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < kValues; ++i) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      double u1 = ((state >> 11) + 1) * 0x1.0p-53;
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      double u2 = (state >> 11) * 0x1.0p-53;
+      double u1 = ((counter_random(kProbeSeed, 2 * i) >> 11) + 1) * 0x1.0p-53;
+      double u2 = (counter_random(kProbeSeed, 2 * i + 1) >> 11) * 0x1.0p-53;
       double normal = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
       values[i] = float_to_bf16(static_cast<float>(1e-3 * normal));
     }

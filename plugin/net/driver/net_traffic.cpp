@@ -6,18 +6,12 @@
 #include <deque>
 #include <memory>
 
+#include "common/counter_rng.h"
+
 namespace terse::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
 
 uint16_t bf16_of(float value) {
   uint32_t bits;
@@ -37,16 +31,16 @@ struct Pending {
 void fill_message(size_t index, size_t size, bool gradient, uint8_t* out) {
   if (!gradient) {
     for (size_t i = 0; i < size; i += 8) {
-      uint64_t word = mix(index * 0x9e3779b97f4a7c15ull + i);
+      uint64_t word = mix64(index * 0x9e3779b97f4a7c15ull + i);
       memcpy(out + i, &word, std::min<size_t>(8, size - i));
     }
     return;
   }
   // Normal values of scale 1e-3 as bf16: exponents cluster, mantissas look random.
   for (size_t i = 0; i + 1 < size; i += 2) {
-    uint64_t a = mix(index * 1315423911ull + i);
+    uint64_t a = mix64(index * 1315423911ull + i);
     double u1 = ((a >> 11) + 1) * 0x1.0p-53;
-    double u2 = (mix(a) >> 11) * 0x1.0p-53;
+    double u2 = (mix64(a) >> 11) * 0x1.0p-53;
     float value =
         static_cast<float>(1e-3 * std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
     uint16_t bits = bf16_of(value);
