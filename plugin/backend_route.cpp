@@ -9,6 +9,7 @@
 #include "common/result.h"
 #include "common/stream_hold_gate.h"
 #include "plugin/buffer_placement.h"
+#include "plugin/cuda_failure.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -50,12 +51,6 @@ namespace {
 
 cudaStream_t cuda(void* stream) {
   return static_cast<cudaStream_t>(stream);
-}
-
-ncclResult_t cuda_failure(cudaError_t error, const char* what, int device) {
-  cudaGetLastError();  // not sticky: leave the application's next call a clean slate
-  return fail(ncclUnhandledCudaError, "device %d: %s failed: %s", device, what,
-              cudaGetErrorString(error));
 }
 
 }  // namespace

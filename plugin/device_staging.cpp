@@ -19,12 +19,6 @@ namespace terse {
 
 #if TERSE_HAVE_CUDA
 
-ncclResult_t cuda_failure(cudaError_t error, const char* what, int device) {
-  cudaGetLastError();  // not sticky: leave the application's next call a clean slate
-  return fail(ncclUnhandledCudaError, "device %d: %s failed: %s", device, what,
-              cudaGetErrorString(error));
-}
-
 namespace {
 
 // Whether another rank of the communicator runs in this process (ranks as threads): they share

@@ -1,12 +1,14 @@
 // What device_staging.cpp, staging_batch.cpp and backend_stream_hold.cpp share beyond
-// device_staging.h (CUDA builds): the communicator's device made current for a scope, a failed
-// CUDA call as a result, and the host function that marks a proxy unit ready.
+// device_staging.h (CUDA builds): the communicator's device made current for a scope (and
+// cuda_failure.h), and the host function that marks a proxy unit ready.
 #pragma once
 
 #if TERSE_HAVE_CUDA
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "plugin/cuda_failure.h"
 
 namespace terse {
 
@@ -34,9 +36,6 @@ class CurrentDevice {
   bool changed_ = false;
   cudaError_t result_ = cudaSuccess;
 };
-
-// ncclUnhandledCudaError naming `what`, `device` and `error`, which it clears (device_staging.cpp).
-ncclResult_t cuda_failure(cudaError_t error, const char* what, int device);
 
 // The host function that marks the unit its ticket (a new std::shared_ptr<StreamProxy::Unit>)
 // points to ready, and deletes the ticket (staging_batch.cpp).
