@@ -456,7 +456,7 @@ class IntQuantCodec final : public Codec {
     const size_t bytes = max_finite_bytes(count, DType::kFloat32);
     TERSE_CHECK(check_capacity(name, bytes, capacity));
     // The header of encode(v, count, fp32): v is what the message describes.
-    WireHeader header = make_header(id(), DType::kFloat32, count);
+    [[maybe_unused]] WireHeader header = make_header(id(), DType::kFloat32, count);
     header.param0 = block_;
     header.flags =
         (absmax_ ? kIntQuantAbsMaxFlag : 0) | (stochastic_ ? kIntQuantStochasticFlag : 0);

@@ -100,8 +100,8 @@ class FloatBuffer {
 
  private:
   std::vector<float> host_;
-  float* device_ = nullptr;
-  void* stream_ = nullptr;
+  [[maybe_unused]] float* device_ = nullptr;  // unused without CUDA
+  [[maybe_unused]] void* stream_ = nullptr;
 };
 
 ncclResult_t copy_floats(float* to, const float* from, size_t floats, Memory memory, void* stream) {

@@ -42,7 +42,7 @@ class PowerSgdState final : public CodecState, public LowRankFactors {
   std::vector<float> host_q_;
   float* device_q_ = nullptr;
   Memory q_location_ = Memory::kHost;
-  void* device_stream_ = nullptr;  // the stream of the last device call
+  [[maybe_unused]] void* device_stream_ = nullptr;  // the stream of the last device call
   PowerSgdWorkspace workspace_;
 };
 

@@ -113,7 +113,7 @@ class RecursiveDoubling {
     kExchanger,  // takes part in the exchange rounds only
   };
 
-  RecursiveDoubling(int rank, int nranks) : rank_(rank), nranks_(nranks) {
+  RecursiveDoubling(int rank, int nranks) : rank_(rank) {
     power_ = 1;
     while (power_ * 2 <= nranks) power_ *= 2;
     extra_ = nranks - power_;
@@ -154,7 +154,6 @@ class RecursiveDoubling {
 
  private:
   int rank_;
-  int nranks_;
   int power_;
   int extra_;
 };

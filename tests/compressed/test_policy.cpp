@@ -644,13 +644,19 @@ TEST_F(PolicyEnvironment, BothVariablesSetIsRefused) {
 // ---------------------------------------------------------------------------------------------
 // YAML files
 
-// Writes `text` to a fresh file under the test temp directory and returns its path.
-std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "terse_policy_" + name + ".yaml";
-  std::ofstream file(path);
-  file << text;
-  return path;
-}
+// A file under the test temp directory holding `text`, removed when the object goes.
+class TempPolicyFile {
+ public:
+  TempPolicyFile(const std::string& name, const std::string& text)
+      : path_(::testing::TempDir() + "terse_policy_" + name + ".yaml") {
+    std::ofstream(path_) << text;
+  }
+  ~TempPolicyFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // perf/policies/example.yaml: found from this file's path (absolute in CMake builds), else by
 // walking up from the working directory.
@@ -670,11 +676,12 @@ std::string example_policy_path() {
 // fp8 tensors (issue 14) are matched by dtype like the others, and routed to the block-scaled
 // codecs by name.
 TEST_F(PolicyEnvironment, Fp8DtypesAndBlockScaledCodecs) {
-  const std::string path = write_temp("fp8",
-                                      "rules:\n"
-                                      "  - match: {dtype: [float8e4m3, e5m2]}\n"
-                                      "    codec: mxfp8:elem=e5m2\n"
-                                      "  - codec: nvfp4\n");
+  const TempPolicyFile file("fp8",
+                            "rules:\n"
+                            "  - match: {dtype: [float8e4m3, e5m2]}\n"
+                            "    codec: mxfp8:elem=e5m2\n"
+                            "  - codec: nvfp4\n");
+  const std::string& path = file.path();
   setenv("TERSE_POLICY", path.c_str(), 1);
   Policy policy;
   ASSERT_EQ(load_policy_from_env(&policy), ncclSuccess) << error_text();
@@ -690,25 +697,26 @@ TEST_F(PolicyEnvironment, Fp8DtypesAndBlockScaledCodecs) {
 }
 
 TEST_F(PolicyEnvironment, GoodFileLoadsAndDecides) {
-  const std::string path = write_temp("good",
-                                      "# comment\n"
-                                      "rules:\n"
-                                      "  - match: {max_bytes: 64K}\n"
-                                      "    codec: none\n"
-                                      "  - match:\n"
-                                      "      name: \"encoder\\\\..*\"\n"
-                                      "      min_bytes: 1M\n"
-                                      "      dtype: [float, bf16]\n"
-                                      "      op: avg\n"
-                                      "      comm_size: {min: 2, max: 64}\n"
-                                      "      link: inter\n"
-                                      "    codec: fp16\n"
-                                      "    memory: residual\n"
-                                      "    schedule: {start: 10, end: 20, every: 2, warmup: 2}\n"
-                                      "  - match: {link: intra}\n"
-                                      "    codec: bf16\n"
-                                      "  - codec: auto\n"
-                                      "    memory: none\n");
+  const TempPolicyFile file("good",
+                            "# comment\n"
+                            "rules:\n"
+                            "  - match: {max_bytes: 64K}\n"
+                            "    codec: none\n"
+                            "  - match:\n"
+                            "      name: \"encoder\\\\..*\"\n"
+                            "      min_bytes: 1M\n"
+                            "      dtype: [float, bf16]\n"
+                            "      op: avg\n"
+                            "      comm_size: {min: 2, max: 64}\n"
+                            "      link: inter\n"
+                            "    codec: fp16\n"
+                            "    memory: residual\n"
+                            "    schedule: {start: 10, end: 20, every: 2, warmup: 2}\n"
+                            "  - match: {link: intra}\n"
+                            "    codec: bf16\n"
+                            "  - codec: auto\n"
+                            "    memory: none\n");
+  const std::string& path = file.path();
   setenv("TERSE_POLICY", path.c_str(), 1);
   Policy policy;
   ASSERT_EQ(load_policy_from_env(&policy), ncclSuccess) << error_text();
@@ -803,7 +811,8 @@ class PolicyBadFile : public ::testing::TestWithParam<BadFile> {};
 
 TEST_P(PolicyBadFile, IsRefusedWithFileLineAndReason) {
   const BadFile& bad = GetParam();
-  const std::string path = write_temp(bad.name, bad.yaml);
+  const TempPolicyFile file(bad.name, bad.yaml);
+  const std::string& path = file.path();
   Policy policy = policy_of({rule_for("fp16")});
   EXPECT_EQ(Policy::from_file(path, &policy), ncclInvalidArgument);
   const std::string expected = path + ":" + bad.expected;
