@@ -48,7 +48,7 @@ add_compile_options(
     $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined>
     $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>
     $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
-    $<$<COMPILE_LANGUAGE:C,CXX>:-g>)
+    $<$<COMPILE_LANGUAGE:C,CXX>:-g1>)
 add_link_options(-fsanitize=address,undefined)
 # One body per hot loop instead of per-ISA clones (common/host_device.h): clang does not clone
 # templates, and the fuzzer needs the one body that runs, not three.
