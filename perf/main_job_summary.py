@@ -6,7 +6,8 @@ baseline; the last _-separated part of a file's name is the codec asked for, as 
 perf/emulated_cluster.sh's 1gbit_0_auto.json, and a run that ran another codec shows both:
 `auto(int8)`) and prints, per size, each run's out-of-place time and its speed-up over the baseline,
 then what each codec put on the wire: its traffic ratio and the bytes one rank sends for one
-allreduce of every size of the sweep, against what the uncompressed ring sends.
+allreduce of every size of the sweep, against what the uncompressed ring sends; and, at the
+largest size, whether the codecs (encode and decode) or the link set each run's pace.
 
     main_job_summary.py none.json auto.json int8.json topk.json
 """
@@ -63,6 +64,25 @@ def main(paths):
         print(f"{run['codec']:>10}: {mib(sent):8.1f} MiB sent, {mib(dense - sent):8.1f} MiB saved "
               f"({100 * (1 - sent / dense):.1f}%); largest size: ratio {largest.get('ratio', 1):.4f}, "
               f"rel_err {largest.get('rel_err', 0):.2e}, #wrong {largest.get('wrong')}")
+    print()
+    print(pace(runs[1:]))
+
+
+def pace(runs):
+    """What set each compressed run's pace at the largest size: the codecs, when encode plus
+    decode take more than half the call, else the link (the rest: the wire, and waiting for the
+    slowest rank)."""
+    lines = ["# what set the pace at the largest size: encode + decode against the rest "
+             "(wire and waiting)"]
+    for run in runs:
+        half = run["rows"][-1]["out_of_place"]
+        total = half["time_us"]
+        codecs = half.get("encode_us", 0) + half.get("decode_us", 0)
+        rest = max(total - codecs, 0)
+        who = "the codecs" if codecs > total / 2 else "the link"
+        lines.append(f"{run['codec']:>10}: {who} ({codecs / 1000:.1f} ms in the codecs, "
+                     f"{rest / 1000:.1f} ms on the wire or waiting, of {total / 1000:.1f} ms)")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
