@@ -45,27 +45,57 @@ TEST(Result, CheckMacroPropagatesFailures) {
   EXPECT_EQ(outer(false), Result::kSystemError);
 }
 
+// Logs at `level` into a fresh temporary TERSE_DEBUG_FILE while it lives; text() stops logging
+// there (closing the file) and returns what was written. The file goes with the object.
+class LogToTemporaryFile {
+ public:
+  explicit LogToTemporaryFile(const char* level) {
+    const int fd = mkstemp(path_);
+    made_ = fd >= 0;
+    if (made_) close(fd);
+    setenv("TERSE_DEBUG", level, 1);
+    setenv("TERSE_DEBUG_FILE", path_, 1);
+    reload_log_settings();
+  }
+  ~LogToTemporaryFile() {
+    stop();
+    if (made_) unlink(path_);
+  }
+  LogToTemporaryFile(const LogToTemporaryFile&) = delete;
+  LogToTemporaryFile& operator=(const LogToTemporaryFile&) = delete;
+
+  bool made() const { return made_; }
+  std::string text() {
+    stop();
+    std::ifstream file(path_);
+    std::stringstream stream;
+    stream << file.rdbuf();
+    return stream.str();
+  }
+
+ private:
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    unsetenv("TERSE_DEBUG");
+    unsetenv("TERSE_DEBUG_FILE");
+    reload_log_settings();  // closes the file
+  }
+
+  char path_[32] = "/tmp/terse_log_testXXXXXX";
+  bool made_ = false;
+  bool stopped_ = false;
+};
+
 TEST(Log, WritesNcclStyleLinesAtTheChosenLevelToTheDebugFile) {
-  char path[] = "/tmp/terse_log_testXXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  setenv("TERSE_DEBUG", "INFO", 1);
-  setenv("TERSE_DEBUG_FILE", path, 1);
-  reload_log_settings();
+  LogToTemporaryFile log("INFO");
+  ASSERT_TRUE(log.made());
   set_log_rank(3);
   TERSE_INFO("hello %d", 42);
   TERSE_TRACE("not shown at INFO");
   EXPECT_EQ(log_level(), LogLevel::kInfo);
-  unsetenv("TERSE_DEBUG");
-  unsetenv("TERSE_DEBUG_FILE");
-  reload_log_settings();  // closes the file
+  const std::string text = log.text();
   set_log_rank(-1);
-  std::ifstream file(path);
-  std::stringstream stream;
-  stream << file.rdbuf();
-  std::string text = stream.str();
-  unlink(path);
   // host:pid:tid [rank] TERSE INFO message
   EXPECT_NE(text.find(":" + std::to_string(getpid()) + ":"), std::string::npos) << text;
   EXPECT_NE(text.find("[3] TERSE INFO hello 42\n"), std::string::npos) << text;
@@ -75,25 +105,13 @@ TEST(Log, WritesNcclStyleLinesAtTheChosenLevelToTheDebugFile) {
 
 // An error passed on again is recorded but not logged a second time.
 TEST(Log, RestoringAnErrorRecordsItWithoutLoggingIt) {
-  char path[] = "/tmp/terse_log_testXXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  setenv("TERSE_DEBUG", "WARN", 1);
-  setenv("TERSE_DEBUG_FILE", path, 1);
-  reload_log_settings();
+  LogToTemporaryFile log("WARN");
+  ASSERT_TRUE(log.made());
   fail(Result::kInvalidArgument, "first refusal");
   fail(Result::kInvalidArgument, "second refusal");
   EXPECT_EQ(restore_error(Result::kInvalidUsage, "first refusal"), Result::kInvalidUsage);
   EXPECT_STREQ(last_error(), "first refusal");
-  unsetenv("TERSE_DEBUG");
-  unsetenv("TERSE_DEBUG_FILE");
-  reload_log_settings();  // closes the file
-  std::ifstream file(path);
-  std::stringstream stream;
-  stream << file.rdbuf();
-  const std::string text = stream.str();
-  unlink(path);
+  const std::string text = log.text();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
 }
 
