@@ -61,20 +61,19 @@ void BootstrapRoot::run() {
   // Nothing may end this thread but the rendezvous itself: an allocation that fails (a flood of
   // strangers on a machine out of memory) gives up the rendezvous, and the ranks get their
   // deadline's error, instead of terminating the process.
-  const char* gave_up = nullptr;
+  // Copied while the exception lives (its what() dies with it), into a buffer on the stack.
+  char gave_up[sizeof(gave_up_)] = "";
   try {
     BootstrapRendezvous rendezvous(key_, timeout_seconds_);
     rendezvous.serve(listener_, stop_fd_);
   } catch (const std::exception& error) {
     TERSE_WARN("bootstrap root: giving up the rendezvous: %s", error.what());
-    gave_up = error.what();
+    snprintf(gave_up, sizeof(gave_up), "%s", error.what()[0] != '\0' ? error.what() : "unknown");
   }
   // Late strangers now get "connection refused" instead of a silent wait.
   listener_.close();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (gave_up != nullptr) {
-    snprintf(gave_up_, sizeof(gave_up_), "%s", gave_up[0] != '\0' ? gave_up : "unknown error");
-  }
+  memcpy(gave_up_, gave_up, sizeof(gave_up_));
   finished_ = true;
   finished_changed_.notify_all();
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -23,10 +24,15 @@ class RootRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < roots_.size();) {
       if (roots_[i]->finished()) {
+        // The latest root at an address speaks for it (the port may have served another before).
+        const std::string where = roots_[i]->address().to_string();
         const std::string why = roots_[i]->gave_up();
+        gave_up_.erase(std::remove_if(gave_up_.begin(), gave_up_.end(),
+                                      [&](const auto& entry) { return entry.first == where; }),
+                       gave_up_.end());
         if (!why.empty()) {
           if (gave_up_.size() == kGaveUpKept) gave_up_.erase(gave_up_.begin());
-          gave_up_.push_back({roots_[i]->address().to_string(), why});
+          gave_up_.emplace_back(where, why);
         }
         roots_.erase(roots_.begin() + i);
       } else {

@@ -153,6 +153,7 @@ int run(int argc, char** argv) {
   }
   std::unique_ptr<terse::model::CompressedModel> model;
   std::vector<uint8_t> recv(count * terse::dtype_size(dtype));
+  const size_t piece_bytes = stated_piece_bytes();
   for (int step = 0; step < steps; ++step) {
     std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(nranks));
     for (int r = 0; r < nranks; ++r) {
@@ -188,18 +189,18 @@ int run(int argc, char** argv) {
     // Every call is a collective of this communicator and the tensor's step'th call.
     const uint64_t seed = stated_seed(id, static_cast<uint64_t>(step), static_cast<uint64_t>(step));
     if (stats.last_seed != seed || stats.last_step != static_cast<uint64_t>(step) ||
-        stats.last_piece_bytes != stated_piece_bytes()) {
+        stats.last_piece_bytes != piece_bytes) {
       return fail("step " + std::to_string(step) + ": the statistics say seed " +
                   std::to_string(stats.last_seed) + ", step " + std::to_string(stats.last_step) +
                   ", piece " + std::to_string(stats.last_piece_bytes) +
                   " bytes; terse.h's rules give " + std::to_string(seed) + ", " +
-                  std::to_string(step) + ", " + std::to_string(stated_piece_bytes()));
+                  std::to_string(step) + ", " + std::to_string(piece_bytes));
     }
     terse::model::CallSpec spec =
         terse::model::spec_of_last_call(stats, dtype, count, average ? 1.0 / nranks : 1.0);
     spec.seed = seed;
     spec.step = static_cast<uint64_t>(step);
-    spec.piece_bytes = stated_piece_bytes();
+    spec.piece_bytes = piece_bytes;
     if (tensor.ndims == 2) spec.shape = terse::MatrixShape{rows, count / rows};
     spec.hosts = hosts;
     const terse::model::Expected expected = model->call(spec, inputs);
