@@ -141,8 +141,12 @@ struct Side {
   void* post_recv(void* data, size_t size, void* mhandle) {
     void* request = nullptr;
     int tag = 1;
-    check(net.irecv(recv, 1, &data, &size, &tag, &mhandle, &request), "irecv");
-    if (request == nullptr) die("irecv returned no request");
+    auto deadline = Clock::now() + std::chrono::seconds(300);
+    while (request == nullptr) {
+      check(net.irecv(recv, 1, &data, &size, &tag, &mhandle, &request), "irecv");
+      if (Clock::now() > deadline) die("irecv returned no request for 300 s");
+      if (request == nullptr) sched_yield();
+    }
     return request;
   }
   int wait(void* request) {

@@ -57,8 +57,10 @@ ncclResult_t error_mode_for(const std::string& peer_host, UcxErrorMode* mode) {
 }
 
 // A link and the frame this side sends: its worker address, the nonce and, when it accepts (it
-// will receive), whether it wants framed messages.
-ncclResult_t start_stage(Socket socket, uint64_t nonce, bool framed, SetupStage* stage) {
+// will receive), whether it wants framed messages; when it connects (it will send), its eager
+// bound.
+ncclResult_t start_stage(Socket socket, uint64_t nonce, bool framed, size_t eager_bytes,
+                         SetupStage* stage) {
   std::shared_ptr<UcxContext> context;
   TERSE_CHECK(plugin_ucx_context(&context));
   TERSE_CHECK(Link::create(context, &stage->link));
@@ -66,6 +68,7 @@ ncclResult_t start_stage(Socket socket, uint64_t nonce, bool framed, SetupStage*
   mine.nonce = nonce;
   mine.host = host_identity();
   mine.framed = framed;
+  mine.eager_bytes = eager_bytes;
   TERSE_CHECK(stage->link->address(&mine.worker_address));
   stage->socket = std::move(socket);
   stage->exchange = FrameExchange(encode_handshake(mine));
@@ -94,7 +97,15 @@ ncclResult_t finish_stage(SetupStage* stage, bool* done) {
                     "listen comm's (wrong nonce or format)",
                     stage->socket.peer_address().to_string().c_str());
   }
+  if (theirs.eager_bytes > kMaxEagerBytes) {
+    return NET_FAIL(ncclRemoteError,
+                    "the peer at %s announced an eager bound of %llu bytes (this plugin's bound "
+                    "is %zu)",
+                    stage->socket.peer_address().to_string().c_str(),
+                    static_cast<unsigned long long>(theirs.eager_bytes), kMaxEagerBytes);
+  }
   stage->peer_framed = theirs.framed;
+  stage->peer_eager_bytes = theirs.eager_bytes;
   UcxErrorMode mode = UcxErrorMode::kPeer;
   TERSE_CHECK(error_mode_for(theirs.host, &mode));
   const ucs_status_t status = stage->link->connect(theirs.worker_address, mode, 0);
@@ -172,10 +183,14 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
     memcpy(&address.sin_addr, record.address, 4);
     SocketAddress peer =
         SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    // Read once per connect: the receive comm learns it from the handshake and relies on it.
+    size_t eager = 0;
+    TERSE_CHECK(eager_bytes(&eager));
     Socket socket;
     TERSE_CHECK(Socket::start_connect(peer, &socket));
     auto stage = std::make_unique<ConnectStage>();
-    TERSE_CHECK(start_stage(std::move(socket), record.nonce, false, stage.get()));
+    stage->eager_bytes = eager;
+    TERSE_CHECK(start_stage(std::move(socket), record.nonce, false, eager, stage.get()));
     record.stage = stage.release();
     live_stages().insert(record.stage);
     memcpy(handle, &record, sizeof(record));
@@ -204,10 +219,9 @@ ncclResult_t connect_to(int dev, void* handle, SendComm** out) {
   if (!done) return ncclSuccess;
   CompressMode mode = CompressMode::kAuto;
   int level = 1;
-  size_t eager = 0;
+  const size_t eager = record.stage->eager_bytes;
   if ((result = compress_mode(&mode)) != ncclSuccess ||
-      (result = zstd_level(&level)) != ncclSuccess ||
-      (result = eager_bytes(&eager)) != ncclSuccess) {
+      (result = zstd_level(&level)) != ncclSuccess) {
     forget();
     return result;
   }
@@ -234,7 +248,7 @@ ncclResult_t accept_from(ListenComm* listen, RecvComm** out) {
     }
     if (!socket.is_open()) return ncclSuccess;  // nobody yet: NCCL calls again
     auto stage = std::make_unique<SetupStage>();
-    TERSE_CHECK(start_stage(std::move(socket), listen->nonce, listen->framed, stage.get()));
+    TERSE_CHECK(start_stage(std::move(socket), listen->nonce, listen->framed, 0, stage.get()));
     listen->pending = std::move(stage);
   }
   bool done = false;
@@ -245,11 +259,14 @@ ncclResult_t accept_from(ListenComm* listen, RecvComm** out) {
   }
   if (!done) return ncclSuccess;
   std::string peer = listen->pending->socket.peer_address().to_string();
+  const uint64_t peer_eager = listen->pending->peer_eager_bytes;
   auto comm = std::make_unique<RecvComm>(listen->dev, std::move(listen->pending->link),
-                                         std::move(listen->pending->socket), peer, listen->framed);
+                                         std::move(listen->pending->socket), peer, listen->framed,
+                                         peer_eager);
   listen->pending.reset();
   TERSE_CHECK(comm->start());
-  NET_INFO("receive comm from %s accepted", peer.c_str());
+  NET_INFO("receive comm from %s accepted; its sender sends up to %zu bytes eagerly", peer.c_str(),
+           static_cast<size_t>(peer_eager));
   *out = comm.release();
   return ncclSuccess;
 }

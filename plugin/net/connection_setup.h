@@ -34,6 +34,8 @@ struct SetupStage {
   uint64_t nonce = 0;
   // Whether the peer (when it is the receiving side) wants framed messages, from its handshake.
   bool peer_framed = false;
+  // The peer's eager bound (when it is the sending side), from its handshake.
+  uint64_t peer_eager_bytes = 0;
   // TERSE_TIMEOUT_S from the first call: a peer that never answers fails the setup, not NCCL's
   // loop of calls.
   Deadline deadline = Deadline::after_seconds(kDefaultTransportTimeoutSeconds);
@@ -41,6 +43,7 @@ struct SetupStage {
 
 struct ConnectStage : SetupStage {
   bool connected = false;  // the TCP connection is up
+  size_t eager_bytes = 0;  // TERSE_NET_EAGER_BYTES, read when the connect started
 };
 
 struct ListenComm {

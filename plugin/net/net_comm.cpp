@@ -122,9 +122,11 @@ ncclResult_t Comm::close() {
       Link::abandon(&request.entries[i].header_transfer);
       Link::abandon(&request.entries[i].transfer);
     }
-    Link::abandon(&request.clear_to_send_transfer);
   }
   for (int i = 0; i < standing_count; ++i) Link::abandon(&standing[i]);
+  int lingering_count = 0;
+  TransferRequest* lingering = lingering_sends(&lingering_count);
+  for (int i = 0; i < lingering_count; ++i) Link::abandon(&lingering[i]);
   for (TransferRequest& transfer : close_transfers_) Link::abandon(&transfer);
   if (peer_state(true) != PeerLifeline::State::kGone) {
     std::vector<uint8_t> farewell(sizeof(Farewell));

@@ -3,23 +3,29 @@
 // UCX link each side). A data message is named on the wire by its NCCL tag and its ordinal among
 // that tag's messages (tag_ordinals.h, net_wire.h's data_tag):
 //
-//   receiver: irecv(n buffers) takes the next ordinal of each buffer's tag, posts n UCX receives
-//             tagged data_tag(tag, ordinal), then sends a clear-to-send {seq, (tag, ordinal,
-//             size) per buffer, framed} tagged clear_to_send_tag(seq);
+//   receiver: irecv(n buffers) takes the next ordinal of each buffer's tag and posts n UCX
+//             receives tagged data_tag(tag, ordinal). When a buffer is larger than the sender's
+//             eager bound (which the sender's handshake carries), it then sends a clear-to-send
+//             {seq, (tag, ordinal, size) per buffer, framed} tagged clear_to_send_tag(seq); an
+//             irecv of small buffers sends none (every message for it goes eagerly), so a small
+//             message costs one UCX message and no reverse traffic.
 //   sender:   isend(tag) takes the next ordinal of its tag. A message of at most the eager limit
 //             (eager_setting.h) goes at once, tagged data_tag(tag, ordinal): UCX keeps it as
 //             unexpected if its receive is not posted yet. A larger one waits (returning no
 //             request, NCCL's "retry") until the clear-to-send naming (tag, ordinal) arrived,
-//             is refused if larger than the buffer posted for it, and then goes the same way.
-//             The sender reads every clear-to-send in sequence order as it arrives and keeps the
-//             entries no send has used yet.
+//             is refused if larger than the buffer posted for it (or if a later ordinal of its
+//             tag was announced and its own was not: its buffer was small), and then goes the
+//             same way. The sender reads every clear-to-send in sequence order as it arrives and
+//             keeps the entries no send has used yet.
 //
 // The k-th send of tag t meets the k-th receive of tag t, which is NCCL's matching rule
 // (receives match sends in posting order, tags within a grouped receive): an eager message that
 // overtakes a rendezvous one, or arrives before its receive, still lands in its own buffer. A
-// large message lands in a receive posted for it (no unexpected-message copies), and a receiver
-// never has more than NCCL_NET_MAX_REQUESTS clear-to-sends outstanding, so the sender keeps one
-// posted receive per request slot.
+// large message lands in a receive posted for it (no unexpected-message copies). A receive is
+// done when its messages arrived, whether or not its clear-to-send has left: a sender that sent
+// eagerly need not progress that comm again soon, and over shared memory the clear-to-send
+// leaves only when it does. So clear-to-sends live in the receive comm (twice as many slots as
+// requests); irecv answers "retry" while the next slot's send is unfinished.
 //
 // A framed message is a FrameHeader (into the request) and then the payload (into the buffer):
 // the bytes as they are, or their encoding (lossless_codec.h), decoded into the buffer once it
@@ -90,6 +96,12 @@ class Comm {
   virtual void close_handshake() {}
   // The comm's own standing receives (the sender's clear-to-send slots), cancelled at close.
   virtual TransferRequest* standing_receives(int* count) {
+    *count = 0;
+    return nullptr;
+  }
+  // The comm's own sends that may outlive their request (the receiver's clear-to-sends):
+  // flushed with the link at close, then given back.
+  virtual TransferRequest* lingering_sends(int* count) {
     *count = 0;
     return nullptr;
   }

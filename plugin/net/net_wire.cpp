@@ -15,6 +15,7 @@ std::vector<uint8_t> encode_handshake(const Handshake& handshake) {
   writer.u32(static_cast<uint32_t>(handshake.worker_address.size()));
   writer.bytes(handshake.worker_address.data(), handshake.worker_address.size());
   writer.u32(handshake.framed ? 1 : 0);
+  writer.u64(handshake.eager_bytes);
   return bytes;
 }
 
@@ -28,7 +29,7 @@ bool decode_handshake(const std::vector<uint8_t>& bytes, Handshake* out) {
       version != kWireVersion || !reader.u64(&out->nonce) || !reader.u32(&host_length) ||
       !reader.bytes(host_length, &host) || !reader.u32(&address_length) ||
       !reader.bytes(address_length, &address) || !reader.u32(&framed) || framed > 1 ||
-      reader.remaining() != 0) {
+      !reader.u64(&out->eager_bytes) || reader.remaining() != 0) {
     return false;
   }
   out->host.assign(reinterpret_cast<const char*>(host), host_length);

@@ -5,8 +5,9 @@
 // - the handshake frame each side sends over that TCP connection (link_handshake.h), with the
 //   accepting (receiving) side's wish for framed messages (an eager send goes before any
 //   clear-to-send could say so);
-// - the clear-to-send a receive comm sends for each irecv: its sequence number, its entries'
-//   tags, per-tag ordinals and sizes, and whether it wants framed messages;
+// - the clear-to-send a receive comm sends for an irecv with a buffer larger than the sender's
+//   eager bound: its sequence number, its entries' tags, per-tag ordinals and sizes, and whether
+//   it wants framed messages;
 // - the header of a framed message (its own message, just before it): raw or encoded, and the
 //   raw size;
 // - the farewell a comm sends when it closes: how many messages it sent;
@@ -32,7 +33,9 @@ namespace terse::net {
 constexpr uint32_t kHandleMagic = 0x54455231;  // "TER1"
 constexpr uint32_t kHandshakeMagic = 0x54455248;
 constexpr uint32_t kFrameMagic = 0x54455246;
-constexpr uint16_t kWireVersion = 2;  // 2: framed in the handshake, tags by (tag, ordinal)
+// 2: framed in the handshake, tags by (tag, ordinal); 3: the sender's eager bound in the
+// handshake, no clear-to-send for receives its eager sends fill.
+constexpr uint16_t kWireVersion = 3;
 // Receives one irecv may group (maxRecvs).
 constexpr int kMaxGroupedReceives = 8;
 
@@ -54,6 +57,10 @@ struct Handshake {
   std::vector<uint8_t> worker_address;
   // The receiving (accepting) side's wish for framed messages; the connecting side sends false.
   bool framed = false;
+  // The sending (connecting) side's eager bound (eager_setting.h): a message of at most this many
+  // bytes goes without waiting for a clear-to-send, so a receive of at most this many bytes needs
+  // none. The accepting side sends 0.
+  uint64_t eager_bytes = 0;
 };
 std::vector<uint8_t> encode_handshake(const Handshake& handshake);
 bool decode_handshake(const std::vector<uint8_t>& bytes, Handshake* out);

@@ -16,8 +16,10 @@
 namespace terse::net {
 
 RecvComm::RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer,
-                   bool framed)
-    : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)), framed_(framed) {}
+                   bool framed, uint64_t peer_eager_bytes)
+    : Comm(false, dev, std::move(link), std::move(lifeline), std::move(peer)),
+      framed_(framed),
+      peer_eager_bytes_(peer_eager_bytes) {}
 
 ncclResult_t RecvComm::start() {
   close_pieces_[1] = ucp_dt_iov_t{&close_records_[1], sizeof(CloseCount)};
@@ -71,19 +73,36 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
                       i, data[i], i, sizes[i], i, mhandles[i]);
     }
   }
+  // Only a buffer larger than the sender's eager bound needs a clear-to-send: any message for a
+  // smaller one goes eagerly. When one does, the clear-to-send names every buffer of the irecv,
+  // so that the sender checks each message's size against its buffer.
+  bool announce = false;
+  for (int i = 0; i < n; ++i) announce = announce || sizes[i] > peer_eager_bytes_;
+  const int slot = static_cast<int>(next_sequence_ % kClearToSendSlots);
+  if (announce) {
+    ucs_status_t status = UCS_INPROGRESS;
+    if (!finished(clear_to_send_transfers_[slot], &status)) {
+      link_->progress();
+      // Still on its way: NCCL calls again (a null request is its "retry").
+      if (!finished(clear_to_send_transfers_[slot], &status)) return ncclSuccess;
+    }
+    if (status != UCS_OK) return transfer_failed(status, "a clear-to-send");
+  }
   Request* posted = allocate_request();
   if (posted == nullptr) {
     return NET_FAIL(ncclInvalidUsage, "irecv: more than %d requests in flight on one comm",
                     netabi::kMaxRequests);
   }
-  uint32_t sequence = next_sequence_;
   posted->count = n;
   posted->framed = framed_;
-  ClearToSend& clear = posted->clear_to_send;
-  clear = ClearToSend{};
-  clear.sequence = sequence;
-  clear.count = static_cast<uint16_t>(n);
-  clear.framed = framed_ ? 1 : 0;
+  posted->clear_to_send_slot = announce ? slot : -1;
+  ClearToSend& clear = clear_to_sends_[slot];
+  if (announce) {
+    clear = ClearToSend{};
+    clear.sequence = next_sequence_;
+    clear.count = static_cast<uint16_t>(n);
+    clear.framed = framed_ ? 1 : 0;
+  }
   for (int i = 0; i < n; ++i) {
     Request::Entry& entry = posted->entries[i];
     entry.data = data[i];
@@ -103,18 +122,21 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
       failed_ = true;
       return result;
     }
-    clear.entries[i] = ClearToSendEntry{tags[i], ordinal, sizes[i]};
+    if (announce) clear.entries[i] = ClearToSendEntry{tags[i], ordinal, sizes[i]};
   }
-  posted->clear_to_send_piece =
-      ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};
-  ncclResult_t result = link_->send(clear_to_send_tag(sequence), &posted->clear_to_send_piece, 1,
-                                    &posted->clear_to_send_transfer);
-  if (result != ncclSuccess) {
-    failed_ = true;
-    return result;
+  if (announce) {
+    clear_to_send_pieces_[slot] =
+        ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};
+    ncclResult_t result =
+        link_->send(clear_to_send_tag(next_sequence_), &clear_to_send_pieces_[slot], 1,
+                    &clear_to_send_transfers_[slot]);
+    if (result != ncclSuccess) {
+      failed_ = true;
+      return result;
+    }
+    ++next_sequence_;
+    ++clear_to_sends_sent_;
   }
-  ++next_sequence_;
-  ++clear_to_sends_sent_;
   *request = posted;
   return ncclSuccess;
 }
@@ -224,15 +246,16 @@ ncclResult_t RecvComm::test_entries(Request* request, int* done, int* sizes) {
       }
       entry.complete = true;
     }
+    if (all) break;
     // The clear-to-send matters while a message is still to come: once every message arrived,
-    // its outcome (a sender that closed right after sending resets it) changes nothing.
+    // its outcome (a sender that closed right after sending resets it) changes nothing, and it
+    // need not have left yet (recv_comm.h).
     ucs_status_t status = UCS_INPROGRESS;
-    if (!finished(request->clear_to_send_transfer, &status)) {
-      if (all && peer_state() == PeerLifeline::State::kOpen) all = false;
-    } else if (status != UCS_OK && !all) {
+    if (request->clear_to_send_slot >= 0 &&
+        finished(clear_to_send_transfers_[request->clear_to_send_slot], &status) &&
+        status != UCS_OK) {
       return transfer_failed(status, "a clear-to-send");
     }
-    if (all) break;
     if (progressed) {
       if (link_->peer_error() != UCS_OK && awaiting_data) {
         return transfer_failed(link_->peer_error(), "a receive");

@@ -13,7 +13,8 @@ namespace terse::net {
 
 class RecvComm : public Comm {
  public:
-  RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer, bool framed);
+  RecvComm(int dev, std::unique_ptr<Link> link, Socket lifeline, std::string peer, bool framed,
+           uint64_t peer_eager_bytes);
   // Posts the receive of the sender's close count (net_wire.h).
   ncclResult_t start();
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
@@ -23,6 +24,10 @@ class RecvComm : public Comm {
 
  private:
   void close_handshake() override;
+  TransferRequest* lingering_sends(int* count) override {
+    *count = kClearToSendSlots;
+    return clear_to_send_transfers_;
+  }
   // test() but for what every return needs (the close answer, settled decodes on failure).
   ncclResult_t test_entries(Request* request, int* done, int* sizes);
   // Answers the sender's close count once this comm has received that many data messages.
@@ -33,7 +38,19 @@ class RecvComm : public Comm {
   // Queues the decode of an arrived encoding into the receive buffer.
   void start_decode(Request::Entry* entry);
 
+  // Clear-to-sends live in the comm, not in the request that announced them: a receive whose
+  // messages all arrived is done even while its clear-to-send is still on its way (a sender
+  // whose messages went eagerly need not have read it, and over shared memory it leaves only when
+  // the sender's process progresses that comm). A slot is reused once its send finished; while
+  // the next one is busy, irecv answers "retry" (no request).
+  static constexpr int kClearToSendSlots = 2 * netabi::kMaxRequests;
+  ClearToSend clear_to_sends_[kClearToSendSlots]{};
+  ucp_dt_iov_t clear_to_send_pieces_[kClearToSendSlots]{};
+  TransferRequest clear_to_send_transfers_[kClearToSendSlots];
+
   bool framed_;
+  // The sender's eager bound (handshake): buffers of at most this size need no clear-to-send.
+  uint64_t peer_eager_bytes_;
   uint32_t next_sequence_ = 0;
   TagOrdinals posted_ordinals_;
   uint64_t clear_to_sends_sent_ = 0;

@@ -43,10 +43,9 @@ struct Request {
   bool framed = false;
   int count = 0;
   Entry entries[kMaxGroupedReceives];
-  // Receive side: the clear-to-send this irecv announced.
-  ClearToSend clear_to_send{};
-  ucp_dt_iov_t clear_to_send_piece{};
-  TransferRequest clear_to_send_transfer;
+  // Receive side: the receive comm's clear-to-send slot this irecv announced itself in, or -1
+  // when the sender's eager sends fill all its buffers (recv_comm.h).
+  int clear_to_send_slot = -1;
 };
 
 }  // namespace terse::net

@@ -67,6 +67,7 @@ ncclResult_t SendComm::read_clear_to_sends() {
     }
     for (int i = 0; i < message.count; ++i) {
       const ClearToSendEntry& entry = message.entries[i];
+      announced_ordinals_.pass(entry.tag, entry.ordinal);
       // An ordinal behind the tag's count was an eager message that already went.
       if (static_cast<int32_t>(entry.ordinal - sent_ordinals_.peek(entry.tag)) < 0) continue;
       announced_.push_back(Announced{entry.tag, entry.ordinal, entry.size});
@@ -176,6 +177,14 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, void* mhandle, vo
   }
   TERSE_CHECK(read_clear_to_sends());
   int announced = find_announced(tag, ordinal);
+  if (announced < 0 && !eager &&
+      static_cast<int32_t>(announced_ordinals_.peek(tag) - ordinal) > 0) {
+    return NET_FAIL(ncclInvalidUsage,
+                    "isend of %zu bytes with tag %d, but the receiver posted at most %zu bytes "
+                    "for it (message %u of that tag; larger buffers are announced): a send larger "
+                    "than its receive",
+                    size, tag, eager_bytes_, ordinal);
+  }
   if (announced < 0 || eager) {
     // No matching receive yet: an eager message goes anyway, a larger one waits (NCCL calls
     // again). A receiver that closed or died never will post it.

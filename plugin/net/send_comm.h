@@ -59,6 +59,10 @@ class SendComm : public Comm {
   TransferRequest slot_transfers_[netabi::kMaxRequests];
   uint32_t next_sequence_ = 0;  // the clear-to-send to read next
   TagOrdinals sent_ordinals_;
+  // Per tag, the ordinal after the last one a clear-to-send named: a message before it that no
+  // clear-to-send named had its receive posted unannounced, so its buffer holds at most this
+  // side's eager bound (recv_comm.cpp's irecv).
+  TagOrdinals announced_ordinals_;
   // Receives the peer announced that no send has used yet: at most its 32 irecvs of 8 each.
   std::vector<Announced> announced_;
   uint64_t clear_to_sends_received_ = 0;

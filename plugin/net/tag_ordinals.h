@@ -19,6 +19,8 @@ class TagOrdinals {
   uint32_t peek(int32_t tag) { return slot(tag); }
   // That ordinal, counted as used.
   uint32_t take(int32_t tag) { return slot(tag)++; }
+  // Counts every ordinal up to `ordinal` of `tag` as used.
+  void pass(int32_t tag, uint32_t ordinal) { slot(tag) = ordinal + 1; }
 
  private:
   uint32_t& slot(int32_t tag) {

@@ -4,6 +4,8 @@
 //   echo:  receives the test's traffic (sizes up to argv[4] bytes), sends the same back, and
 //          waits for a last 1-byte message before it closes;
 //   stall: prints "ready" and waits on stdin without touching its comms (the test kills it);
+//   pingpong: answers pingpong_traffic(argv[4] bytes of receive slack) one message at a time
+//          (net_traffic.h's ping_pong), then waits for a last 1-byte message before it closes;
 //   blast: sends the test gradient-like traffic (sizes up to argv[4] bytes) and closes every
 //          comm the moment its last send's test reports done;
 //   devices (no handle needed): prints each device's name and speed, exits 3 when init fails.
@@ -82,6 +84,20 @@ int main(int argc, char** argv) {
     fflush(stdout);
     char byte;
     while (read(0, &byte, 1) > 0) {
+    }
+    return 0;
+  }
+  if (scenario == "pingpong") {
+    Traffic traffic = pingpong_traffic(argc > 4 ? strtoull(argv[4], nullptr, 10) : 0);
+    error = ping_pong(net, send_comm, recv_comm, traffic, /*sends_first=*/false);
+    if (!error.empty()) return fail(error);
+    Traffic last;
+    last.sizes = {1};
+    error = drive(net, nullptr, recv_comm, last);
+    if (!error.empty()) return fail("the last word: " + error);
+    if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
+        net.close_listen(listen_comm) != ncclSuccess) {
+      return fail("close failed");
     }
     return 0;
   }

@@ -381,6 +381,43 @@ TEST(NetPluginEager, EagerSendLargerThanItsReceiveIsInvalidUsage) {
   }
 }
 
+// A receive no larger than the sender's eager bound announces nothing (any message for it goes
+// eagerly), so a send above the bound waits for an announcement that never comes. Once a later
+// receive of the same tag announced itself, the sender knows the earlier one was posted small
+// and refuses the send instead of waiting for ever.
+TEST(NetPluginEager, LargeSendForAnUnannouncedSmallReceiveIsInvalidUsage) {
+  CommPair pair;
+  ASSERT_EQ(open_pair(net(), &pair), "");
+  Buffer message(pair.send, 50000, 90);
+  Buffer small(pair.recv, 100);
+  Buffer large(pair.recv, 100000);
+  void* first = irecv(pair.recv, {&small}, {1});
+  void* second = irecv(pair.recv, {&large}, {1});
+  ncclResult_t result = ncclSuccess;
+  void* request = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  while (result == ncclSuccess && request == nullptr &&
+         std::chrono::steady_clock::now() < start + std::chrono::seconds(10)) {
+    result = net().isend(pair.send, message.bytes.data(), message.bytes.size(), 1, message.handle,
+                         &request);
+    int done = 0;
+    for (void* receive : {first, second}) {
+      ASSERT_EQ(net().test(receive, &done, nullptr), ncclSuccess);
+      EXPECT_EQ(done, 0);
+    }
+  }
+  EXPECT_EQ(request, nullptr);
+  EXPECT_EQ(result, ncclInvalidUsage);
+  bool named = false;
+  for (const std::string& line : captured_lines()) {
+    named = named || line.find(
+                         "isend of 50000 bytes with tag 1, but the receiver posted at most "
+                         "16384 bytes for it (message 0 of that tag") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_EQ(close_pair(net(), &pair), "");
+}
+
 // Eager sends nobody received, some untested, then both comms closed: the closes return, and
 // a fresh pair works afterwards.
 TEST(NetPluginEager, CloseWithEagerSendsOutstanding) {

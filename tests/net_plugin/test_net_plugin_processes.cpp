@@ -149,6 +149,36 @@ TEST_P(NetPluginProcesses, TrafficBothWays) {
   EXPECT_EQ(peer->wait(120), 0);
 }
 
+// Each process waits on one request at a time, as a latency test does: a receive must not need
+// the peer to progress the comm it is not touching. With receive buffers of exactly the
+// message's size (small ones announce nothing), and 1 MiB larger (every receive announces
+// itself, even for a message that goes eagerly, and the receive comm's clear-to-send slots wrap
+// three times). This passed before the shared-memory hang was fixed too (the order of the two
+// processes' first calls differs from net_plugin_perf's); the net_plugin_perf_pattern tests
+// (CMakeLists.txt) are the ones that hung.
+class NetPluginPingPong : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(NetPluginPingPong, EachSideWaitingOnOneRequest) {
+  LoadedNet& net = net_for_version(11);
+  Traffic traffic = pingpong_traffic(GetParam());
+  Peer* raw = nullptr;
+  PeerLink link;
+  std::string error = connect_peer(net, &raw, "pingpong", GetParam(), &link);
+  std::unique_ptr<Peer> peer(raw);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(ping_pong(net, link.send, link.recv, traffic, /*sends_first=*/true), "");
+  Traffic last;  // the peer closes after this
+  last.sizes = {1};
+  EXPECT_EQ(drive(net, link.send, nullptr, last), "");
+  EXPECT_EQ(net.close_send(link.send), ncclSuccess);
+  EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
+  EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
+  EXPECT_EQ(peer->wait(60), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(ReceiveSlack, NetPluginPingPong,
+                         ::testing::Values(size_t{0}, size_t{1} << 20));
+
 // A sender that closes the moment its last send's test reported done loses nothing, as NCCL's
 // IB and socket plugins guarantee: the peer (UCX over TCP only) sends 1 B to 8 MiB of
 // gradient-like bytes, 8 in flight, then closes every comm and exits; this side receives every

@@ -49,6 +49,37 @@ void fill_message(size_t index, size_t size, bool gradient, uint8_t* out) {
   if (size % 2 == 1) out[size - 1] = static_cast<uint8_t>(index);
 }
 
+std::string ping_pong(LoadedNet& net, void* send_comm, void* recv_comm, const Traffic& traffic,
+                      bool sends_first) {
+  for (size_t k = 0; k < traffic.sizes.size(); ++k) {
+    Traffic one = traffic;
+    one.sizes = {traffic.sizes[k]};
+    one.in_flight = 1;
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool sending = (turn == 0) == sends_first;
+      std::string error =
+          sending ? drive(net, send_comm, nullptr, one) : drive(net, nullptr, recv_comm, one);
+      if (!error.empty()) {
+        return std::string(sending ? "sending" : "receiving") + " message " + std::to_string(k) +
+               " of " + std::to_string(one.sizes[0]) + " bytes: " + error;
+      }
+    }
+  }
+  return std::string();
+}
+
+Traffic pingpong_traffic(size_t receive_slack) {
+  Traffic traffic;
+  for (int round = 0; round < 40; ++round) {
+    for (size_t size : {size_t{8}, size_t{1000}, size_t{16384}, size_t{16385}, size_t{100000}}) {
+      traffic.sizes.push_back(size);
+    }
+  }
+  traffic.receive_slack = receive_slack;
+  traffic.seconds_allowed = 30;
+  return traffic;
+}
+
 std::vector<size_t> sizes_up_to(size_t largest) {
   std::vector<size_t> sizes;
   for (size_t size = 1; size <= largest; size *= 2) {
@@ -109,7 +140,10 @@ std::string drive(LoadedNet& net, void* send_comm, void* recv_comm, const Traffi
       ncclResult_t result =
           net.irecv(recv_comm, 1, &data, &capacity, &tag, &pending->mhandle, &pending->request);
       if (result != ncclSuccess) return "irecv failed: " + std::to_string(result);
-      if (pending->request == nullptr) break;  // NCCL would try again later
+      if (pending->request == nullptr) {  // NCCL would try again later
+        net.dereg_mr(recv_comm, pending->mhandle);
+        break;
+      }
       receives.push_back(std::move(pending));
       ++next_recv;
     }

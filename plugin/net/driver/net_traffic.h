@@ -31,6 +31,18 @@ void fill_message(size_t index, size_t size, bool gradient, uint8_t* out);
 // Returns "" or what went wrong.
 std::string drive(LoadedNet& net, void* send_comm, void* recv_comm, const Traffic& traffic);
 
+// Ping-pong: message k goes one way, then back, one request at a time, and each side waits on
+// that one request alone (a process waiting for its receive does not touch its send comm, as in
+// a latency test). `sends_first` on one end, not on the other. The messages of `traffic.sizes`
+// in turn; `in_flight` is ignored.
+std::string ping_pong(LoadedNet& net, void* send_comm, void* recv_comm, const Traffic& traffic,
+                      bool sends_first);
+
+// The ping-pong's messages: 200, sizes on both sides of the default eager bound (16 KiB) in
+// turn, receive buffers `receive_slack` bytes larger (so with slack every receive announces
+// itself even for a message that goes eagerly).
+Traffic pingpong_traffic(size_t receive_slack);
+
 // Connects a send comm to `handle` and accepts on `listen_comm` in turns from one thread, either
 // may be null; "" or what failed.
 std::string connect_and_accept(LoadedNet& net, int dev, void* handle, void** send_comm,
