@@ -19,6 +19,8 @@ packages=(
   dataset-fashion-mnist           # train_fmnist's data (perf/convergence.sh, tests/train)
   openmpi-bin libopenmpi-dev      # mpirun launch and the MPI baseline
   iproute2 iputils-ping iptables  # perf/emulated_cluster.sh: namespaces and tc, link checks, RTT
+  python3-torch libtorch-dev      # torch_terse, the torch.distributed backend (python/)
+  pybind11-dev python3-setuptools
 )
 
 missing=()
