@@ -169,6 +169,46 @@ void ProcessGroupTerse::check(ncclResult_t result, const char* call) const {
               ncclGetErrorString(result), ": ", ncclGetLastError(comm_));
 }
 
+std::string ProcessGroupTerse::residual_name(const at::Tensor& tensor, const c10d::ReduceOp& op) {
+  const bool compressible =
+      (op == c10d::ReduceOp::SUM || op == c10d::ReduceOp::AVG) &&
+      (tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kHalf ||
+       tensor.scalar_type() == at::kBFloat16);
+  if (!compressible || !tensor.has_storage()) return "";
+  const c10::Storage& storage = tensor.storage();
+  std::lock_guard<std::mutex> lock(storages_mutex_);
+  // Storages that died are forgotten (their residuals age out in the engine as any idle
+  // tensor's do, alike on every rank); the map stays as large as the live gradient buffers.
+  for (auto it = storages_.begin(); it != storages_.end();) {
+    it = it->second.storage.expired() ? storages_.erase(it) : std::next(it);
+  }
+  auto found = storages_.find(storage.unsafeGetStorageImpl());
+  if (found == storages_.end()) {
+    found = storages_
+                .emplace(storage.unsafeGetStorageImpl(),
+                         SeenStorage{storage.getWeakStorageImpl(), next_storage_serial_++})
+                .first;
+  }
+  const auto offset =
+      static_cast<const char*>(tensor.data_ptr()) - static_cast<const char*>(storage.data());
+  return "torch_terse/s" + std::to_string(found->second.serial) + "+" + std::to_string(offset);
+}
+
+void ProcessGroupTerse::run_allreduce(const at::Tensor& tensor, ncclDataType_t type, ncclRedOp_t op,
+                                      const std::string& name, const char* call) {
+  if (name.empty()) {
+    check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, op, comm_,
+                        nullptr),
+          call);
+    return;
+  }
+  terseTensor described = TERSE_TENSOR_INITIALIZER;
+  described.name = name.c_str();
+  check(terseAllReduceTensor(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, op,
+                             &described, comm_, nullptr),
+        call);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   check_single(tensors, "broadcast");
@@ -190,28 +230,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::allreduce(std::vector<at::Tens
   at::Tensor tensor = tensors[0];
   ncclDataType_t type = nccl_type(tensor, "allreduce");
   ncclRedOp_t op = nccl_op(opts.reduceOp, tensor, "allreduce");
-  return enqueue(c10d::OpType::ALLREDUCE, "terse:all_reduce", {tensor}, [this, tensor, type, op] {
-    check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, op, comm_,
-                        nullptr),
-          "allreduce");
-  });
+  std::string name = residual_name(tensor, opts.reduceOp);
+  return enqueue(
+      c10d::OpType::ALLREDUCE, "terse:all_reduce", {tensor},
+      [this, tensor, type, op, name] { run_allreduce(tensor, type, op, name, "allreduce"); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "terse allreduce_coalesced: no tensors");
   std::vector<ncclDataType_t> types;
+  std::vector<std::string> names;
   for (const at::Tensor& tensor : tensors) {
     check_tensor(tensor, "allreduce_coalesced", "a tensor");
     types.push_back(nccl_type(tensor, "allreduce_coalesced"));
+    names.push_back(residual_name(tensor, opts.reduceOp));
   }
   ncclRedOp_t op = nccl_op(opts.reduceOp, tensors[0], "allreduce_coalesced");
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "terse:all_reduce_coalesced", tensors,
-                 [this, tensors, types, op] {
+                 [this, tensors, types, op, names] {
                    for (size_t i = 0; i < tensors.size(); ++i) {
-                     check(ncclAllReduce(tensors[i].data_ptr(), tensors[i].data_ptr(),
-                                         tensors[i].numel(), types[i], op, comm_, nullptr),
-                           "allreduce_coalesced");
+                     run_allreduce(tensors[i], types[i], op, names[i], "allreduce_coalesced");
                    }
                  });
 }
@@ -477,6 +516,9 @@ std::map<std::string, std::string> ProcessGroupTerse::stats() {
     out["encode_seconds"] = std::to_string(stats.encode_seconds);
     out["decode_seconds"] = std::to_string(stats.decode_seconds);
     out["seconds"] = std::to_string(stats.seconds);
+    out["residual_entries"] = std::to_string(stats.residual_entries);
+    out["residual_bytes"] = std::to_string(stats.residual_bytes);
+    out["residual_admitted"] = std::to_string(stats.residual_admitted);
     out["last_codec"] = stats.last_codec;
     out["last_algorithm"] = stats.last_algorithm;
   });

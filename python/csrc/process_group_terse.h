@@ -3,8 +3,14 @@
 // worker thread in the order they were called, so that every call returns at once with a Work.
 // The rendezvous is the Store torch.distributed gives every backend: rank 0 puts terse's unique
 // id there and the others read it. Compression follows TERSE_CODEC / TERSE_POLICY as for any
-// terse communicator, or set_codec(); a named allreduce (allreduce_named, which the DDP comm
-// hook uses) keys its error-feedback residual by the name instead of the buffer's address.
+// terse communicator, or set_codec().
+//
+// Error feedback is keyed by the tensor's storage, not its address: a sum or average allreduce
+// of a floating tensor is named "torch_terse/s<serial>+<byte offset>", the serial given to its
+// storage when this group first saw it (every rank sees the same storages in the same call
+// order). A storage freed and another allocated at the same address (DDP's buckets rebuilt after
+// the first step) so gets a fresh residual, never the old tensor's. A named allreduce
+// (allreduce_named, which the DDP comm hook uses) uses the caller's name.
 //
 // PyTorch 1.x registers a ProcessGroup subclass; 2.x a Backend, which a ProcessGroup wraps.
 #pragma once
@@ -97,6 +103,19 @@ class ProcessGroupTerse : public TORCH_TERSE_BASE {
   void worker_loop();
   // Throws naming `call` when `result` is not ncclSuccess.
   void check(ncclResult_t result, const char* call) const;
+  // The residual name of `tensor`'s memory (above); "" when terse would not compress the call.
+  std::string residual_name(const at::Tensor& tensor, const c10d::ReduceOp& op);
+  // Runs a sum/avg allreduce, named when `name` is not "".
+  void run_allreduce(const at::Tensor& tensor, ncclDataType_t type, ncclRedOp_t op,
+                     const std::string& name, const char* call);
+
+  struct SeenStorage {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;  // holds the address until it expired
+    uint64_t serial;
+  };
+  std::mutex storages_mutex_;
+  std::map<const c10::StorageImpl*, SeenStorage> storages_;
+  uint64_t next_storage_serial_ = 0;
 
   ncclComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;

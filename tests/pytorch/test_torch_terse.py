@@ -192,6 +192,27 @@ def scenario_bad_input(torch, dist, torch_terse, rank, world):
     assert t.tolist() == [float(world)] * 2
 
 
+def scenario_storage_keys(torch, dist, torch_terse, rank, world):
+    import numpy
+    torch_terse.set_codec("topk:ratio=0.1")
+    memory = numpy.zeros(4096, dtype=numpy.float32)
+    a = torch.from_numpy(memory)
+    a.copy_(torch.arange(4096, dtype=torch.float32) * (rank + 1))
+    dist.all_reduce(a)
+    dist.all_reduce(a)  # the same tensor again: its entry, not a new one
+    assert torch_terse.stats()["residual_admitted"] == 1, torch_terse.stats()
+    address = a.data_ptr()
+    del a
+    # The same memory under a new storage, as a bucket rebuilt where the old one was.
+    b = torch.from_numpy(memory)
+    assert b.data_ptr() == address
+    dist.all_reduce(b)
+    assert torch_terse.stats()["residual_admitted"] == 2, torch_terse.stats()
+    # A view at an offset of a live storage is a tensor of its own.
+    dist.all_reduce(b[1024:2048])
+    assert torch_terse.stats()["residual_admitted"] == 3, torch_terse.stats()
+
+
 def scenario_killed(torch, dist, torch_terse, rank, world):
     t = torch.ones(1 << 16)
     dist.all_reduce(t)
@@ -269,6 +290,9 @@ class TorchTerse(unittest.TestCase):
             self.assertEqual(code, 0, out)
             self.assertIn("raised:", out)
         self.assertLess(time.time() - start, 60)
+
+    def test_new_storage_at_an_old_address_gets_a_fresh_residual(self):
+        self.check_all(launch("storage_keys", 2))
 
     def test_ddp_equals_gloo(self):
         import torch
