@@ -13,6 +13,7 @@ of its replica, and terse's statistics. Runs with Debian's /usr/bin/python3 (pyt
 torch_terse is taken from build/python.
 """
 import argparse
+import datetime
 import gzip
 import json
 import os
@@ -73,12 +74,20 @@ def main():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if args.variant == "terse":
         import torch_terse
-        dist.init_process_group("terse", init_method="env://")
+    # A rank that cannot join fails within minutes instead of gloo's half hour.
+    timeout = datetime.timedelta(minutes=5)
+    if args.variant == "terse":
+        dist.init_process_group("terse", init_method="env://", timeout=timeout)
     else:
-        dist.init_process_group("gloo", init_method="env://")
+        dist.init_process_group("gloo", init_method="env://", timeout=timeout)
     torch.manual_seed(args.seed)
     net = model()
-    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    # One gradient bucket for every variant: PyTorch's PowerSGD hook over gloo with DDP's usual
+    # two (a 1 MiB first bucket) fails within the first epoch here ("enforce fail at
+    # gloo/transport/tcp/pair.cc:510 op.preamble.length <= op.nbytes"), its buckets' allreduces
+    # meeting out of order. DDP's documented knob for the first bucket, and a cap above the model.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 64 << 20
+    ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=64)
     if args.variant == "gloo-fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)

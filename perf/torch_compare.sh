@@ -26,14 +26,16 @@ done
 [[ -f build/python/torch_terse/__init__.py ]] || { echo "torch_compare.sh: build torch_terse first (./cmake/build.sh)" >&2; exit 1; }
 mkdir -p "$out"
 terse_codecs="none fp16 int8 topk:ratio=0.01 powersgd:rank=4 auto"
+# Gloo finds its interface from the host name, which resolves to loopback in every namespace.
+gloo_if="GLOO_SOCKET_IFNAME=eth0"
 for seed in $seeds; do
   for variant in gloo gloo-fp16 gloo-powersgd; do
     echo "== seed $seed: $variant" >&2
-    perf/emulated_cluster.sh -n "$nodes" -r "$rate" -c none -o "$out/$variant.s$seed" \
+    perf/emulated_cluster.sh -n "$nodes" -r "$rate" -c none -o "$out/$variant.s$seed" -e "$gloo_if" \
       -x "perf/torch_compare.py --variant $variant --seed $seed --epochs $epochs --json {out}"
   done
   echo "== seed $seed: terse ($terse_codecs)" >&2
-  perf/emulated_cluster.sh -n "$nodes" -r "$rate" -c "$terse_codecs" -o "$out/terse.s$seed" \
+  perf/emulated_cluster.sh -n "$nodes" -r "$rate" -c "$terse_codecs" -o "$out/terse.s$seed" -e "$gloo_if" \
     -x "perf/torch_compare.py --variant terse --seed $seed --epochs $epochs --json {out}"
 done
 python3 perf/torch_compare_table.py "$out" | tee "$out/table.md"
