@@ -74,7 +74,11 @@ class FloatBuffer {
   FloatBuffer& operator=(const FloatBuffer&) = delete;
   ~FloatBuffer() {
 #if TERSE_HAVE_CUDA
-    if (device_ != nullptr) cudaFreeAsync(device_, static_cast<cudaStream_t>(stream_));
+    // A destructor cannot return the failure; it leaves no stray last error either.
+    if (device_ != nullptr &&
+        cudaFreeAsync(device_, static_cast<cudaStream_t>(stream_)) != cudaSuccess) {
+      cudaGetLastError();
+    }
 #endif
   }
 

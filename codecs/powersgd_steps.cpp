@@ -480,7 +480,10 @@ ncclResult_t powersgd_all_finite(const float* values, size_t count, PowerSgdWork
     if (error == cudaSuccess && launched == ncclSuccess) {
       error = cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, cuda_stream);
     }
-    if (own_flag) cudaFreeAsync(flag, cuda_stream);
+    if (own_flag) {
+      const cudaError_t freed = cudaFreeAsync(flag, cuda_stream);
+      if (error == cudaSuccess) error = freed;
+    }
     if (error == cudaSuccess) error = cudaStreamSynchronize(cuda_stream);
     TERSE_CHECK(launched);
     if (error != cudaSuccess) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -99,7 +100,11 @@ int run(const Options& options) {
   }
   const size_t n = options.elements, bytes = n * sizeof(float);
   cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    fprintf(stderr, "codec_gpu_perf: cannot create a stream: %s\n",
+            cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
   std::vector<float> host(n);
   std::mt19937 random(7);
   std::normal_distribution<float> normal;
@@ -110,12 +115,22 @@ int run(const Options& options) {
     fprintf(stderr, "codec_gpu_perf: cannot allocate 3 x %zu bytes of device memory\n", bytes);
     return 1;
   }
-  cudaMemcpy(input, host.data(), bytes, cudaMemcpyHostToDevice);
+  if (cudaMemcpy(input, host.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    fprintf(stderr, "codec_gpu_perf: copying the input to the device failed: %s\n",
+            cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
   const double copy_gbps =
       bytes /
-      median_seconds(
-          stream, options.iterations,
-          [&] { cudaMemcpyAsync(copy, input, bytes, cudaMemcpyDeviceToDevice, stream); }) /
+      median_seconds(stream, options.iterations,
+                     [&] {
+                       if (cudaMemcpyAsync(copy, input, bytes, cudaMemcpyDeviceToDevice, stream) !=
+                           cudaSuccess) {
+                         fprintf(stderr, "codec_gpu_perf: the reference copy failed: %s\n",
+                                 cudaGetErrorString(cudaGetLastError()));
+                         exit(1);
+                       }
+                     }) /
       1e9;
   printf("# %zu fp32 elements, %d iterations; device-to-device copy %.1f GB/s\n", n,
          options.iterations, copy_gbps);
@@ -133,7 +148,11 @@ int run(const Options& options) {
     }
     const size_t capacity = codec->max_encoded_bytes(n, DType::kFloat32);
     void* message = nullptr;
-    cudaMalloc(&message, capacity);
+    if (cudaMalloc(&message, capacity) != cudaSuccess) {
+      fprintf(stderr, "codec_gpu_perf: %s: cannot allocate a %zu-byte message: %s\n", spec.c_str(),
+              capacity, cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
     EncodeContext encode;
     encode.memory = Memory::kDevice;
     encode.stream = stream;
@@ -147,7 +166,12 @@ int run(const Options& options) {
       }
     });
     std::vector<uint8_t> host_message(message_bytes);
-    cudaMemcpy(host_message.data(), message, message_bytes, cudaMemcpyDeviceToHost);
+    if (cudaMemcpy(host_message.data(), message, message_bytes, cudaMemcpyDeviceToHost) !=
+        cudaSuccess) {
+      fprintf(stderr, "codec_gpu_perf: %s: copying the message back failed: %s\n", spec.c_str(),
+              cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
     DecodeContext decode;
     decode.memory = Memory::kDevice;
     decode.stream = stream;

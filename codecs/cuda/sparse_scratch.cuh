@@ -26,7 +26,9 @@ class SparseScratch {
  public:
   explicit SparseScratch(cudaStream_t stream) : stream_(stream) {}
   ~SparseScratch() {
-    if (base_ != nullptr) cudaFreeAsync(base_, stream_);
+    // A destructor cannot return the failure; it must not leave it as the thread's last error
+    // for an unrelated later call to report either.
+    if (base_ != nullptr && cudaFreeAsync(base_, stream_) != cudaSuccess) cudaGetLastError();
   }
   SparseScratch(const SparseScratch&) = delete;
   SparseScratch& operator=(const SparseScratch&) = delete;
