@@ -3,8 +3,10 @@
 // again, spawned with --peer, optionally under a prefix such as "ip netns exec NS") receives.
 //
 //   net_plugin_perf [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-W WINDOW]
-//                   [-d random|bf16] [-v VERSION] [-p "PREFIX..."]
+//                   [-d random|bf16] [-v VERSION] [-p "PREFIX..."] [-y 1|0]
 //
+// -y 1 (default) yields the CPU after every call that found nothing done, as NCCL's idle proxy
+// thread does; -y 0 spins instead, as ucx_perftest does, so the plugin's own cost shows.
 // Per size: bandwidth = ITERS messages (more for small sizes: 64 MiB worth, up to 10000) sent
 // with WINDOW in flight (the receiver posts WINDOW receives ahead, as NCCL does), timed from the
 // first isend to the receiver's 1-byte acknowledgement of the last; latency = half the median
@@ -50,6 +52,7 @@ struct Options {
   int version = 11;
   std::string prefix;
   std::string peer_handle;  // set in the peer
+  bool yield = true;        // -y
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -98,6 +101,14 @@ std::vector<size_t> sizes_of(const Options& options) {
 // One side's comms and registered buffers (WINDOW of the largest size each way).
 struct Side {
   LoadedNet net;
+  bool yield = true;
+  // The clock is read every 1024th retry: a read per retry was a sixth of an 8-byte round trip.
+  static bool past(Clock::time_point deadline, unsigned* retries) {
+    return (++*retries & 1023) == 0 && Clock::now() > deadline;
+  }
+  void idle() {
+    if (yield) sched_yield();
+  }
   void* listen = nullptr;
   void* send = nullptr;
   void* recv = nullptr;
@@ -131,10 +142,11 @@ struct Side {
   void* post_send(void* data, size_t size, void* mhandle) {
     void* request = nullptr;
     auto deadline = Clock::now() + std::chrono::seconds(300);
+    unsigned retries = 0;
     while (request == nullptr) {
       check(net.isend(send, data, size, 1, mhandle, &request), "isend");
-      if (Clock::now() > deadline) die("isend found no receive for 300 s");
-      if (request == nullptr) sched_yield();  // as NCCL's idle proxy thread does
+      if (past(deadline, &retries)) die("isend found no receive for 300 s");
+      if (request == nullptr) idle();
     }
     return request;
   }
@@ -142,20 +154,22 @@ struct Side {
     void* request = nullptr;
     int tag = 1;
     auto deadline = Clock::now() + std::chrono::seconds(300);
+    unsigned retries = 0;
     while (request == nullptr) {
       check(net.irecv(recv, 1, &data, &size, &tag, &mhandle, &request), "irecv");
-      if (Clock::now() > deadline) die("irecv returned no request for 300 s");
-      if (request == nullptr) sched_yield();
+      if (past(deadline, &retries)) die("irecv returned no request for 300 s");
+      if (request == nullptr) idle();
     }
     return request;
   }
   int wait(void* request) {
     int done = 0, size = 0;
     auto deadline = Clock::now() + std::chrono::seconds(300);
+    unsigned retries = 0;
     while (!done) {
       check(net.test(request, &done, &size), "test");
-      if (Clock::now() > deadline) die("a request did not finish in 300 s");
-      if (!done) sched_yield();
+      if (past(deadline, &retries)) die("a request did not finish in 300 s");
+      if (!done) idle();
     }
     return size;
   }
@@ -192,6 +206,7 @@ struct Side {
 
 int run_peer(const Options& options) {
   Side side;
+  side.yield = options.yield;
   std::string error = side.net.load(net_plugin_path(), options.version);
   if (!error.empty()) die(error);
   check(side.net.init(nullptr), "init");
@@ -230,6 +245,7 @@ int run_peer(const Options& options) {
 
 int run_main(const Options& options, char* self) {
   Side side;
+  side.yield = options.yield;
   std::string error = side.net.load(net_plugin_path(), options.version);
   if (!error.empty()) die(error);
   check(side.net.init(nullptr), "init");
@@ -243,11 +259,15 @@ int run_main(const Options& options, char* self) {
   ssize_t length = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
   words.push_back(length > 0 ? std::string(self_path, length) : std::string(self));
   for (const std::string& word :
-       {std::string("-b"), std::to_string(options.min_bytes), std::string("-e"),
-        std::to_string(options.max_bytes), std::string("-f"), std::to_string(options.factor),
-        std::string("-n"), std::to_string(options.iters), std::string("-w"),
-        std::to_string(options.warmup), std::string("-W"), std::to_string(options.window),
-        std::string("-d"), options.data, std::string("-v"), std::to_string(options.version),
+       {std::string("-b"),     std::to_string(options.min_bytes),
+        std::string("-e"),     std::to_string(options.max_bytes),
+        std::string("-f"),     std::to_string(options.factor),
+        std::string("-n"),     std::to_string(options.iters),
+        std::string("-w"),     std::to_string(options.warmup),
+        std::string("-W"),     std::to_string(options.window),
+        std::string("-d"),     options.data,
+        std::string("-v"),     std::to_string(options.version),
+        std::string("-y"),     options.yield ? std::string("1") : std::string("0"),
         std::string("--peer"), to_hex(mine, sizeof(mine))}) {
     words.push_back(word);
   }
@@ -272,8 +292,9 @@ int run_main(const Options& options, char* self) {
   error = connect_and_accept(side.net, 0, theirs, &side.send, side.listen, &side.recv, 120);
   if (!error.empty()) die(error);
   side.register_buffers(options);
-  printf("# net_plugin_perf: ncclNet v%d, data %s, %d iterations (+%d warm-up), window %d\n",
-         options.version, options.data.c_str(), options.iters, options.warmup, options.window);
+  printf("# net_plugin_perf: ncclNet v%d, data %s, %d iterations (+%d warm-up), window %d, %s\n",
+         options.version, options.data.c_str(), options.iters, options.warmup, options.window,
+         options.yield ? "yielding between calls" : "spinning");
   printf("%12s %12s %12s\n", "bytes", "bw GB/s", "lat us");
   for (size_t size : sizes_of(options)) {
     int count = stream_count(options, size);
@@ -334,6 +355,8 @@ int main(int argc, char** argv) {
       options.version = atoi(value.c_str());
     else if (flag == "-p")
       options.prefix = value;
+    else if (flag == "-y")
+      options.yield = value != "0";
     else if (flag == "--peer")
       options.peer_handle = value;
     else

@@ -7,12 +7,14 @@
 # random bytes, which do not compress). Prints markdown tables; raw outputs go to OUTDIR.
 #
 #   perf/net_plugin_perf.sh [-B BUILDDIR] [-t "tcp sm"] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]
-#                           [-r RATE] [-R "MIN MAX FACTOR ITERS"] [-o OUTDIR]
+#                           [-r RATE] [-R "MIN MAX FACTOR ITERS"] [-o OUTDIR] [-y 1|0]
 #
 # Defaults: build/, transports tcp (UCX_TLS for both tools), sizes 8 B to 64 MiB by 8, 20
 # iterations, no emulated link, output in build/net_plugin_perf/. -r 1gbit adds the emulated
 # link (needs root, ip and tc; holds /tmp/terse-cluster.lock while its namespaces exist, like
 # perf/emulated_cluster.sh), with sizes 1 MiB to 16 MiB by 4 and 10 iterations unless -R.
+# -y 0: the plugin's driver spins between calls, as ucx_perftest does, instead of yielding as
+# NCCL's idle proxy thread does (the default, -y 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,10 +24,12 @@ min=8 max=67108864 factor=8 iters=20
 rate=
 emulated="1048576 16777216 4 10"
 out=build/net_plugin_perf
-while getopts "B:t:b:e:f:n:r:R:o:h" flag; do
+yield=1
+while getopts "B:t:b:e:f:n:r:R:o:y:h" flag; do
   case $flag in
     B) build=$OPTARG ;;
     t) transports=$OPTARG ;;
+    y) yield=$OPTARG ;;
     b) min=$OPTARG ;;
     e) max=$OPTARG ;;
     f) factor=$OPTARG ;;
@@ -82,7 +86,7 @@ sizes() {
 compare() {
   local label=$1 server_prefix=$2 client_prefix=$3 address=$4 peer_prefix=$5 lo=$6 hi=$7 f=$8 n=$9
   local plugin_log=$out/plugin_$label.log
-  $client_prefix "$perf" -b "$lo" -e "$hi" -f "$f" -n "$n" -d random ${peer_prefix:+-p "$peer_prefix"} >"$plugin_log"
+  $client_prefix "$perf" -b "$lo" -e "$hi" -f "$f" -n "$n" -d random -y "$yield" ${peer_prefix:+-p "$peer_prefix"} >"$plugin_log"
   echo
   echo "### $label: ucx_perftest tag_bw/tag_lat and the plugin (random bytes, compression off)"
   echo
