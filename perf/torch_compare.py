@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """One rank of the PyTorch side-by-side (issue 26): DDP training of a Fashion-MNIST CNN over
-gloo, with PyTorch's own comm hooks, or over terse (torch_terse), as perf/torch_compare.sh runs
+gloo, with PyTorch's own comm hooks, or over terse (torch_terse; terse-hook: through
+torch_terse.hooks.compress per parameter, with shapes), as perf/torch_compare.sh runs
 it on every node of the emulated cluster (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by
 perf/emulated_cluster.sh -x; TERSE_CODEC set by its -c for terse).
 
-  perf/torch_compare.py --variant gloo|gloo-fp16|gloo-powersgd|terse [--seed S] [--epochs E]
+  perf/torch_compare.py --variant gloo|gloo-fp16|gloo-powersgd|terse|terse-hook [--seed S]
+                        [--epochs E]
                         [--batch B] [--json PREFIX]
 
 Writes PREFIX.rankR.json: steps, seconds, median step time, bytes this node's interfaces sent
@@ -63,7 +65,7 @@ def sent_bytes():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", required=True,
-                        choices=["gloo", "gloo-fp16", "gloo-powersgd", "terse"])
+                        choices=["gloo", "gloo-fp16", "gloo-powersgd", "terse", "terse-hook"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch", type=int, default=32)
@@ -72,11 +74,11 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)  # 4 ranks on 2 cores
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if args.variant == "terse":
+    if args.variant.startswith("terse"):
         import torch_terse
     # A rank that cannot join fails within minutes instead of gloo's half hour.
     timeout = datetime.timedelta(minutes=5)
-    if args.variant == "terse":
+    if args.variant.startswith("terse"):
         dist.init_process_group("terse", init_method="env://", timeout=timeout)
     else:
         dist.init_process_group("gloo", init_method="env://", timeout=timeout)
@@ -97,6 +99,10 @@ def main():
                                             start_powerSGD_iter=2, use_error_feedback=True,
                                             warm_start=True)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif args.variant == "terse-hook":
+        # TERSE_CODEC per parameter, with its shape (vectors uncompressed for PowerSGD).
+        ddp.register_comm_hook(None, torch_terse.hooks.compress(
+            codec=os.environ.get("TERSE_CODEC"), per_parameter=True))
     x, y = load("train")
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(args.seed))
     shard = order[rank::world]
@@ -123,13 +129,13 @@ def main():
                       for i in range(0, len(test_y), 1000))
     record = {
         "variant": args.variant, "codec": os.environ.get("TERSE_CODEC", "") if
-        args.variant == "terse" else "", "seed": args.seed, "epochs": args.epochs,
+        args.variant.startswith("terse") else "", "seed": args.seed, "epochs": args.epochs,
         "world": world, "rank": rank, "steps": len(step_seconds), "seconds": seconds,
         "median_step_seconds": statistics.median(step_seconds[5:] or step_seconds),
         "sent_bytes": sent, "test_accuracy": correct / len(test_y),
         "parameters": sum(p.numel() for p in net.parameters()),
     }
-    if args.variant == "terse":
+    if args.variant.startswith("terse"):
         record["terse"] = torch_terse.stats()
     print(json.dumps(record), flush=True)
     if args.json:

@@ -2,7 +2,8 @@
 # PyTorch's own compression beside terse's (issue 26): DDP training of a Fashion-MNIST CNN on the
 # emulated cluster (perf/emulated_cluster.sh: NODES namespaces behind RATE links), the same model,
 # data and seeds over gloo (uncompressed, fp16_compress_hook, powerSGD_hook rank 4 with error
-# feedback) and over the terse backend (codecs none, fp16, int8, top-k 1%, PowerSGD rank 4, auto).
+# feedback) and over the terse backend (codecs none, fp16, int8, top-k 1%, PowerSGD rank 4, auto;
+# and PowerSGD rank 4 per parameter through torch_terse.hooks.compress).
 # Per variant: time per step, bytes each node sent per step, test accuracy after EPOCHS; a table
 # (OUTDIR/table.md) and a chart (OUTDIR/torch_compare.png).
 #
@@ -37,6 +38,9 @@ for seed in $seeds; do
   echo "== seed $seed: terse ($terse_codecs)" >&2
   perf/emulated_cluster.sh -n "$nodes" -r "$rate" -c "$terse_codecs" -o "$out/terse.s$seed" -e "$gloo_if" \
     -x "perf/torch_compare.py --variant terse --seed $seed --epochs $epochs --json {out}"
+  echo "== seed $seed: terse, PowerSGD per parameter through the comm hook" >&2
+  perf/emulated_cluster.sh -n "$nodes" -r "$rate" -c "powersgd:rank=4" -o "$out/terse-hook.s$seed" \
+    -e "$gloo_if" -x "perf/torch_compare.py --variant terse-hook --seed $seed --epochs $epochs --json {out}"
 done
 python3 perf/torch_compare_table.py "$out" | tee "$out/table.md"
 perf/plot --torch-compare "$out" && echo "chart: $out/torch_compare.png"

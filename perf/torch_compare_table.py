@@ -13,21 +13,24 @@ import os
 import sys
 
 ORDER = ["gloo", "gloo-fp16", "gloo-powersgd", "terse none", "terse fp16", "terse int8",
-         "terse topk", "terse powersgd", "terse auto"]
+         "terse topk", "terse powersgd", "terse-hook powersgd", "terse auto"]
 LABELS = {"gloo": "gloo", "gloo-fp16": "gloo + fp16_compress_hook",
           "gloo-powersgd": "gloo + powerSGD_hook (rank 4, EF)"}
 
 
 def key(record):
-    if record["variant"] != "terse":
+    if not record["variant"].startswith("terse"):
         return record["variant"]
-    return "terse " + record["codec"].split(":")[0]
+    return record["variant"] + " " + record["codec"].split(":")[0]
 
 
 def label(name, codecs):
     if name in LABELS:
         return LABELS[name]
-    return "terse %s" % codecs.get(name, name.split(" ", 1)[1])
+    variant, codec = name.split(" ", 1)
+    if variant == "terse-hook":
+        return "terse %s, per-parameter hook" % codecs.get(name, codec)
+    return "terse %s" % codecs.get(name, codec)
 
 
 def main():
@@ -43,7 +46,7 @@ def main():
         if "variant" not in record:
             continue
         runs.setdefault((key(record), record["seed"]), []).append(record)
-        if record["variant"] == "terse":
+        if record["variant"].startswith("terse"):
             codecs[key(record)] = record["codec"]
     rows = {}
     for (name, seed), records in sorted(runs.items()):

@@ -266,6 +266,18 @@ def scenario_ddp_hook(torch, dist, torch_terse, rank, world):
         assert torch.equal(other, params), "ranks diverged"
 
 
+def scenario_ddp_hook_per_parameter(torch, dist, torch_terse, rank, world):
+    # PowerSGD per parameter: each matrix with its own shape, vectors uncompressed.
+    hook = torch_terse.hooks.compress(codec="powersgd:rank=2", per_parameter=True)
+    params = ddp_train(torch, dist, rank, world, hook)
+    stats = torch_terse.stats()
+    assert stats["compressed_calls"] > 0, stats
+    gathered = [torch.zeros_like(params) for _ in range(world)]
+    dist.all_gather(gathered, params)
+    for other in gathered:
+        assert torch.equal(other, params), "ranks diverged"
+
+
 # ---------------------------------------------------------------- the tests
 
 
@@ -312,6 +324,9 @@ class TorchTerse(unittest.TestCase):
 
     def test_ddp_comm_hook_compresses(self):
         self.check_all(launch("ddp_hook", 2))
+
+    def test_ddp_comm_hook_per_parameter(self):
+        self.check_all(launch("ddp_hook_per_parameter", 2))
 
 
 if __name__ == "__main__":
