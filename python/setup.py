@@ -15,8 +15,7 @@ setup(
     ext_modules=[
         CppExtension(
             "torch_terse._C",
-            [os.path.join(here, "csrc", name) for name in
-             ("module.cpp", "process_group_terse.cpp", "terse_work.cpp")],
+            [os.path.join(here, "csrc", "extension.cpp")],
             include_dirs=[os.path.join(source, "include"), nccl_include],
             library_dirs=[library_dir],
             libraries=["terse"],
