@@ -44,6 +44,26 @@ int fail(const std::string& what) {
   return 1;
 }
 
+// Closes every comm; 0, or 1 with the reason.
+int close_all(LoadedNet& net, void* send_comm, void* recv_comm, void* listen_comm) {
+  if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
+      net.close_listen(listen_comm) != ncclSuccess) {
+    return fail("close failed");
+  }
+  return 0;
+}
+
+// Waits for the test's last 1-byte message, then closes: only once the test has everything,
+// since over TCP UCX completes a large send before the receiver has read all of it, and
+// exiting then could cut it off.
+int last_word_then_close(LoadedNet& net, void* send_comm, void* recv_comm, void* listen_comm) {
+  Traffic last;
+  last.sizes = {1};
+  std::string error = drive(net, nullptr, recv_comm, last);
+  if (!error.empty()) return fail("the last word: " + error);
+  return close_all(net, send_comm, recv_comm, listen_comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,15 +111,7 @@ int main(int argc, char** argv) {
     Traffic traffic = pingpong_traffic(argc > 4 ? strtoull(argv[4], nullptr, 10) : 0);
     error = ping_pong(net, send_comm, recv_comm, traffic, /*sends_first=*/false);
     if (!error.empty()) return fail(error);
-    Traffic last;
-    last.sizes = {1};
-    error = drive(net, nullptr, recv_comm, last);
-    if (!error.empty()) return fail("the last word: " + error);
-    if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
-        net.close_listen(listen_comm) != ncclSuccess) {
-      return fail("close failed");
-    }
-    return 0;
+    return last_word_then_close(net, send_comm, recv_comm, listen_comm);
   }
   Traffic traffic;
   traffic.sizes = sizes_up_to(argc > 4 ? strtoull(argv[4], nullptr, 10) : 1 << 20);
@@ -109,25 +121,11 @@ int main(int argc, char** argv) {
     traffic.gradient = true;
     error = drive(net, send_comm, nullptr, traffic);
     if (!error.empty()) return fail("sending: " + error);
-    if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
-        net.close_listen(listen_comm) != ncclSuccess) {
-      return fail("close failed");
-    }
-    return 0;
+    return close_all(net, send_comm, recv_comm, listen_comm);
   }
   error = drive(net, nullptr, recv_comm, traffic);
   if (!error.empty()) return fail("receiving: " + error);
   error = drive(net, send_comm, nullptr, traffic);
   if (!error.empty()) return fail("sending: " + error);
-  // Close only once the test has everything: over TCP, UCX completes a large send before the
-  // receiver has read all of it, and exiting then could cut it off.
-  Traffic last;
-  last.sizes = {1};
-  error = drive(net, nullptr, recv_comm, last);
-  if (!error.empty()) return fail("the last word: " + error);
-  if (net.close_send(send_comm) != ncclSuccess || net.close_recv(recv_comm) != ncclSuccess ||
-      net.close_listen(listen_comm) != ncclSuccess) {
-    return fail("close failed");
-  }
-  return 0;
+  return last_word_then_close(net, send_comm, recv_comm, listen_comm);
 }

@@ -124,6 +124,19 @@ std::string connect_peer(LoadedNet& net, Peer** out, const std::string& scenario
   return connect_and_accept(net, 0, peer_handle, &link->send, link->listen, &link->recv);
 }
 
+// Sends the peer its last 1-byte message (it closes after it), then closes this side's comms
+// at once, as two NCCL proxies tear down together: over TCP each close's flush then finishes by
+// the other end's progress instead of at the close deadline. The peer must exit 0.
+void last_word_then_close(LoadedNet& net, PeerLink* link, Peer* peer, double seconds) {
+  Traffic last;
+  last.sizes = {1};
+  EXPECT_EQ(drive(net, link->send, nullptr, last), "");
+  EXPECT_EQ(net.close_send(link->send), ncclSuccess);
+  EXPECT_EQ(net.close_recv(link->recv), ncclSuccess);
+  EXPECT_EQ(net.close_listen(link->listen), ncclSuccess);
+  EXPECT_EQ(peer->wait(seconds), 0);
+}
+
 class NetPluginProcesses : public ::testing::TestWithParam<int> {};
 
 TEST_P(NetPluginProcesses, TrafficBothWays) {
@@ -138,15 +151,7 @@ TEST_P(NetPluginProcesses, TrafficBothWays) {
   traffic.sizes = sizes_up_to(largest);
   EXPECT_EQ(drive(net, link.send, nullptr, traffic), "");
   EXPECT_EQ(drive(net, nullptr, link.recv, traffic), "");
-  Traffic last;  // the peer closes after this
-  last.sizes = {1};
-  EXPECT_EQ(drive(net, link.send, nullptr, last), "");
-  // Both ends close at once, as two NCCL proxies tear down together: over TCP each close's flush
-  // then finishes by the other end's progress instead of at the close deadline.
-  EXPECT_EQ(net.close_send(link.send), ncclSuccess);
-  EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
-  EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
-  EXPECT_EQ(peer->wait(120), 0);
+  last_word_then_close(net, &link, peer.get(), 120);
 }
 
 // Each process waits on one request at a time, as a latency test does: a receive must not need
@@ -167,13 +172,7 @@ TEST_P(NetPluginPingPong, EachSideWaitingOnOneRequest) {
   std::unique_ptr<Peer> peer(raw);
   ASSERT_EQ(error, "");
   EXPECT_EQ(ping_pong(net, link.send, link.recv, traffic, /*sends_first=*/true), "");
-  Traffic last;  // the peer closes after this
-  last.sizes = {1};
-  EXPECT_EQ(drive(net, link.send, nullptr, last), "");
-  EXPECT_EQ(net.close_send(link.send), ncclSuccess);
-  EXPECT_EQ(net.close_recv(link.recv), ncclSuccess);
-  EXPECT_EQ(net.close_listen(link.listen), ncclSuccess);
-  EXPECT_EQ(peer->wait(60), 0);
+  last_word_then_close(net, &link, peer.get(), 60);
 }
 
 INSTANTIATE_TEST_SUITE_P(ReceiveSlack, NetPluginPingPong,
