@@ -96,13 +96,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   posted->count = n;
   posted->framed = framed_;
   posted->clear_to_send_slot = announce ? slot : -1;
-  ClearToSend& clear = clear_to_sends_[slot];
-  if (announce) {
-    clear = ClearToSend{};
-    clear.sequence = next_sequence_;
-    clear.count = static_cast<uint16_t>(n);
-    clear.framed = framed_ ? 1 : 0;
-  }
+  uint32_t ordinals[kMaxGroupedReceives];
   for (int i = 0; i < n; ++i) {
     Request::Entry& entry = posted->entries[i];
     entry.data = data[i];
@@ -111,8 +105,8 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     entry.coding = false;
     entry.pieces[0] = ucp_dt_iov_t{&entry.header, sizeof(FrameHeader)};
     entry.pieces[1] = ucp_dt_iov_t{data[i], sizes[i]};
-    uint32_t ordinal = posted_ordinals_.take(tags[i]);
-    uint64_t tag = data_tag(tags[i], ordinal);
+    ordinals[i] = posted_ordinals_.take(tags[i]);
+    uint64_t tag = data_tag(tags[i], ordinals[i]);
     ncclResult_t result = ncclSuccess;
     if (framed_) {
       result = link_->recv(tag | kFrameHeaderTagBit, &entry.pieces[0], 1, &entry.header_transfer);
@@ -122,22 +116,32 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
       failed_ = true;
       return result;
     }
-    if (announce) clear.entries[i] = ClearToSendEntry{tags[i], ordinal, sizes[i]};
   }
   if (announce) {
-    clear_to_send_pieces_[slot] =
-        ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};
-    ncclResult_t result =
-        link_->send(clear_to_send_tag(next_sequence_), &clear_to_send_pieces_[slot], 1,
-                    &clear_to_send_transfers_[slot]);
+    ncclResult_t result = send_clear_to_send(slot, n, tags, ordinals, sizes);
     if (result != ncclSuccess) {
       failed_ = true;
       return result;
     }
-    ++next_sequence_;
-    ++clear_to_sends_sent_;
   }
   *request = posted;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::send_clear_to_send(int slot, int n, const int* tags,
+                                          const uint32_t* ordinals, const size_t* sizes) {
+  ClearToSend& clear = clear_to_sends_[slot];
+  clear = ClearToSend{};
+  clear.sequence = next_sequence_;
+  clear.count = static_cast<uint16_t>(n);
+  clear.framed = framed_ ? 1 : 0;
+  for (int i = 0; i < n; ++i) clear.entries[i] = ClearToSendEntry{tags[i], ordinals[i], sizes[i]};
+  clear_to_send_pieces_[slot] =
+      ucp_dt_iov_t{&clear, offsetof(ClearToSend, entries) + n * sizeof(ClearToSendEntry)};
+  TERSE_CHECK(link_->send(clear_to_send_tag(next_sequence_), &clear_to_send_pieces_[slot], 1,
+                          &clear_to_send_transfers_[slot]));
+  ++next_sequence_;
+  ++clear_to_sends_sent_;
   return ncclSuccess;
 }
 

@@ -35,6 +35,9 @@ class RecvComm : public Comm {
   uint64_t messages_sent() const override { return clear_to_sends_sent_; }
   // A message arrived: checks its frame and counts it; `*decode` when it is an encoding.
   ncclResult_t accept_arrival(Request::Entry* entry, bool framed, bool* decode);
+  // Announces an irecv's n buffers in clear-to-send slot `slot` (the next sequence).
+  ncclResult_t send_clear_to_send(int slot, int n, const int* tags, const uint32_t* ordinals,
+                                  const size_t* sizes);
   // Queues the decode of an arrived encoding into the receive buffer.
   void start_decode(Request::Entry* entry);
 

@@ -17,7 +17,29 @@ PYBIND11_MODULE(_C, m) {
       .def("allreduce_named", &ProcessGroupTerse::allreduce_named, py::arg("tensor"),
            py::arg("name"), py::arg("codec") = "", py::arg("average") = false,
            py::call_guard<py::gil_scoped_release>())
-      .def("stats", &ProcessGroupTerse::stats, py::call_guard<py::gil_scoped_release>())
+      .def("stats",
+           [](ProcessGroupTerse& group) {
+             terseStats stats;
+             {
+               py::gil_scoped_release released;
+               stats = group.stats();
+             }
+             py::dict out;
+             out["calls"] = stats.calls;
+             out["compressed_calls"] = stats.compressed_calls;
+             out["raw_bytes"] = stats.raw_bytes;
+             out["wire_bytes"] = stats.wire_bytes;
+             out["dense_wire_bytes"] = stats.dense_wire_bytes;
+             out["encode_seconds"] = stats.encode_seconds;
+             out["decode_seconds"] = stats.decode_seconds;
+             out["seconds"] = stats.seconds;
+             out["residual_entries"] = stats.residual_entries;
+             out["residual_bytes"] = stats.residual_bytes;
+             out["residual_admitted"] = stats.residual_admitted;
+             out["last_codec"] = std::string(stats.last_codec);
+             out["last_algorithm"] = std::string(stats.last_algorithm);
+             return out;
+           })
       .def("set_codec", &ProcessGroupTerse::set_codec, py::arg("codec"),
            py::call_guard<py::gil_scoped_release>())
       .def("reset_residual", &ProcessGroupTerse::reset_residual, py::arg("name") = "",

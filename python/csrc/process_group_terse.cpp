@@ -39,7 +39,7 @@ ncclDataType_t nccl_type(const at::Tensor& tensor, const char* call) {
   }
 }
 
-ncclRedOp_t nccl_op(const c10d::ReduceOp& op, const at::Tensor& tensor, const char* call) {
+ncclRedOp_t nccl_op(const c10d::ReduceOp& op, const char* call) {
   switch (op) {
     case c10d::ReduceOp::SUM:
       return ncclSum;
@@ -55,7 +55,6 @@ ncclRedOp_t nccl_op(const c10d::ReduceOp& op, const at::Tensor& tensor, const ch
       TORCH_CHECK(false, "terse ", call, ": reduce op ", static_cast<int>(op),
                   " is not supported (sum, avg, product, min and max are)");
   }
-  (void)tensor;
 }
 
 // One dense CPU tensor, as every call takes.
@@ -74,9 +73,10 @@ void check_single(const std::vector<at::Tensor>& tensors, const char* call) {
 
 }  // namespace
 
+// torch's group timeout is not used: TERSE_TIMEOUT_S bounds every call of the communicator.
 ProcessGroupTerse::ProcessGroupTerse(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                     int size, std::chrono::milliseconds timeout)
-    : TORCH_TERSE_BASE(rank, size), timeout_(timeout) {
+                                     int size, std::chrono::milliseconds /*timeout*/)
+    : TORCH_TERSE_BASE(rank, size) {
   ncclUniqueId id;
   if (rank == 0) {
     ncclResult_t result = ncclGetUniqueId(&id);
@@ -177,13 +177,14 @@ std::string ProcessGroupTerse::residual_name(const at::Tensor& tensor, const c10
   if (!compressible || !tensor.has_storage()) return "";
   const c10::Storage& storage = tensor.storage();
   std::lock_guard<std::mutex> lock(storages_mutex_);
-  // Storages that died are forgotten (their residuals age out in the engine as any idle
-  // tensor's do, alike on every rank); the map stays as large as the live gradient buffers.
-  for (auto it = storages_.begin(); it != storages_.end();) {
-    it = it->second.storage.expired() ? storages_.erase(it) : std::next(it);
-  }
   auto found = storages_.find(storage.unsafeGetStorageImpl());
   if (found == storages_.end()) {
+    // A storage not seen before: storages that died are forgotten first (their residuals age
+    // out in the engine as any idle tensor's do, alike on every rank), so the map stays as large
+    // as the live gradient buffers. A known storage is alive (this tensor holds it): no sweep.
+    for (auto it = storages_.begin(); it != storages_.end();) {
+      it = it->second.storage.expired() ? storages_.erase(it) : std::next(it);
+    }
     found = storages_
                 .emplace(storage.unsafeGetStorageImpl(),
                          SeenStorage{storage.getWeakStorageImpl(), next_storage_serial_++})
@@ -195,15 +196,18 @@ std::string ProcessGroupTerse::residual_name(const at::Tensor& tensor, const c10
 }
 
 void ProcessGroupTerse::run_allreduce(const at::Tensor& tensor, ncclDataType_t type, ncclRedOp_t op,
-                                      const std::string& name, const char* call) {
-  if (name.empty()) {
+                                      const Description& description, const char* call) {
+  if (description.name.empty()) {
     check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, op, comm_,
                         nullptr),
           call);
     return;
   }
   terseTensor described = TERSE_TENSOR_INITIALIZER;
-  described.name = name.c_str();
+  described.name = description.name.c_str();
+  described.codec = description.codec.empty() ? nullptr : description.codec.c_str();
+  described.ndims = static_cast<int>(description.shape.size());
+  for (size_t i = 0; i < description.shape.size(); ++i) described.shape[i] = description.shape[i];
   check(terseAllReduceTensor(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, op,
                              &described, comm_, nullptr),
         call);
@@ -229,28 +233,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::allreduce(std::vector<at::Tens
   check_single(tensors, "allreduce");
   at::Tensor tensor = tensors[0];
   ncclDataType_t type = nccl_type(tensor, "allreduce");
-  ncclRedOp_t op = nccl_op(opts.reduceOp, tensor, "allreduce");
-  std::string name = residual_name(tensor, opts.reduceOp);
-  return enqueue(
-      c10d::OpType::ALLREDUCE, "terse:all_reduce", {tensor},
-      [this, tensor, type, op, name] { run_allreduce(tensor, type, op, name, "allreduce"); });
+  ncclRedOp_t op = nccl_op(opts.reduceOp, "allreduce");
+  Description description{residual_name(tensor, opts.reduceOp)};
+  return enqueue(c10d::OpType::ALLREDUCE, "terse:all_reduce", {tensor},
+                 [this, tensor, type, op, description] {
+                   run_allreduce(tensor, type, op, description, "allreduce");
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "terse allreduce_coalesced: no tensors");
   std::vector<ncclDataType_t> types;
-  std::vector<std::string> names;
+  std::vector<Description> descriptions;
   for (const at::Tensor& tensor : tensors) {
     check_tensor(tensor, "allreduce_coalesced", "a tensor");
     types.push_back(nccl_type(tensor, "allreduce_coalesced"));
-    names.push_back(residual_name(tensor, opts.reduceOp));
+    descriptions.push_back(Description{residual_name(tensor, opts.reduceOp)});
   }
-  ncclRedOp_t op = nccl_op(opts.reduceOp, tensors[0], "allreduce_coalesced");
+  ncclRedOp_t op = nccl_op(opts.reduceOp, "allreduce_coalesced");
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "terse:all_reduce_coalesced", tensors,
-                 [this, tensors, types, op, names] {
+                 [this, tensors, types, op, descriptions] {
                    for (size_t i = 0; i < tensors.size(); ++i) {
-                     run_allreduce(tensors[i], types[i], op, names[i], "allreduce_coalesced");
+                     run_allreduce(tensors[i], types[i], op, descriptions[i],
+                                   "allreduce_coalesced");
                    }
                  });
 }
@@ -262,7 +268,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::reduce(std::vector<at::Tensor>
               " is not a rank of this group of ", getSize());
   at::Tensor tensor = tensors[0];
   ncclDataType_t type = nccl_type(tensor, "reduce");
-  ncclRedOp_t op = nccl_op(opts.reduceOp, tensor, "reduce");
+  ncclRedOp_t op = nccl_op(opts.reduceOp, "reduce");
   int root = static_cast<int>(opts.rootRank);
   return enqueue(c10d::OpType::REDUCE, "terse:reduce", {tensor}, [this, tensor, type, op, root] {
     check(ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, op, root, comm_,
@@ -323,7 +329,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::_reduce_scatter_base(
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "terse reduce_scatter: the output's dtype differs from the input's");
   ncclDataType_t type = nccl_type(input, "reduce_scatter");
-  ncclRedOp_t op = nccl_op(opts.reduceOp, input, "reduce_scatter");
+  ncclRedOp_t op = nccl_op(opts.reduceOp, "reduce_scatter");
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "terse:_reduce_scatter_base", {output},
                  [this, output, input, type, op] {
                    check(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
@@ -344,7 +350,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::reduce_scatter(
                 "terse reduce_scatter: every input must match the output's size and dtype");
   }
   ncclDataType_t type = nccl_type(output, "reduce_scatter");
-  ncclRedOp_t op = nccl_op(opts.reduceOp, output, "reduce_scatter");
+  ncclRedOp_t op = nccl_op(opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> pieces = inputs[0];
   return enqueue(c10d::OpType::REDUCE_SCATTER, "terse:reduce_scatter", {output},
                  [this, output, pieces, type, op] {
@@ -444,30 +450,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::alltoall(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::send(std::vector<at::Tensor>& tensors,
                                                        int dst_rank, int tag) {
-  check_single(tensors, "send");
-  TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize() && dst_rank != getRank(),
-              "terse send: destination ", dst_rank, " is not another rank of this group");
-  TORCH_CHECK(tag == 0, "terse send: tag ", tag,
-              ": terse matches point-to-point messages in call order, as NCCL does, not by tag");
-  at::Tensor tensor = tensors[0];
-  ncclDataType_t type = nccl_type(tensor, "send");
-  return enqueue(c10d::OpType::SEND, "terse:send", {tensor}, [this, tensor, type, dst_rank] {
-    check(ncclSend(tensor.data_ptr(), tensor.numel(), type, dst_rank, comm_, nullptr), "send");
-  });
+  return point_to_point(tensors, dst_rank, tag, /*sending=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::recv(std::vector<at::Tensor>& tensors,
                                                        int src_rank, int tag) {
-  check_single(tensors, "recv");
-  TORCH_CHECK(src_rank >= 0 && src_rank < getSize() && src_rank != getRank(), "terse recv: source ",
-              src_rank, " is not another rank of this group");
-  TORCH_CHECK(tag == 0, "terse recv: tag ", tag,
+  return point_to_point(tensors, src_rank, tag, /*sending=*/false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::point_to_point(std::vector<at::Tensor>& tensors,
+                                                                 int peer, int tag, bool sending) {
+  const char* call = sending ? "send" : "recv";
+  check_single(tensors, call);
+  TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "terse ", call, ": ",
+              sending ? "destination " : "source ", peer, " is not another rank of this group");
+  TORCH_CHECK(tag == 0, "terse ", call, ": tag ", tag,
               ": terse matches point-to-point messages in call order, as NCCL does, not by tag");
   at::Tensor tensor = tensors[0];
-  ncclDataType_t type = nccl_type(tensor, "recv");
-  return enqueue(c10d::OpType::RECV, "terse:recv", {tensor}, [this, tensor, type, src_rank] {
-    check(ncclRecv(tensor.data_ptr(), tensor.numel(), type, src_rank, comm_, nullptr), "recv");
-  });
+  ncclDataType_t type = nccl_type(tensor, call);
+  return enqueue(
+      sending ? c10d::OpType::SEND : c10d::OpType::RECV, sending ? "terse:send" : "terse:recv",
+      {tensor}, [this, tensor, type, peer, sending, call] {
+        check(sending ? ncclSend(tensor.data_ptr(), tensor.numel(), type, peer, comm_, nullptr)
+                      : ncclRecv(tensor.data_ptr(), tensor.numel(), type, peer, comm_, nullptr),
+              call);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::barrier(const c10d::BarrierOptions&) {
@@ -484,45 +491,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTerse::allreduce_named(at::Tensor ten
                                                                   bool average) {
   check_tensor(tensor, "allreduce_named", "the tensor");
   ncclDataType_t type = nccl_type(tensor, "allreduce_named");
-  std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
-  TORCH_CHECK(shape.size() <= TERSE_MAX_DIMS, "terse allreduce_named: more than ", TERSE_MAX_DIMS,
-              " dimensions");
-  return enqueue(
-      c10d::OpType::ALLREDUCE, "terse:all_reduce", {tensor},
-      [this, tensor, type, name, codec, shape, average] {
-        terseTensor described = TERSE_TENSOR_INITIALIZER;
-        described.name = name.c_str();
-        described.codec = codec.empty() ? nullptr : codec.c_str();
-        described.ndims = static_cast<int>(shape.size());
-        for (size_t i = 0; i < shape.size(); ++i) described.shape[i] = shape[i];
-        check(terseAllReduceTensor(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type,
-                                   average ? ncclAvg : ncclSum, &described, comm_, nullptr),
-              "allreduce_named");
-      });
+  Description description{name, codec, {tensor.sizes().begin(), tensor.sizes().end()}};
+  TORCH_CHECK(description.shape.size() <= TERSE_MAX_DIMS, "terse allreduce_named: more than ",
+              TERSE_MAX_DIMS, " dimensions");
+  ncclRedOp_t op = average ? ncclAvg : ncclSum;
+  return enqueue(c10d::OpType::ALLREDUCE, "terse:all_reduce", {tensor},
+                 [this, tensor, type, op, description] {
+                   run_allreduce(tensor, type, op, description, "allreduce_named");
+                 });
 }
 
-std::map<std::string, std::string> ProcessGroupTerse::stats() {
-  std::map<std::string, std::string> out;
-  run_in_order([this, &out] {
-    terseStats stats;
-    memset(&stats, 0, sizeof(stats));
-    stats.size = sizeof(stats);
-    check(terseCommGetStats(comm_, &stats), "stats");
-    out["calls"] = std::to_string(stats.calls);
-    out["compressed_calls"] = std::to_string(stats.compressed_calls);
-    out["raw_bytes"] = std::to_string(stats.raw_bytes);
-    out["wire_bytes"] = std::to_string(stats.wire_bytes);
-    out["dense_wire_bytes"] = std::to_string(stats.dense_wire_bytes);
-    out["encode_seconds"] = std::to_string(stats.encode_seconds);
-    out["decode_seconds"] = std::to_string(stats.decode_seconds);
-    out["seconds"] = std::to_string(stats.seconds);
-    out["residual_entries"] = std::to_string(stats.residual_entries);
-    out["residual_bytes"] = std::to_string(stats.residual_bytes);
-    out["residual_admitted"] = std::to_string(stats.residual_admitted);
-    out["last_codec"] = stats.last_codec;
-    out["last_algorithm"] = stats.last_algorithm;
-  });
-  return out;
+terseStats ProcessGroupTerse::stats() {
+  terseStats stats;
+  memset(&stats, 0, sizeof(stats));
+  stats.size = sizeof(stats);
+  run_in_order([this, &stats] { check(terseCommGetStats(comm_, &stats), "stats"); });
+  return stats;
 }
 
 void ProcessGroupTerse::set_codec(const std::string& codec) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <nccl.h>
+#include <terse/terse.h>
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -82,8 +83,8 @@ class ProcessGroupTerse : public TORCH_TERSE_BASE {
   // `codec` ("" for the policy's choice) overrides the policy for this call.
   c10::intrusive_ptr<c10d::Work> allreduce_named(at::Tensor tensor, const std::string& name,
                                                  const std::string& codec, bool average);
-  // The communicator's terseStats as name -> value (codec and algorithm of the last call too).
-  std::map<std::string, std::string> stats();
+  // The communicator's terseStats, read in order with the collectives already called.
+  terseStats stats();
   // terseCommSetCodec / terseCommResetResidual, in order with the collectives already called.
   void set_codec(const std::string& codec);
   void reset_residual(const std::string& name);
@@ -101,13 +102,21 @@ class ProcessGroupTerse : public TORCH_TERSE_BASE {
   // Runs `run` on the worker and waits for it (queries and settings, in call order).
   void run_in_order(Job run);
   void worker_loop();
+  // send and recv: one tensor to or from `peer`.
+  c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer, int tag,
+                                                bool sending);
   // Throws naming `call` when `result` is not ncclSuccess.
   void check(ncclResult_t result, const char* call) const;
   // The residual name of `tensor`'s memory (above); "" when terse would not compress the call.
   std::string residual_name(const at::Tensor& tensor, const c10d::ReduceOp& op);
-  // Runs a sum/avg allreduce, named when `name` is not "".
+  // What terseAllReduceTensor is told of a tensor; an empty name: a plain ncclAllReduce.
+  struct Description {
+    std::string name;
+    std::string codec;           // "" for the policy's choice
+    std::vector<int64_t> shape;  // none: terse picks its own view
+  };
   void run_allreduce(const at::Tensor& tensor, ncclDataType_t type, ncclRedOp_t op,
-                     const std::string& name, const char* call);
+                     const Description& description, const char* call);
 
   struct SeenStorage {
     c10::weak_intrusive_ptr<c10::StorageImpl> storage;  // holds the address until it expired
@@ -118,7 +127,6 @@ class ProcessGroupTerse : public TORCH_TERSE_BASE {
   uint64_t next_storage_serial_ = 0;
 
   ncclComm_t comm_ = nullptr;
-  std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;

@@ -21,7 +21,7 @@ import torch
 
 
 def compress(codec=None, per_parameter=False):
-    generations = {}  # bucket index -> (signature, generation)
+    generations = {}  # bucket index -> (signature, generation, the names its calls used)
     low_rank = codec is not None and codec.split(":")[0] == "powersgd"
 
     def hook(state, bucket):
@@ -31,30 +31,29 @@ def compress(codec=None, per_parameter=False):
         buffer = bucket.buffer()
         index = bucket.index()
         shapes = tuple(tuple(p.shape) for p in bucket.parameters())
-        signature = (buffer.numel(), str(buffer.dtype), shapes, per_parameter)
+        signature = (buffer.numel(), str(buffer.dtype), shapes)
+        generation = 0
         known = generations.get(index)
-        if known is None:
-            generations[index] = (signature, 0)
-        elif known[0] != signature:
-            old = _name(index, known[1])
-            names = [old + ".p%d" % i for i in range(len(known[0][2]))] if known[0][3] else [old]
-            for name in names:
+        if known is not None and known[0] != signature:
+            for name in known[2]:
                 backend.reset_residual(name)
-            generations[index] = (signature, known[1] + 1)
-        name = _name(index, generations[index][1])
+            generation = known[1] + 1
+        elif known is not None:
+            generation = known[1]
+        base = "ddp.bucket%d.g%d" % (index, generation)
         if not per_parameter:
-            work = backend.allreduce_named(buffer, name, codec or "", True)
+            generations[index] = (signature, generation, [base])
+            work = backend.allreduce_named(buffer, base, codec or "", True)
             return work.get_future().then(lambda future: future.value()[0])
+        names = ["%s.p%d" % (base, i) for i in range(len(shapes))]
+        generations[index] = (signature, generation, names)
         futures = []
-        for i, gradient in enumerate(bucket.gradients()):
-            shaped = gradient.view(shapes[i]) if gradient.numel() else gradient
+        for name, shape, gradient in zip(names, shapes, bucket.gradients()):
+            shaped = gradient.view(shape) if gradient.numel() else gradient
             this_codec = "none" if low_rank and shaped.dim() <= 1 else (codec or "")
-            work = backend.allreduce_named(shaped, "%s.p%d" % (name, i), this_codec, True)
+            work = backend.allreduce_named(shaped, name, this_codec, True)
             futures.append(work.get_future())
         return torch.futures.collect_all(futures).then(lambda _: buffer)
 
     return hook
 
-
-def _name(index, generation):
-    return "ddp.bucket%d.g%d" % (index, generation)
