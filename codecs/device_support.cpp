@@ -1,6 +1,7 @@
 #include "codecs/device_support.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "common/result.h"
 #include "common/stream_hold_gate.h"
@@ -51,10 +52,6 @@ ncclResult_t require_allocation_allowed(const char* what, size_t bytes) {
 #if TERSE_HAVE_CUDA
 namespace {
 
-ncclResult_t cuda_failed(cudaError_t error, const char* what) {
-  return fail(ncclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(error));
-}
-
 // One word of mapped pinned memory per thread that looks for non-finite values, made at its
 // first look and released (when no stream of its is held) as the thread ends.
 class NonfiniteFlag {
@@ -70,12 +67,13 @@ class NonfiniteFlag {
       TERSE_CHECK(require_allocation_allowed("the non-finite flag", sizeof(unsigned int)));
       void* made = nullptr;
       cudaError_t error = cudaHostAlloc(&made, sizeof(unsigned int), cudaHostAllocMapped);
-      if (error != cudaSuccess) return cuda_failed(error, "cudaHostAlloc of the non-finite flag");
+      if (error != cudaSuccess)
+        return cuda_call_failed(error, "cudaHostAlloc of the non-finite flag");
       void* mapped = nullptr;
       error = cudaHostGetDevicePointer(&mapped, made, 0);
       if (error != cudaSuccess) {
         cudaFreeHost(made);
-        return cuda_failed(error, "cudaHostGetDevicePointer of the non-finite flag");
+        return cuda_call_failed(error, "cudaHostGetDevicePointer of the non-finite flag");
       }
       word_ = static_cast<unsigned int*>(made);
       device_ = static_cast<unsigned int*>(mapped);
@@ -105,7 +103,8 @@ ncclResult_t device_holds_nonfinite(const void* input, size_t count, DType dtype
   *reinterpret_cast<volatile unsigned int*>(host) = 0;
   TERSE_CHECK(launch_find_nonfinite(input, count, dtype, device, stream));
   const cudaError_t error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-  if (error != cudaSuccess) return cuda_failed(error, "looking for non-finite device elements");
+  if (error != cudaSuccess)
+    return cuda_call_failed(error, "looking for non-finite device elements");
   *found = *reinterpret_cast<volatile unsigned int*>(host) != 0;
   return ncclSuccess;
 #else
@@ -122,7 +121,8 @@ ncclResult_t copy_and_wait(void* to, const void* from, size_t bytes, void* strea
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaError_t error = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, s);
   if (error == cudaSuccess) error = cudaStreamSynchronize(s);
-  return error == cudaSuccess ? ncclSuccess : cuda_failed(error, "a copy between host and device");
+  return error == cudaSuccess ? ncclSuccess
+                              : cuda_call_failed(error, "a copy between host and device");
 #else
   (void)to;
   (void)from;
@@ -131,11 +131,53 @@ ncclResult_t copy_and_wait(void* to, const void* from, size_t bytes, void* strea
 #endif
 }
 
+namespace {
+
+// How many blocks of `threads` the current device holds at once (every SM full), read once per
+// device: a grid-stride kernel needs no more, and a grid of this size costs the host build of
+// the kernels (tests/host_kernels) a quarter of the fibers of the former fixed 8192 blocks.
+size_t resident_blocks(unsigned threads) {
+  constexpr size_t kFallback = 8192;  // where the device cannot be asked
+#if TERSE_HAVE_CUDA
+  constexpr int kDevices = 64;
+  static std::atomic<size_t> threads_per_device[kDevices];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return kFallback;
+  size_t resident = threads_per_device[device].load(std::memory_order_relaxed);
+  if (resident == 0) {
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device) !=
+            cudaSuccess ||
+        sms <= 0 || per_sm <= 0) {
+      return kFallback;
+    }
+    resident = static_cast<size_t>(sms) * static_cast<size_t>(per_sm);
+    threads_per_device[device].store(resident, std::memory_order_relaxed);
+  }
+  return std::max<size_t>(1, resident / threads);
+#else
+  (void)threads;
+  return kFallback;
+#endif
+}
+
+}  // namespace
+
+ncclResult_t cuda_call_failed(int error, const char* what) {
+#if TERSE_HAVE_CUDA
+  cudaGetLastError();
+  return fail(ncclUnhandledCudaError, "%s: %s", what,
+              cudaGetErrorString(static_cast<cudaError_t>(error)));
+#else
+  return fail(ncclUnhandledCudaError, "%s: CUDA error %d", what, error);
+#endif
+}
+
 unsigned grid_for(size_t items, unsigned threads) {
-  // Enough blocks to fill any current GPU several times over; grid-stride loops do the rest.
-  const size_t max_blocks = 8192;
+  // One full wave of the device at most; grid-stride loops do the rest.
   return static_cast<unsigned>(
-      std::max<size_t>(1, std::min(max_blocks, (items + threads - 1) / threads)));
+      std::max<size_t>(1, std::min(resident_blocks(threads), (items + threads - 1) / threads)));
 }
 
 }  // namespace terse

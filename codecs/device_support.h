@@ -16,6 +16,12 @@ ncclResult_t require_cuda(const char* codec);
 // After a kernel launch: ncclUnhandledCudaError naming `what` if the launch failed.
 ncclResult_t check_launch(const char* what);
 
+// A CUDA call of terse's returned `error` (a cudaError_t): ncclUnhandledCudaError, "<what>:
+// <CUDA's words>", with the failure taken off the thread's last error. CUDA keeps the latest
+// failure there, so it is terse's own; left, the application's next cudaGetLastError would
+// report it as the application's. A sticky error stays whatever is done.
+ncclResult_t cuda_call_failed(int error, const char* what);
+
 // ncclSuccess where this thread may allocate device or pinned memory now; inside a
 // StreamHoldScope (common/stream_hold_gate.h) ncclInvalidUsage naming `what` and `bytes`: an
 // allocation there could wait forever for the stream the call holds.

@@ -91,8 +91,7 @@ class DgcState final : public CodecState {
         error = cudaMemsetAsync(device_, 0, bytes, static_cast<cudaStream_t>(stream));
       }
       if (error != cudaSuccess) {
-        return fail(ncclUnhandledCudaError, "%s: allocating %zu bytes of state: %s", kName, bytes,
-                    cudaGetErrorString(error));
+        return cuda_call_failed(error, "dgc: allocating its state");
       }
 #else
       (void)stream;

@@ -118,7 +118,7 @@ ncclResult_t copy_floats(float* to, const float* from, size_t floats, Memory mem
   cudaError_t error = cudaMemcpyAsync(to, from, floats * sizeof(float), cudaMemcpyDeviceToDevice,
                                       static_cast<cudaStream_t>(stream));
   if (error != cudaSuccess) {
-    return fail(ncclUnhandledCudaError, "powersgd: copying Q: %s", cudaGetErrorString(error));
+    return cuda_call_failed(error, "powersgd: copying Q");
   }
 #else
   (void)stream;

@@ -35,8 +35,7 @@ ncclResult_t PowerSgdState::q(Memory memory, void* stream, float** q) {
                                           cudaMemcpyDeviceToHost, last);
       if (error == cudaSuccess) error = cudaStreamSynchronize(last);
       if (error != cudaSuccess) {
-        return fail(ncclUnhandledCudaError, "powersgd: copying the warm-start Q to the host: %s",
-                    cudaGetErrorString(error));
+        return cuda_call_failed(error, "powersgd: copying the warm-start Q to the host");
       }
     }
 #endif
@@ -59,8 +58,7 @@ ncclResult_t PowerSgdState::q(Memory memory, void* stream, float** q) {
     // One synchronisation per switch of sides keeps the hand-over simple.
     if (error == cudaSuccess) error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
     if (error != cudaSuccess) {
-      return fail(ncclUnhandledCudaError, "powersgd: copying the warm-start Q to the device: %s",
-                  cudaGetErrorString(error));
+      return cuda_call_failed(error, "powersgd: copying the warm-start Q to the device");
     }
   }
   q_location_ = Memory::kDevice;

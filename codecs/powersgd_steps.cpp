@@ -487,8 +487,7 @@ ncclResult_t powersgd_all_finite(const float* values, size_t count, PowerSgdWork
     if (error == cudaSuccess) error = cudaStreamSynchronize(cuda_stream);
     TERSE_CHECK(launched);
     if (error != cudaSuccess) {
-      return fail(ncclUnhandledCudaError, "powersgd: checking factors for NaN/Inf: %s",
-                  cudaGetErrorString(error));
+      return cuda_call_failed(error, "powersgd: checking factors for NaN/Inf");
     }
     *finite = host_flag == 0;
     return ncclSuccess;

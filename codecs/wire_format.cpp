@@ -1,5 +1,6 @@
 #include "codecs/wire_format.h"
 
+#include "codecs/device_support.h"
 #include "common/result.h"
 
 #if TERSE_HAVE_CUDA
@@ -26,8 +27,7 @@ ncclResult_t read_header(const void* message, size_t message_bytes, CodecId code
         cudaMemcpyAsync(header, message, sizeof(*header), cudaMemcpyDeviceToHost, stream);
     if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
     if (error != cudaSuccess) {
-      return fail(ncclUnhandledCudaError, "reading a message header from device memory: %s",
-                  cudaGetErrorString(error));
+      return cuda_call_failed(error, "reading a message header from device memory");
     }
 #else
     return fail(ncclInvalidUsage, "device memory passed, but terse was built without CUDA");

@@ -189,9 +189,9 @@ step_build() {
   for target in ${GPU_CHECK_TARGETS:-terse stream_hold_probe codec_gpu_perf codec_perf all_reduce_perf nccl-net-terse}; do
     have_target "$target" && core+=("$target")
   done
-  # plugin_device_backend_tests (and its emulated kernels for the fake-runtime run): the backend
-  # route through the NCCL API with the real kernels, dense and sparse codecs.
-  for target in ${GPU_CHECK_TEST_TARGETS:-codec_tests plugin_tests fake_cudart compressed_device_tests compressed_fake_device_tests plugin_device_backend_tests terse_emulated plugin_wrap_tests}; do
+  # plugin_device_backend_tests: the backend route through the NCCL API with the real kernels,
+  # dense and sparse codecs.
+  for target in ${GPU_CHECK_TEST_TARGETS:-codec_tests plugin_tests fake_cudart compressed_device_tests compressed_fake_device_tests plugin_device_backend_tests plugin_wrap_tests}; do
     have_target "$target" && tests+=("$target")
   done
   log "building ${core[*]}, then ${tests[*]}"

@@ -36,7 +36,11 @@ bool BackendRoute::ran_before(const CollectiveArgs& args) const {
   std::lock_guard<std::mutex> lock(shapes_mutex_);
   // A residual dropped since (terseCommResetResidual, an eviction, a tensor used at another size)
   // is made again by the next call that finds it missing: every shape is cold until run() says.
-  return dropped_residuals() == shapes_dropped_ && shapes_.count(shape_of(args)) != 0;
+  // Nor one whose plan may have changed (a new policy or codec): its kernels may be new to the
+  // device, and a kernel's first launch waits for the device, held stream included.
+  return dropped_residuals() == shapes_dropped_ &&
+         engine_->compression()->policy_generation() == shapes_policy_ &&
+         shapes_.count(shape_of(args)) != 0;
 }
 
 StagingLayout BackendRoute::staging_layout(const CollectiveArgs& args) const {
@@ -67,7 +71,7 @@ ncclResult_t BackendRoute::create(Communicator* engine, int device,
   if (error != cudaSuccess) return cuda_failure(error, "cudaStreamCreateWithFlags", device);
   route->stream_ = stream;
   std::unique_ptr<DeviceCompute> compute;
-  TERSE_CHECK(make_device_compute(&compute));
+  TERSE_CHECK(make_cuda_compute(&compute));
   std::unique_ptr<CudaBackend> backend;
   TERSE_CHECK(CudaBackend::create(stream, std::move(compute), &backend));
   route->backend_ = std::move(backend);
@@ -96,8 +100,10 @@ ncclResult_t BackendRoute::run(const CollectiveArgs& args) {
   std::lock_guard<std::mutex> lock(shapes_mutex_);
   if (result == ncclSuccess && !allocated) {
     const uint64_t dropped = dropped_residuals();
-    if (dropped != shapes_dropped_) shapes_.clear();
+    const uint64_t policy = engine_->compression()->policy_generation();
+    if (dropped != shapes_dropped_ || policy != shapes_policy_) shapes_.clear();
     shapes_dropped_ = dropped;
+    shapes_policy_ = policy;
     if (shapes_.insert(shape_of(args)).second) {
       TERSE_INFO(
           "device backend: allreduce of %zu elements at %p ran without allocating: its "

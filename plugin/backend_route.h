@@ -14,10 +14,8 @@
 // pinned host memory on this route's stream (stage_in, stage_out: the staging path's work, done
 // by the proxy). Either way the caller's later stream work waits for the published sequence.
 //
-// The kernels: make_device_compute's (device_compute_choice.cpp: the codecs', make_cuda_compute).
-// A test build of the library links its own definition instead (the emulated kernels of
-// tests/compressed/device/emulated_compute.h, for the fake CUDA runtime); libterse.so has no
-// hook for it.
+// The kernels: the codecs' (make_cuda_compute). Without a GPU the tests link the plugin's objects
+// with the same kernels built for the host (tests/host_kernels); libterse.so has no hook for it.
 #pragma once
 
 #include <nccl.h>
@@ -94,14 +92,12 @@ class BackendRoute final : public DeviceBuffers {
   std::set<CallShape> shapes_;
   // Residual entries dropped (reset, evicted, recreated) when shapes_ was last added to.
   uint64_t shapes_dropped_ = 0;
+  // The policy generation (CompressionEngine::policy_generation) when shapes_ was last added to.
+  uint64_t shapes_policy_ = 0;
   uint64_t dropped_residuals() const;
   // The call being staged (stage_in until stage_out).
   PinnedStaging::Block block_;
   StagingLayout layout_;
 };
-
-// The DeviceCompute of a new backend: the codecs' kernels in libterse.so. Defined alone in
-// device_compute_choice.cpp, which the library's test build replaces at link time.
-ncclResult_t make_device_compute(std::unique_ptr<DeviceCompute>* out);
 
 }  // namespace terse

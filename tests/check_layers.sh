@@ -34,7 +34,7 @@ while read -r path; do
   else
     header_home[$name]=tree
   fi
-done < <(find . \( -path './build*' -o -path './.git' \) -prune -o -type f \( -name '*.h' -o -name '*.cuh' \) -print)
+done < <(find . \( -path './build*' -o -path '*/.*' \) -prune -o -type f \( -name '*.h' -o -name '*.cuh' \) -print)
 
 status=0
 for layer in $layers; do
@@ -62,8 +62,9 @@ for layer in $layers; do
         status=1
       fi
     fi
-  done < <(grep -rnE '^#include "' "$layer" --include='*.h' --include='*.cpp' --include='*.cu' \
-             --include='*.cuh' --include='*.c' || true)
+  # Hidden folders (a local perf/.venv, say) are not the project's sources.
+  done < <(grep -rnE '^#include "' "$layer" --exclude-dir='.*' --include='*.h' --include='*.cpp' \
+             --include='*.cu' --include='*.cuh' --include='*.c' || true)
 done
 [ "$status" -eq 0 ] && echo "check_layers.sh: every include points down or sideways within its layer"
 exit "$status"

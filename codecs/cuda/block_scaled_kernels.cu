@@ -215,9 +215,7 @@ ncclResult_t copy_block_scaled_payload(const void* payload, size_t bytes, void* 
   cudaError_t status = cudaMemcpyAsync(host, payload, bytes, cudaMemcpyDeviceToHost, cuda_stream);
   if (status == cudaSuccess) status = cudaStreamSynchronize(cuda_stream);
   if (status != cudaSuccess) {
-    return fail(ncclUnhandledCudaError,
-                "block-scaled decode: copying the payload to validate it: %s",
-                cudaGetErrorString(status));
+    return cuda_call_failed(status, "block-scaled decode: copying the payload to validate it");
   }
   return ncclSuccess;
 }

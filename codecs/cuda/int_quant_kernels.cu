@@ -205,7 +205,7 @@ unsigned grid_for_blocks(size_t blocks) {
 }
 
 ncclResult_t cuda_failure(const char* what, cudaError_t error) {
-  return fail(ncclUnhandledCudaError, "%s: %s", what, cudaGetErrorString(error));
+  return cuda_call_failed(error, what);
 }
 
 }  // namespace

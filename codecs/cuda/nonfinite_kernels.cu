@@ -74,6 +74,26 @@ ncclResult_t launch_find_nonfinite(const void* input, size_t count, DType dtype,
   return check_launch("finding non-finite elements of a device tensor");
 }
 
+ncclResult_t load_nonfinite_kernels() {
+  ncclResult_t result = ncclSuccess;
+  for (int d = 0; d < kDTypeCount && result == ncclSuccess; ++d) {
+    dispatch_dtype(static_cast<DType>(d), [&](auto type) {
+      using T = decltype(type);
+      const void* kernels[] = {reinterpret_cast<const void*>(&find_nonfinite_kernel<T>),
+                               reinterpret_cast<const void*>(&apply_list_kernel<T>),
+                               reinterpret_cast<const void*>(&apply_map_kernel<T>)};
+      for (const void* kernel : kernels) {
+        cudaFuncAttributes attributes;
+        const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+        if (error != cudaSuccess && result == ncclSuccess) {
+          result = cuda_call_failed(error, "loading the non-finite escapes' kernels");
+        }
+      }
+    });
+  }
+  return result;
+}
+
 ncclResult_t launch_apply_escapes(const uint8_t* body, bool list, uint64_t escapes, size_t count,
                                   void* output, DType dtype, bool accumulate, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);

@@ -151,8 +151,7 @@ __global__ void validate_kernel(const Math math, const float* scales, size_t blo
 }
 
 inline ncclResult_t cuda_result(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return ncclSuccess;
-  return fail(ncclUnhandledCudaError, "%s: %s", what, cudaGetErrorString(error));
+  return error == cudaSuccess ? ncclSuccess : cuda_call_failed(error, what);
 }
 
 }  // namespace scaled_codes_internal

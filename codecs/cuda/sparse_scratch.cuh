@@ -8,18 +8,18 @@
 
 #include <cstddef>
 
+#include "codecs/device_support.h"
 #include "common/result.h"
 
 namespace terse {
 
-// Returns ncclUnhandledCudaError naming `what` when `call` fails.
-#define TERSE_SPARSE_CUDA(call, what)                       \
-  do {                                                      \
-    cudaError_t terse_sparse_error_ = (call);               \
-    if (terse_sparse_error_ != cudaSuccess) {               \
-      return fail(ncclUnhandledCudaError, "%s: %s", what,   \
-                  cudaGetErrorString(terse_sparse_error_)); \
-    }                                                       \
+// Returns ncclUnhandledCudaError naming `what` when `call` fails (cuda_call_failed).
+#define TERSE_SPARSE_CUDA(call, what)                              \
+  do {                                                             \
+    cudaError_t terse_sparse_error_ = (call);                      \
+    if (terse_sparse_error_ != cudaSuccess) {                      \
+      return ::terse::cuda_call_failed(terse_sparse_error_, what); \
+    }                                                              \
   } while (0)
 
 class SparseScratch {

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <nccl.h>
+#include <atomic>
 
 #include <cstdint>
 #include <map>
@@ -163,6 +164,9 @@ class CompressionEngine {
   void reset_stats();
   // Replaces the policy (every rank must do the same before its next allreduce).
   void set_policy(Policy policy);
+  // How many times set_policy ran: a tensor's plan may have changed since a count read before
+  // (the device backend's calls then run without holding their stream: new kernels, new memory).
+  uint64_t policy_generation() const { return policy_generation_.load(); }
   // Forgets the residual and codec state of the tensor named `name`, or of every tensor of this
   // communicator when `name` is empty; how many entries went.
   size_t reset_residuals(const std::string& name);
@@ -250,6 +254,7 @@ class CompressionEngine {
   std::unique_ptr<ResidualMemory> residuals_;
 
   mutable std::mutex mutex_;
+  std::atomic<uint64_t> policy_generation_{0};
   Policy policy_;
   std::map<std::string, std::unique_ptr<Codec>> codecs_;  // by canonical spec
   // One-rule policies of per-call codecs and of `auto`'s choices, by spec as given.

@@ -7,6 +7,7 @@
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <algorithm>
 #endif
 
 namespace terse {
@@ -41,6 +42,7 @@ ncclResult_t CudaBackend::create(void* stream, std::unique_ptr<DeviceCompute> co
   std::unique_ptr<CudaBackend> backend(new CudaBackend());
   backend->stream_ = stream;
   backend->compute_ = std::move(compute);
+  TERSE_CHECK(backend->compute_->load_kernels());
   for (void** handle : {&backend->messages_copied_, &backend->finished_}) {
     cudaEvent_t created = nullptr;
     const cudaError_t error = cudaEventCreateWithFlags(&created, cudaEventDisableTiming);
@@ -220,7 +222,12 @@ ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedCon
                                  const uint8_t* message, size_t message_bytes, float* output,
                                  size_t count, bool accumulate) {
   TERSE_CHECK(check_residual_memory(args));
-  void* device_message = grow(&received_, message_bytes, /*device=*/true);
+  // Room for the largest message of the whole tensor: a later one escaping NaN or Inf (one
+  // overflowing step) is longer, and its plan may send larger pieces; it may arrive while the
+  // caller's stream is held, when nothing can be allocated.
+  const size_t room =
+      std::max(message_bytes, args.codec->max_encoded_bytes(args.count, DType::kFloat32));
+  void* device_message = grow(&received_, room, /*device=*/true);
   if (device_message == nullptr) return ncclUnhandledCudaError;
   // Enqueued before the codec validates the host bytes: a refused message leaves only a copy
   // into this scratch behind, never a write to `output`.

@@ -7,6 +7,7 @@
 
 #if TERSE_HAVE_CUDA
 #include "codecs/cuda/cast_kernels.h"
+#include "codecs/cuda/nonfinite_kernels.h"
 #include "codecs/cuda/residual_kernels.h"
 #endif
 
@@ -18,6 +19,7 @@ namespace {
 
 class CudaCompute final : public DeviceCompute {
  public:
+  ncclResult_t load_kernels() override { return load_nonfinite_kernels(); }
   ncclResult_t compensate(DType input_type, const void* input, const float* residual, float* values,
                           size_t count, void* stream) override {
     if (residual != nullptr) {

@@ -24,6 +24,12 @@ class DeviceCompute {
  public:
   virtual ~DeviceCompute() = default;
 
+  // Loads the kernels a call may launch only for some data (a message's non-finite escapes), so
+  // that none is loaded for the first time while a caller's stream is held: with lazy loading
+  // (CUDA 12.2+'s default) a kernel's first load waits for the device to be idle. The backend
+  // calls it when it is made, before any hold.
+  virtual ncclResult_t load_kernels() = 0;
+
   // values[i] = input[i] (as fp32) + residual[i] (residual may be null: the conversion alone).
   virtual ncclResult_t compensate(DType input_type, const void* input, const float* residual,
                                   float* values, size_t count, void* stream) = 0;

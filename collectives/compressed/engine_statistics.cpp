@@ -70,6 +70,7 @@ void CompressionEngine::set_policy(Policy policy) {
   std::lock_guard<std::mutex> lock(mutex_);
   policy_ = std::move(policy);
   logged_.clear();
+  ++policy_generation_;
 }
 
 size_t CompressionEngine::reset_residuals(const std::string& name) {

@@ -316,7 +316,13 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
           (sizes[slot(j)] + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment;
     }
   }
-  uint8_t* incoming = backend.message_buffer(context, ScratchSlot::kIncoming, incoming_bytes);
+  // Room for every peer's largest message, not only this call's: a later call's messages may
+  // escape NaN or Inf and be longer, perhaps while the caller's stream is held (device buffers),
+  // when nothing can be allocated.
+  const size_t room = static_cast<size_t>(n - 1) *
+                      ((capacity + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment);
+  uint8_t* incoming =
+      backend.message_buffer(context, ScratchSlot::kIncoming, std::max(incoming_bytes, room));
   if (incoming == nullptr) return ncclSystemError;
   const uint32_t operation = make_operation(context.sequence, context.first_step + kMessageStep);
   // Slots: sends 0..n-1, receives n..2n-1, by peer position. Receives are posted before any

@@ -2,7 +2,7 @@
 # The shipped libterse.so carries no test hook: it exports no symbol and holds no string named for
 # tests (an environment variable such as TERSE_TEST_*, a factory such as terse_test_*, a mutation;
 # tersePsTest is the parameter server's completion query, not a hook). Tests get
-# their hooks by linking a test build (terse_emulated) or test-only objects.
+# their hooks by linking a test build (tests/host_kernels) or test-only objects.
 #   check_no_test_hooks.sh LIBRARY
 set -euo pipefail
 library="${1:?usage: check_no_test_hooks.sh LIBRARY}"

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,9 @@ struct Scenario {
   int gate_step = -1;  // none
   int gate_calls = 1;  // calls enqueued behind the gate
   bool simulate = false;
+  int inf_step = -1;    // none: rank 0's input element 5 is +Inf at this step
+  int codec_step = -1;  // none
+  std::string codec;    // set with terseCommSetCodec before codec_step
 };
 
 long env_number(const char* name, long fallback) {
@@ -52,6 +56,9 @@ Scenario scenario_from_environment() {
   s.gate_step = static_cast<int>(env_number("PLUGIN_TEST_GATE_STEP", -1));
   s.gate_calls = static_cast<int>(env_number("PLUGIN_TEST_GATE_CALLS", 1));
   s.simulate = env_number("PLUGIN_TEST_SIMULATE_AT_GATE", 0) != 0;
+  s.inf_step = static_cast<int>(env_number("PLUGIN_TEST_INF_STEP", -1));
+  s.codec_step = static_cast<int>(env_number("PLUGIN_TEST_CODEC_STEP", -1));
+  if (const char* codec = getenv("PLUGIN_TEST_CODEC")) s.codec = codec;
   return s;
 }
 
@@ -100,6 +107,9 @@ int run(int rank, int nranks, const ncclUniqueId& id) {
     for (size_t i = 0; i < count && made; ++i) {
       inputs[s][i] = device_rank_test::device_rank_input(rank, s, i);
     }
+    if (made && s == scenario.inf_step && rank == 0 && count > 5) {
+      inputs[s][5] = std::numeric_limits<float>::infinity();
+    }
   }
   if (!made) return fail_with(rank, "CUDA setup failed");
   void* out = scenario.in_place ? send : recv;
@@ -107,6 +117,11 @@ int run(int rank, int nranks, const ncclUniqueId& id) {
   std::string lines;
   int code = 0;
   for (int step = 0; step < scenario.steps && code == 0;) {
+    if (step == scenario.codec_step &&
+        terseCommSetCodec(comm, scenario.codec.c_str()) != ncclSuccess) {
+      code = fail_with(rank, std::string("terseCommSetCodec: ") + ncclGetLastError(comm));
+      break;
+    }
     const bool gated = step == scenario.gate_step;
     const int calls = gated ? std::min(scenario.gate_calls, scenario.steps - step) : 1;
     Gate gate;

@@ -21,6 +21,8 @@
 // closed (0 otherwise) and "gate passed" (or gave_up: 60 s went by). Their statistics are those
 // read after the last of them. PLUGIN_TEST_SIMULATE_AT_GATE=1: before opening the gate, two more
 // calls of the tensor in a group ended by ncclGroupSimulateEnd; "estimate" is its estimate.
+// PLUGIN_TEST_CODEC_STEP=s with PLUGIN_TEST_CODEC=<spec>: terseCommSetCodec(<spec>) before step s.
+// PLUGIN_TEST_INF_STEP=s: at step s, rank 0's input element 5 is +Inf.
 #pragma once
 
 #include <cstddef>

@@ -6,10 +6,10 @@
 // emulated nodes (ranks as processes) with their intra-node traffic counted too. A plan the
 // backend cannot run (uncompressed) is staged, whole tensors counted.
 //
-// Runs on a GPU with the real kernels, and without one under the fake CUDA runtime with the
-// emulated kernels (CTest's plugin_device_backend_on_fake_cudart puts the fake runtime and the
-// tests' build of libterse, terse_emulated, first on LD_LIBRARY_PATH); skips where no CUDA
-// device is visible.
+// Runs on a GPU with the library's kernels, and without one under the CUDA runtime model with the
+// same kernels built for the host (CTest's plugin_device_backend_on_host_kernels puts the model
+// and the tests' build of libterse, tests/host_kernels, first on LD_LIBRARY_PATH); skips where
+// no CUDA device is visible.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <terse/terse.h>
@@ -19,12 +19,14 @@
 #include <unistd.h>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -482,7 +484,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PluginDeviceBackendNodes,
 // Ranks as processes for the cases where a rank's stream is held (device_staging.h): ranks that
 // share a process never hold one. run_rank_processes runs n plugin_device_rank_process with the
 // environment the test set (device_rank_protocol.h) and writes into `dir`; "" when every rank
-// exited 0, else what the first that did not said.
+// exited 0, else what each that did not said.
 std::string run_rank_processes(int n, const std::string& dir) {
   ScopedEnvironment results("PLUGIN_TEST_RESULT_DIR", dir.c_str());
   ScopedEnvironment ifname("TERSE_SOCKET_IFNAME", "lo");
@@ -496,9 +498,11 @@ std::string run_rank_processes(int n, const std::string& dir) {
     ranks.push_back({TERSE_PLUGIN_DEVICE_RANK_PROCESS_PATH, std::to_string(r), std::to_string(n),
                      terse::bytes_to_hex(id.internal, sizeof(id.internal))});
   }
+  std::string failures;
   for (const auto& process : terse::test::run_processes(ranks, 120)) {
-    if (!process.exited || process.exit_code != 0) return terse::test::describe(process);
+    if (!process.exited || process.exit_code != 0) failures += terse::test::describe(process);
   }
+  if (!failures.empty()) return failures;
   return "";
 }
 
@@ -657,6 +661,73 @@ TEST(PluginDeviceBackendRoute, CallReturnsBeforeItsStreamRuns) {
   }
   terse::model::CompressedModel model("int8", n, terse::MemoryKind::kResidual);
   expect_model_steps(&model, made.path(), n, count, 0, steps, values);
+}
+
+// A codec first used after its tensor's shape ran (terseCommSetCodec between steps) launches
+// kernels no call has launched before. With lazy loading (CUDA's default) a kernel's first launch
+// waits for the device to be idle, so it must not come while the caller's stream is held: under
+// the CUDA runtime model, which reports such a wait as the deadlock it is, every step completes
+// and the last ones run the new codec. Ranks as processes (threads never hold).
+TEST(PluginDeviceBackendRoute, ACodecFirstUsedLaterLoadsItsKernelsWithoutAHeldStream) {
+  REQUIRE_DEVICE();
+  const TemporaryDirectory made("terse_route_codec_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  const int n = 2, steps = 4;
+  {
+    ScopedEnvironment codec("TERSE_CODEC", "int8");
+    ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+    ScopedEnvironment loading("CUDA_MODULE_LOADING", "LAZY");
+    ScopedEnvironment deadlock("FAKE_DEADLOCK_MS", "5000");
+    ScopedEnvironment step_count("PLUGIN_TEST_STEPS", std::to_string(steps).c_str());
+    ScopedEnvironment elements("PLUGIN_TEST_COUNT", "4096");
+    ScopedEnvironment codec_step("PLUGIN_TEST_CODEC_STEP", "2");
+    ScopedEnvironment new_codec("PLUGIN_TEST_CODEC", "int4");
+    ASSERT_EQ(run_rank_processes(n, made.path()), "");
+  }
+  const auto values = read_all_values(made.path(), n);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(values[r].at("step1_codec").rfind("int8", 0), 0u) << values[r].at("step1_codec");
+    EXPECT_EQ(values[r].at("step3_codec").rfind("int4", 0), 0u) << values[r].at("step3_codec");
+  }
+}
+
+// One rank's gradient holds an Inf in a warm step (its stream held while the proxy runs it): as
+// NCCL gives, that element of the sum is +Inf on every rank and every other element is finite;
+// the communicator stays whole and the next step is finite everywhere. Int8 and top-k, on the
+// kernels' device path (device messages escape non-finite values as host ones do).
+TEST(PluginDeviceBackendRoute, AnInfInOneRanksGradientGivesNcclsAnswerOnAHeldStream) {
+  REQUIRE_DEVICE();
+  for (const char* spec : {"int8", "topk:k=60,method=exact"}) {
+    SCOPED_TRACE(spec);
+    const TemporaryDirectory made("terse_route_inf_");
+    ASSERT_NE(made.path(), "") << "mkdtemp failed";
+    const int n = 2, steps = 4, inf_step = 2;
+    const size_t count = 4096;
+    {
+      ScopedEnvironment codec("TERSE_CODEC", spec);
+      ScopedEnvironment loading("CUDA_MODULE_LOADING", "LAZY");
+      ScopedEnvironment deadlock("FAKE_DEADLOCK_MS", "5000");
+      ScopedEnvironment step_count("PLUGIN_TEST_STEPS", std::to_string(steps).c_str());
+      ScopedEnvironment elements("PLUGIN_TEST_COUNT", std::to_string(count).c_str());
+      ScopedEnvironment inf("PLUGIN_TEST_INF_STEP", std::to_string(inf_step).c_str());
+      ASSERT_EQ(run_rank_processes(n, made.path()), "");
+    }
+    for (int r = 0; r < n; ++r) {
+      for (int step = inf_step; step < steps; ++step) {
+        const std::vector<uint8_t> bytes = read_output(made.path(), r, step);
+        ASSERT_EQ(bytes.size(), count * sizeof(float)) << "rank " << r << " step " << step;
+        std::vector<float> out(count);
+        std::memcpy(out.data(), bytes.data(), bytes.size());
+        for (size_t i = 0; i < count; ++i) {
+          if (step == inf_step && i == 5) {
+            EXPECT_EQ(out[i], std::numeric_limits<float>::infinity()) << "rank " << r;
+          } else {
+            ASSERT_TRUE(std::isfinite(out[i])) << "rank " << r << " step " << step << " at " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 // Ranks that share a process (threads) never hold a stream: one's first calls of a shape

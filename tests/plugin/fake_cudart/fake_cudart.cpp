@@ -19,8 +19,13 @@
 // deadlock it is on a GPU: the process aborts, naming the waiting call and thread, and each
 // stream held by a wait on host memory and each thread in a pageable copy, with where they
 // came from.
-// Not modelled: lazy loading (the kernels here are the test's host code), errors, graphs,
-// several devices.
+// CUDA's error reporting: a failed call's error is the thread's last error until read, and a
+// kernel fault is sticky. Lazy loading: a kernel's first launch (or cudaFuncGetAttributes) waits
+// for the device to be idle unless CUDA_MODULE_LOADING=EAGER. Failures on request: the n-th call
+// of a named function (fakeCudaFailCall, FAKE_FAIL=<function>:<n>; "fault:<kernel>" makes a
+// kernel fault). The kernels built for the host (tests/host_kernels) launch through
+// fakeCudaLaunchHostKernel and read device memory through fakeCudaKernelView.
+// Not modelled: graphs, several devices, the legacy default stream's implicit synchronisation.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <execinfo.h>
@@ -287,6 +292,77 @@ CUresult CUDAAPI fake_wait_value_32(CUstream stream, CUdeviceptr addr, cuuint32_
 }
 
 thread_local int current_device = 0;
+thread_local cudaError_t last_error = cudaSuccess;
+// A kernel's fault: every later call returns it, as after a sticky error on a GPU.
+std::atomic<cudaError_t> sticky_error{cudaSuccess};
+std::mutex fault_mutex;
+std::string fault_text;
+
+// Records a kernel fault: on stderr at once (a GPU tells nothing until the next
+// synchronisation, and then not which kernel), and as the sticky error.
+void record_fault(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(fault_mutex);
+    if (fault_text.empty()) fault_text = text;
+  }
+  fprintf(stderr, "fake CUDA runtime: kernel fault: %s\n", text.c_str());
+  fflush(stderr);
+  sticky_error = cudaErrorLaunchFailure;
+}
+
+// Lazy loading (CUDA 12.2 and later, unless CUDA_MODULE_LOADING=EAGER): a kernel's module is
+// loaded at its first launch or attribute query, and loading waits for the device to be idle.
+std::mutex loaded_mutex;
+std::set<const void*> loaded_kernels;
+bool loads_lazily() {
+  const char* mode = getenv("CUDA_MODULE_LOADING");
+  return mode == nullptr || std::strcmp(mode, "EAGER") != 0;
+}
+// One load at a time (the loader's lock): a second thread launching a kernel being loaded waits
+// for that load, not for the device again.
+void load_kernel(const void* kernel, const std::string& name) {
+  std::lock_guard<std::mutex> lock(loaded_mutex);
+  if (!loads_lazily() || loaded_kernels.count(kernel) != 0) return;
+  wait_for_every_stream(("loading kernel " + name + " (lazy loading)").c_str());
+  loaded_kernels.insert(kernel);
+}
+
+// Failures on request: the n-th call of a named function from now fails (fakeCudaFailCall, or
+// FAKE_FAIL=<function>:<n> in the environment, read at the first call).
+std::mutex failures_mutex;
+std::map<std::string, long>& failures() {
+  static auto* countdowns = [] {
+    auto* made = new std::map<std::string, long>();
+    if (const char* text = getenv("FAKE_FAIL")) {
+      const std::string spec = text;
+      const size_t colon = spec.rfind(':');
+      if (colon != std::string::npos)
+        (*made)[spec.substr(0, colon)] = atol(spec.c_str() + colon + 1);
+    }
+    return made;
+  }();
+  return *countdowns;
+}
+bool injected_failure(const char* function) {
+  std::lock_guard<std::mutex> lock(failures_mutex);
+  auto it = failures().find(function);
+  if (it == failures().end() || it->second <= 0) return false;
+  return --it->second == 0;
+}
+
+// At the start of each modelled call: after a kernel fault, the sticky error; a failure asked
+// for, `injected`.
+#define FAKE_ENTRY(injected)                                                    \
+  do {                                                                          \
+    if (sticky_error.load() != cudaSuccess) return result(sticky_error.load()); \
+    if (injected_failure(__func__)) return result(injected);                    \
+  } while (0)
+
+// The call's result, also kept as the thread's last error when it failed.
+cudaError_t result(cudaError_t error) {
+  if (error != cudaSuccess) last_error = error;
+  return error;
+}
 // Set by the emulated kernels (tests/compressed/device/emulated_compute.h) around their copies:
 // those stand for a kernel's own reads and writes of device memory, which never wait.
 thread_local bool emulated_kernel_copies = false;
@@ -381,17 +457,57 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, 
   *blocks = block_size >= 2048 ? 1 : 2048 / block_size;
   return cudaSuccess;
 }
+// CUDA's error reporting: a failed call's error is also the calling thread's last error, which
+// cudaGetLastError returns and clears and cudaPeekAtLastError only returns; a kernel fault is
+// sticky: the process's every later call returns it, and no call clears it.
 cudaError_t cudaGetLastError(void) {
-  return cudaSuccess;
+  const cudaError_t sticky = sticky_error.load();
+  if (sticky != cudaSuccess) return sticky;
+  const cudaError_t last = last_error;
+  last_error = cudaSuccess;
+  return last;
 }
 cudaError_t cudaPeekAtLastError(void) {
-  return cudaSuccess;
+  const cudaError_t sticky = sticky_error.load();
+  return sticky != cudaSuccess ? sticky : last_error;
 }
 const char* cudaGetErrorString(cudaError_t error) {
-  return error == cudaSuccess ? "no error" : "fake cuda error";
+  switch (error) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure";
+    case cudaErrorMisalignedAddress:
+      return "misaligned address";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    default:
+      return "fake cuda error";
+  }
+}
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorMisalignedAddress:
+      return "cudaErrorMisalignedAddress";
+    default:
+      return "cudaErrorUnknown";
+  }
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
+  FAKE_ENTRY(cudaErrorMemoryAllocation);
   allocation_lock("cudaMalloc");
   if (size == 0) size = 1;
   const size_t page = 4096, bytes = (size + page - 1) / page * page;
@@ -428,25 +544,30 @@ cudaError_t free_region(void* ptr) {
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* ptr) {
+  FAKE_ENTRY(cudaErrorUnknown);
   if (ptr == nullptr) return cudaSuccess;
   wait_for_every_stream("cudaFree");
   return free_region(ptr);
 }
 cudaError_t cudaDeviceSynchronize(void) {
+  FAKE_ENTRY(cudaErrorUnknown);
   wait_for_every_stream("cudaDeviceSynchronize");
-  return cudaSuccess;
+  return result(sticky_error.load());
 }
 // Stream-ordered allocation: the memory exists at once (work after it on the stream may use
 // it), the free runs in stream order, after the work enqueued before it.
 // (Measured: neither waits for a held stream.)
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t) {
+  FAKE_ENTRY(cudaErrorMemoryAllocation);
   return cudaMalloc(ptr, size);
 }
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  FAKE_ENTRY(cudaErrorUnknown);
   stream_of(stream)->push([ptr] { free_region(ptr); });
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) {
+  FAKE_ENTRY(cudaErrorMemoryAllocation);
   allocation_lock("cudaHostAlloc");
   void* memory = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
   std::lock_guard<std::mutex> lock(regions_mutex);
@@ -485,6 +606,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  FAKE_ENTRY(cudaErrorUnknown);
   *stream = reinterpret_cast<cudaStream_t>(new FakeStream());
   return cudaSuccess;
 }
@@ -492,10 +614,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t) {
   return cudaSuccess;
 }  // leaked: work completes
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  FAKE_ENTRY(cudaErrorUnknown);
   stream_of(stream)->drain();
-  return cudaSuccess;
+  return result(sticky_error.load());  // a fault of the work waited for
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  FAKE_ENTRY(cudaErrorUnknown);
   return stream_of(stream)->idle() ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
@@ -504,6 +628,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status)
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind,
                             cudaStream_t stream) {
+  FAKE_ENTRY(cudaErrorUnknown);
   uintptr_t base;
   Region source, destination;
   const bool from_device = find_region(src, &base, &source) && source.alias != nullptr;
@@ -541,18 +666,22 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
 // Synchronous, on no stream of the fake's: as measured, a plain cudaMemcpy does not wait for a
 // stream held by a wait on host memory (the streams here are all non-blocking ones).
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
+  FAKE_ENTRY(cudaErrorUnknown);
   std::memcpy(accessible(dst), accessible(src), count);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
+  FAKE_ENTRY(cudaErrorUnknown);
   stream_of(stream)->push([dst, value, count] { std::memset(accessible(dst), value, count); });
   return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* arg) {
+  FAKE_ENTRY(cudaErrorUnknown);
   stream_of(stream)->push([fn, arg] { callbacks().run(fn, arg); });
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  FAKE_ENTRY(cudaErrorUnknown);
   *event = reinterpret_cast<cudaEvent_t>(new FakeEvent());
   return cudaSuccess;
 }
@@ -560,6 +689,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  FAKE_ENTRY(cudaErrorUnknown);
   FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
   uint64_t generation;
   {
@@ -576,6 +706,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  FAKE_ENTRY(cudaErrorUnknown);
   FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
   uint64_t generation;
   {
@@ -590,13 +721,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 // The compressed collectives' device backend waits on events from its driving thread.
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  FAKE_ENTRY(cudaErrorUnknown);
   FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
   std::unique_lock<std::mutex> lock(e->mutex);
   const uint64_t generation = e->recorded;
   e->cv.wait(lock, [&] { return e->completed >= generation; });
-  return cudaSuccess;
+  return result(sticky_error.load());
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  FAKE_ENTRY(cudaErrorUnknown);
   FakeEvent* e = reinterpret_cast<FakeEvent*>(event);
   std::lock_guard<std::mutex> lock(e->mutex);
   return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
@@ -613,8 +746,12 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsi
   if (status) *status = cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
-// Only terse's polling kernel is ever launched: (const volatile uint32_t* flag, uint32_t seq).
-cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void** args, size_t, cudaStream_t stream) {
+// Only terse's polling kernel is launched this way: (const volatile uint32_t* flag, uint32_t seq).
+// The kernels compiled for the host come through fakeCudaLaunchHostKernel.
+cudaError_t cudaLaunchKernel(const void* kernel, dim3, dim3, void** args, size_t,
+                             cudaStream_t stream) {
+  if (sticky_error.load() != cudaSuccess) return sticky_error.load();
+  load_kernel(kernel, "stream_wait_kernel");
   const volatile uint32_t* flag = *static_cast<const volatile uint32_t**>(args[0]);
   const uint32_t value = *static_cast<uint32_t*>(args[1]);
   FakeStream* fake = stream_of(stream);
@@ -622,10 +759,68 @@ cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void** args, size_t, cudaS
   fake->push([flag, value, fake, site] { spin_until(flag, value, fake, site); });
   return cudaSuccess;
 }
-cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void*) {
+// Loads the kernel, as CUDA does (the way to load a kernel before any stream is held).
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* kernel) {
+  if (attributes == nullptr || kernel == nullptr) return result(cudaErrorInvalidValue);
+  load_kernel(kernel, "queried by cudaFuncGetAttributes");
   std::memset(attributes, 0, sizeof(*attributes));
   attributes->maxThreadsPerBlock = 1024;
   return cudaSuccess;
+}
+
+// The tests' host build of the kernels (tests/host_kernels/simt.h) launches through here: `run`
+// executes the grid on the stream's thread and returns non-zero with a description on a fault.
+cudaError_t fakeCudaLaunchHostKernel(const void* kernel, const char* name, dim3 grid, dim3 block,
+                                     cudaStream_t stream,
+                                     int (*run)(void* work, char* fault, size_t fault_bytes),
+                                     void* work, void (*release)(void* work)) {
+  if (sticky_error.load() != cudaSuccess) {
+    release(work);
+    return result(sticky_error.load());
+  }
+  const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 ||
+      threads == 0 || threads > 1024 || block.z > 64) {
+    release(work);
+    return result(cudaErrorInvalidConfiguration);
+  }
+  if (injected_failure("cudaLaunchKernel")) {
+    release(work);
+    return result(cudaErrorLaunchOutOfResources);
+  }
+  load_kernel(kernel, name);
+  const std::string label = name;
+  // A fault on request ("fault:<kernel name>"): the kernel does not run and faults instead.
+  const bool faults = injected_failure(("fault:" + label).c_str());
+  stream_of(stream)->push([run, work, release, label, faults] {
+    if (sticky_error.load() == cudaSuccess) {
+      char fault[2048] = "";
+      if (faults) {
+        record_fault("kernel " + label + ": an illegal address (a fault on request)");
+      } else if (run(work, fault, sizeof(fault)) != 0) {
+        record_fault(fault);
+      }
+    }
+    release(work);
+  });
+  return cudaSuccess;
+}
+
+// What a kernel dereferences for `pointer`: device memory's accessible view.
+void* fakeCudaKernelView(const void* pointer) {
+  return accessible(pointer);
+}
+
+// Makes the n-th call of `function` from now fail (n = 1: the next one); n = 0 cancels (tests).
+void fakeCudaFailCall(const char* function, long n) {
+  std::lock_guard<std::mutex> lock(failures_mutex);
+  failures()[function] = n;
+}
+
+// The first kernel fault's description, or "" (tests).
+const char* fakeCudaKernelFault(void) {
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  return fault_text.c_str();
 }
 
 // What nvcc's generated code registers: nothing to do here.
