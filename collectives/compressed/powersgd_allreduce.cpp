@@ -178,6 +178,12 @@ class DistributedPowerSgd {
                            : reinterpret_cast<float*>(backend_.message_buffer(
                                  context_, ScratchSlot::kOutgoing, floats * sizeof(float)));
     if (factors == nullptr || host == nullptr) return ncclSystemError;
+    // The dense sum's host buffer too (dense_sum), made now: the non-finite fallback can come
+    // in any call, perhaps while the caller's stream is held, when nothing can be allocated.
+    if (!on_host_ && backend_.message_buffer(context_, ScratchSlot::kIncoming,
+                                             args_.count * sizeof(float)) == nullptr) {
+      return ncclSystemError;
+    }
     p_ = factors;
     q_ = p_ + p_floats();
     q_local_ = q_ + q_floats();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -38,9 +39,10 @@ struct Scenario {
   int gate_step = -1;  // none
   int gate_calls = 1;  // calls enqueued behind the gate
   bool simulate = false;
-  int inf_step = -1;    // none: rank 0's input element 5 is +Inf at this step
-  int codec_step = -1;  // none
-  std::string codec;    // set with terseCommSetCodec before codec_step
+  int inf_step = -1;          // none: rank 0's input element 5 is +Inf at this step
+  bool host_buffers = false;  // the same program with malloc'd buffers
+  int codec_step = -1;        // none
+  std::string codec;          // set with terseCommSetCodec before codec_step
 };
 
 long env_number(const char* name, long fallback) {
@@ -57,6 +59,7 @@ Scenario scenario_from_environment() {
   s.gate_calls = static_cast<int>(env_number("PLUGIN_TEST_GATE_CALLS", 1));
   s.simulate = env_number("PLUGIN_TEST_SIMULATE_AT_GATE", 0) != 0;
   s.inf_step = static_cast<int>(env_number("PLUGIN_TEST_INF_STEP", -1));
+  s.host_buffers = env_number("PLUGIN_TEST_HOST_BUFFERS", 0) != 0;
   s.codec_step = static_cast<int>(env_number("PLUGIN_TEST_CODEC_STEP", -1));
   if (const char* codec = getenv("PLUGIN_TEST_CODEC")) s.codec = codec;
   return s;
@@ -99,8 +102,15 @@ int run(int rank, int nranks, const ncclUniqueId& id) {
   // gate (a copy from or into pageable memory may wait for its stream to reach it).
   std::vector<float*> inputs(static_cast<size_t>(scenario.steps), nullptr);
   std::vector<float*> outputs(static_cast<size_t>(scenario.steps), nullptr);
-  bool made = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-              cudaMalloc(&send, bytes) == cudaSuccess && cudaMalloc(&recv, bytes) == cudaSuccess;
+  bool made = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+  if (scenario.host_buffers) {
+    send = malloc(bytes);
+    recv = malloc(bytes);
+    made = made && send != nullptr && recv != nullptr;
+  } else {
+    made =
+        made && cudaMalloc(&send, bytes) == cudaSuccess && cudaMalloc(&recv, bytes) == cudaSuccess;
+  }
   for (int s = 0; s < scenario.steps && made; ++s) {
     made = cudaMallocHost(reinterpret_cast<void**>(&inputs[s]), bytes) == cudaSuccess &&
            cudaMallocHost(reinterpret_cast<void**>(&outputs[s]), bytes) == cudaSuccess;
@@ -127,8 +137,13 @@ int run(int rank, int nranks, const ncclUniqueId& id) {
     Gate gate;
     if (gated) cudaLaunchHostFunc(stream, hold_until_open, &gate);
     for (int s = step; s < step + calls && code == 0; ++s) {
-      cudaMemcpyAsync(send, inputs[s], bytes, cudaMemcpyHostToDevice, stream);
-      if (!scenario.in_place) cudaMemsetAsync(recv, 0x7f, bytes, stream);
+      if (scenario.host_buffers) {
+        memcpy(send, inputs[s], bytes);
+        if (!scenario.in_place) memset(recv, 0x7f, bytes);
+      } else {
+        cudaMemcpyAsync(send, inputs[s], bytes, cudaMemcpyHostToDevice, stream);
+        if (!scenario.in_place) cudaMemsetAsync(recv, 0x7f, bytes, stream);
+      }
       if (ncclAllReduce(send, out, count, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
         code = fail_with(rank, std::string("ncclAllReduce: ") + ncclGetLastError(comm));
       }
@@ -136,7 +151,11 @@ int run(int rank, int nranks, const ncclUniqueId& id) {
         lines += "step" + std::to_string(s) + "_returned_first " +
                  (gate.state.load() == 0 ? "1" : "0") + "\n";
       }
-      cudaMemcpyAsync(outputs[s], out, bytes, cudaMemcpyDeviceToHost, stream);
+      if (scenario.host_buffers) {
+        memcpy(outputs[s], out, bytes);  // a host-buffer call is complete when it returns
+      } else {
+        cudaMemcpyAsync(outputs[s], out, bytes, cudaMemcpyDeviceToHost, stream);
+      }
     }
     if (gated && scenario.simulate && code == 0) {
       // The tensor's next two calls, simulated while the gated ones wait for the stream.
@@ -190,8 +209,13 @@ int run(int rank, int nranks, const ncclUniqueId& id) {
     cudaFreeHost(inputs[s]);
     cudaFreeHost(outputs[s]);
   }
-  cudaFree(send);
-  cudaFree(recv);
+  if (scenario.host_buffers) {
+    free(send);
+    free(recv);
+  } else {
+    cudaFree(send);
+    cudaFree(recv);
+  }
   cudaStreamDestroy(stream);
   if (ncclCommDestroy(comm) != ncclSuccess && code == 0) {
     code = fail_with(rank, "ncclCommDestroy failed");

@@ -23,6 +23,7 @@
 // calls of the tensor in a group ended by ncclGroupSimulateEnd; "estimate" is its estimate.
 // PLUGIN_TEST_CODEC_STEP=s with PLUGIN_TEST_CODEC=<spec>: terseCommSetCodec(<spec>) before step s.
 // PLUGIN_TEST_INF_STEP=s: at step s, rank 0's input element 5 is +Inf.
+// PLUGIN_TEST_HOST_BUFFERS=1: the same program with malloc'd send and receive buffers.
 #pragma once
 
 #include <cstddef>

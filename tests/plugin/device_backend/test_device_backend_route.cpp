@@ -730,6 +730,70 @@ TEST(PluginDeviceBackendRoute, AnInfInOneRanksGradientGivesNcclsAnswerOnAHeldStr
   }
 }
 
+// An unmodified CUDA program (plugin_device_rank_process: cudaMalloc'd buffers, a stream of its
+// own, ncclAllReduce, the result copied back, cudaStreamSynchronize) on 2 and 4 processes, lazy
+// loading, one rank's gradient holding an Inf at step 2 of 4: every step's result equals the
+// same program's on host buffers, bit for bit (PowerSGD: within GEMM rounding, as the device
+// GEMM sums in another order), element 5 of step 2 +Inf everywhere.
+TEST(PluginDeviceBackendRoute, AnUnmodifiedCudaProgramGivesItsHostBufferAnswer) {
+  REQUIRE_DEVICE();
+  const int steps = 4, inf_step = 2;
+  const size_t count = 6000;
+  for (const char* spec : {"none", "int8", "topk:ratio=0.05", "powersgd:rank=2"}) {
+    for (int n : {2, 4}) {
+      SCOPED_TRACE(std::string(spec) + " on " + std::to_string(n) + " processes");
+      std::vector<std::vector<std::vector<uint8_t>>> outputs[2];  // [host, device][rank][step]
+      for (int device = 0; device < 2; ++device) {
+        const TemporaryDirectory made("terse_route_program_");
+        ASSERT_NE(made.path(), "") << "mkdtemp failed";
+        {
+          ScopedEnvironment codec("TERSE_CODEC", spec);
+          ScopedEnvironment loading("CUDA_MODULE_LOADING", "LAZY");
+          ScopedEnvironment deadlock("FAKE_DEADLOCK_MS", "5000");
+          ScopedEnvironment step_count("PLUGIN_TEST_STEPS", std::to_string(steps).c_str());
+          ScopedEnvironment elements("PLUGIN_TEST_COUNT", std::to_string(count).c_str());
+          ScopedEnvironment inf("PLUGIN_TEST_INF_STEP", std::to_string(inf_step).c_str());
+          ScopedEnvironment host("PLUGIN_TEST_HOST_BUFFERS", device ? "0" : "1");
+          ASSERT_EQ(run_rank_processes(n, made.path()), "");
+        }
+        for (int r = 0; r < n; ++r) {
+          outputs[device].emplace_back();
+          for (int step = 0; step < steps; ++step) {
+            outputs[device].back().push_back(read_output(made.path(), r, step));
+          }
+        }
+      }
+      const bool exact = std::string(spec).rfind("powersgd", 0) != 0;
+      for (int r = 0; r < n; ++r) {
+        for (int step = 0; step < steps; ++step) {
+          const std::vector<uint8_t>& host = outputs[0][r][step];
+          const std::vector<uint8_t>& device = outputs[1][r][step];
+          ASSERT_EQ(device.size(), count * sizeof(float)) << "rank " << r << " step " << step;
+          ASSERT_EQ(host.size(), device.size());
+          std::vector<float> h(count), d(count);
+          std::memcpy(h.data(), host.data(), host.size());
+          std::memcpy(d.data(), device.data(), device.size());
+          if (step == inf_step) {
+            EXPECT_EQ(d[5], std::numeric_limits<float>::infinity()) << "rank " << r;
+          }
+          size_t wrong = 0;
+          for (size_t i = 0; i < count; ++i) {
+            const bool same = exact ? std::memcmp(&h[i], &d[i], sizeof(float)) == 0
+                                    : (std::isinf(h[i]) ? d[i] == h[i]
+                                                        : std::fabs(d[i] - h[i]) <=
+                                                              1e-4f * (1.0f + std::fabs(h[i])));
+            if (!same && wrong++ == 0) {
+              ADD_FAILURE() << "rank " << r << " step " << step << " element " << i << ": device "
+                            << d[i] << ", host " << h[i];
+            }
+          }
+          EXPECT_EQ(wrong, 0u) << "rank " << r << " step " << step;
+        }
+      }
+    }
+  }
+}
+
 // Ranks that share a process (threads) never hold a stream: one's first calls of a shape
 // allocate, which CUDA makes wait for another's held stream (device_staging.h). Each call has
 // run when it returns: the stream has nothing left to do, on the third call too, where ranks
