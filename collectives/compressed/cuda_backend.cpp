@@ -119,6 +119,7 @@ ncclResult_t CudaBackend::encode_to_host(const CompressedArgs& args,
   EncodeContext on_device = encode;
   on_device.memory = Memory::kDevice;
   on_device.stream = stream_;
+  note_work("encode", args.codec, count);
   TERSE_CHECK(compute_->encode(*args.codec, input, count, dtype, on_device, device_message,
                                capacity, message_bytes));
   return copy_message_to_host(context, device_message, message, *message_bytes);
@@ -135,6 +136,7 @@ ncclResult_t CudaBackend::encode_compensated_to_host(const CompressedArgs& args,
   EncodeContext on_device = encode;
   on_device.memory = Memory::kDevice;
   on_device.stream = stream_;
+  note_work("encode", args.codec, count);
   TERSE_CHECK(compute_->encode_compensated(*args.codec, args.dtype, input, residual, count,
                                            on_device, device_message, capacity, message_bytes));
   return copy_message_to_host(context, device_message, message, *message_bytes);
@@ -210,7 +212,7 @@ ncclResult_t CudaBackend::encode_partial(const CompressedArgs& args,
 
 ncclResult_t CudaBackend::wait_messages() {
   const cudaError_t error = cudaEventSynchronize(event(messages_copied_));
-  if (error != cudaSuccess) return cuda_failure(error, "waiting for messages copied to the host");
+  if (error != cudaSuccess) return failed_wait(error, "waiting for messages copied to the host");
   return ncclSuccess;
 }
 
@@ -236,6 +238,7 @@ ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedCon
   if (error != cudaSuccess)
     return cuda_failure(error, "cudaMemcpyAsync of a message to the device");
   count_copy(context, message_bytes, /*to_host=*/false);
+  note_work("decode", args.codec, count);
   return compute_->decode(*args.codec, device_message, message, message_bytes, output, count,
                           DType::kFloat32, accumulate, stream_);
 }
@@ -285,6 +288,7 @@ ncclResult_t CudaBackend::clear(float* values, size_t count) {
 }
 
 ncclResult_t CudaBackend::low_rank(const LowRankStep& step) {
+  note_work("PowerSGD step", nullptr, step.rows * step.cols);
   return compute_->low_rank(step, stream_);
 }
 
@@ -304,8 +308,27 @@ ncclResult_t CudaBackend::write_result(const CompressedArgs& args, const float* 
 ncclResult_t CudaBackend::finish() {
   cudaError_t error = cudaEventRecord(event(finished_), cuda(stream_));
   if (error == cudaSuccess) error = cudaEventSynchronize(event(finished_));
-  if (error != cudaSuccess) return cuda_failure(error, "waiting for the device work");
+  if (error != cudaSuccess) return failed_wait(error, "waiting for the device work");
+  enqueued_.clear();  // everything enqueued has run
   return ncclSuccess;
+}
+
+void CudaBackend::note_work(const char* what, const Codec* codec, size_t count) {
+  constexpr size_t kKept = 4;
+  if (enqueued_.size() == kKept) enqueued_.erase(enqueued_.begin());
+  std::string text = codec != nullptr ? codec->spec() + " " + what : what;
+  enqueued_.push_back(text + " of " + std::to_string(count) + " elements");
+}
+
+ncclResult_t CudaBackend::failed_wait(int error, const char* what) {
+  std::string work;
+  for (const std::string& item : enqueued_) work += (work.empty() ? "" : ", ") + item;
+  cudaGetLastError();  // terse's own failure, not the application's (cuda_call_failed)
+  return fail(ncclUnhandledCudaError,
+              "device backend: %s failed: %s (a kernel fault shows at the next wait; the stream's "
+              "latest kernels: %s)",
+              what, cudaGetErrorString(static_cast<cudaError_t>(error)),
+              work.empty() ? "none" : work.c_str());
 }
 
 #else  // !TERSE_HAVE_CUDA

@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/compressed/device_compute.h"
@@ -126,7 +127,14 @@ class CudaBackend final : public ExecutionBackend {
   ncclResult_t copy_message_to_host(const CompressedContext& context, const void* device_message,
                                     uint8_t* message, size_t message_bytes);
 
+  // The kernels' work enqueued since the stream's last completed wait, newest last (a few): a
+  // kernel's fault shows only at the next wait, and CUDA does not say which kernel it was.
+  void note_work(const char* what, const Codec* codec, size_t count);
+  // ncclUnhandledCudaError for a wait that failed, naming that work.
+  ncclResult_t failed_wait(int error, const char* what);
+
   void* stream_ = nullptr;
+  std::vector<std::string> enqueued_;
   std::unique_ptr<DeviceCompute> compute_;
   void* messages_copied_ = nullptr;  // cudaEvent_t: after the last message's copy to the host
   void* finished_ = nullptr;         // cudaEvent_t: after the last work enqueued

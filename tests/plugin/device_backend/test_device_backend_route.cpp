@@ -794,6 +794,33 @@ TEST(PluginDeviceBackendRoute, AnUnmodifiedCudaProgramGivesItsHostBufferAnswer) 
   }
 }
 
+// A kernel that faults in a held call (the model's fault on request: the int8 encode's third
+// launch, a warm step) is a sticky CUDA error: every rank's program fails within the timeout
+// instead of hanging, and the faulting rank's error names the work that ran on its stream.
+TEST(PluginDeviceBackendRoute, AKernelFaultFailsEveryRankNamingTheWork) {
+  REQUIRE_DEVICE();
+  const TemporaryDirectory made("terse_route_fault_");
+  ASSERT_NE(made.path(), "") << "mkdtemp failed";
+  std::string failure;
+  {
+    ScopedEnvironment codec("TERSE_CODEC", "int8");
+    ScopedEnvironment algorithm("TERSE_COMPRESSED_ALGO", "sra");
+    ScopedEnvironment timeout("TERSE_TIMEOUT_S", "10");
+    ScopedEnvironment step_count("PLUGIN_TEST_STEPS", "4");
+    ScopedEnvironment elements("PLUGIN_TEST_COUNT", "4096");
+    ScopedEnvironment fault("FAKE_FAIL", "fault:int_quant_encode_compensated_kernel:3");
+    ScopedEnvironment warnings("TERSE_DEBUG", "WARN");  // the asynchronous error, logged
+    failure = run_rank_processes(2, made.path());
+  }
+  EXPECT_NE(failure.find("rank 0 exited with 1"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("rank 1 exited with 1"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("unspecified launch failure (a kernel fault shows at the next wait; the "
+                         "stream's latest kernels: int8:"),
+            std::string::npos)
+      << failure;
+  EXPECT_NE(failure.find(" encode of 2048 elements"), std::string::npos) << failure;
+}
+
 // Ranks that share a process (threads) never hold a stream: one's first calls of a shape
 // allocate, which CUDA makes wait for another's held stream (device_staging.h). Each call has
 // run when it returns: the stream has nothing left to do, on the third call too, where ranks
