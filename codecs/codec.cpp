@@ -41,6 +41,22 @@ ncclResult_t refuse_device_state(const Codec& codec, const EncodeContext& contex
 
 }  // namespace
 
+namespace {
+
+// Device pointers must be aligned as the kernels access them: a misaligned access is a sticky
+// fault on a GPU (every later CUDA call of the process fails), so it is refused here.
+ncclResult_t check_device_alignment(const Codec& codec, const char* what, const void* pointer,
+                                    size_t alignment) {
+  if (pointer == nullptr || reinterpret_cast<uintptr_t>(pointer) % alignment == 0) {
+    return ncclSuccess;
+  }
+  return fail(ncclInvalidArgument,
+              "%s: the device %s at %p is not %zu-byte aligned, as the kernels access it",
+              codec.spec().c_str(), what, pointer, alignment);
+}
+
+}  // namespace
+
 size_t Codec::max_encoded_bytes(size_t count, DType dtype) const {
   return max_finite_bytes(count, dtype) + max_escape_section_bytes(count);
 }
@@ -48,6 +64,11 @@ size_t Codec::max_encoded_bytes(size_t count, DType dtype) const {
 ncclResult_t Codec::encode(const void* input, size_t count, DType dtype,
                            const EncodeContext& context, void* message, size_t capacity,
                            size_t* message_bytes) {
+  if (context.memory == Memory::kDevice) {
+    TERSE_CHECK(check_device_alignment(*this, "input", input, dtype_size(dtype)));
+    TERSE_CHECK(check_device_alignment(*this, "message", message, kDeviceMessageAlignment));
+    TERSE_CHECK(check_device_alignment(*this, "error output", context.error, sizeof(float)));
+  }
   // The codec validates its own arguments (null pointers, capacity) when nothing is escaped.
   if (context.input_finite || count == 0 || input == nullptr || message == nullptr) {
     return encode_finite(input, count, dtype, context, message, capacity, message_bytes);
@@ -97,6 +118,9 @@ ncclResult_t Codec::encode_compensated(const void* input, DType dtype, float* re
                 spec().c_str(), count, input == nullptr ? "an input" : "a residual");
   }
   if (context.memory == Memory::kDevice) {
+    TERSE_CHECK(check_device_alignment(*this, "input", input, dtype_size(dtype)));
+    TERSE_CHECK(check_device_alignment(*this, "residual", residual, sizeof(float)));
+    TERSE_CHECK(check_device_alignment(*this, "message", message, kDeviceMessageAlignment));
     bool found = false;
     if (!context.input_finite && count > 0) {
       TERSE_CHECK(device_holds_nonfinite(input, count, dtype, context.stream, &found));
@@ -134,6 +158,8 @@ ncclResult_t Codec::encode_compensated_finite(const void*, DType, float*, size_t
 ncclResult_t Codec::decode(const void* message, size_t message_bytes, void* output, size_t count,
                            DType dtype, bool accumulate, const DecodeContext& context) const {
   if (context.memory == Memory::kDevice) {
+    TERSE_CHECK(check_device_alignment(*this, "message", message, kDeviceMessageAlignment));
+    TERSE_CHECK(check_device_alignment(*this, "output", output, dtype_size(dtype)));
     return decode_device(message, message_bytes, output, count, dtype, accumulate, context);
   }
   if (!carries_escapes(message, message_bytes, context)) {

@@ -68,6 +68,13 @@ struct MatrixShape {
   size_t cols = 0;
 };
 
+// Device memory passed to encode, encode_compensated and decode must be aligned as the kernels
+// access it: a tensor (input, output) to its element size, a residual or error output to 4
+// bytes, a message to kDeviceMessageAlignment (its scales, indices and factors are 4-byte
+// words). Anything else is refused with ncclInvalidArgument naming the pointer. Host memory has
+// no such rule.
+constexpr size_t kDeviceMessageAlignment = 4;
+
 struct EncodeContext {
   // Drives stochastic rounding and random selection. Ranks that must agree (Random-K with a
   // shared seed) pass the same value; it travels in the header.

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -69,12 +70,32 @@ T exchange(unsigned mask, T value, unsigned source, const char* what) {
   return out;
 }
 
-// A grid's work: `thread` runs once per thread of the grid, on a fiber.
+// A grid's work: `thread` runs once per thread of the grid, on a fiber; or, when `fault` is set,
+// nothing, and the launch faults with it (a misaligned argument).
 struct Grid {
   const char* name;
   dim3 grid, block;
   std::function<void()> thread;
+  std::string fault;
 };
+
+// "" when `value` is not a pointer or is aligned for what it points to; else what is wrong. A
+// GPU faults on a misaligned access (cudaErrorMisalignedAddress, sticky); x86 would not.
+template <typename T>
+std::string misalignment(T value, int position) {
+  if constexpr (std::is_pointer<T>::value) {
+    using Pointee = std::remove_cv_t<std::remove_pointer_t<T>>;
+    if constexpr (!std::is_void<Pointee>::value) {
+      const auto address = reinterpret_cast<uintptr_t>(value);
+      if (address % alignof(Pointee) != 0) {
+        return "argument " + std::to_string(position) + " is a misaligned address (" +
+               std::to_string(address % alignof(Pointee)) + " bytes past a " +
+               std::to_string(alignof(Pointee)) + "-byte boundary)";
+      }
+    }
+  }
+  return "";
+}
 
 // Enqueues `grid` on `stream` through the runtime model; the launch's error as CUDA reports it.
 cudaError_t enqueue(const void* kernel, Grid grid, cudaStream_t stream);
@@ -102,9 +123,15 @@ class Launcher {
     static_assert(sizeof...(Args) == sizeof...(Params), "a kernel's arguments");
     auto bound = std::make_shared<std::tuple<std::decay_t<Params>...>>(
         as_kernel_argument(static_cast<std::decay_t<Params>>(args))...);
+    std::string fault;
+    int position = 0;
+    ((fault += fault.empty() ? misalignment(static_cast<std::decay_t<Params>>(args), position) : "",
+      ++position),
+     ...);
     void (*kernel)(Params...) = kernel_;
     enqueue(reinterpret_cast<const void*>(kernel),
-            Grid{name_, grid_, block_, [kernel, bound] { std::apply(kernel, *bound); }}, stream_);
+            Grid{name_, grid_, block_, [kernel, bound] { std::apply(kernel, *bound); }, fault},
+            stream_);
   }
 
  private:

@@ -381,6 +381,10 @@ Fn model_entry(const char* name) {
 // Runs every block of `grid`; 0, or 1 with the fault's description in `fault`.
 int run_grid(void* work, char* fault_text, size_t fault_bytes) {
   const Grid& grid = *static_cast<const Grid*>(work);
+  if (!grid.fault.empty()) {
+    snprintf(fault_text, fault_bytes, "kernel %s: %s", grid.name, grid.fault.c_str());
+    return 1;
+  }
   std::vector<uint3> blocks;
   for (unsigned z = 0; z < grid.grid.z; ++z)
     for (unsigned y = 0; y < grid.grid.y; ++y)

@@ -203,6 +203,19 @@ TEST_F(Simt, AShuffleNamingAnExitedLaneIsAFault) {
               ::testing::ExitedWithCode(0), "");
 }
 
+TEST_F(Simt, AMisalignedArgumentIsAFaultAsOnAGpu) {
+  EXPECT_EXIT(expect_fault(
+                  stream_,
+                  [](cudaStream_t s, int* out) {
+                    float* misaligned = reinterpret_cast<float*>(reinterpret_cast<char*>(out) + 2);
+                    ::terse::simt::launch(elementwise_kernel, "elementwise_kernel", 1, 32, 0, s)(
+                        misaligned, misaligned, size_t(8));
+                  },
+                  "kernel elementwise_kernel: argument 0 is a misaligned address (2 "
+                  "bytes past a 4-byte boundary)"),
+              ::testing::ExitedWithCode(0), "");
+}
+
 // Lazy loading: a kernel's first launch waits for the device to be idle, so while a stream is
 // held by a wait on host memory it never returns (the model reports the deadlock and aborts).
 void launch_while_held(cudaStream_t stream) {
