@@ -25,6 +25,7 @@
 // of a named function (fakeCudaFailCall, FAKE_FAIL=<function>:<n>; "fault:<kernel>" makes a
 // kernel fault). The kernels built for the host (tests/host_kernels) launch through
 // fakeCudaLaunchHostKernel and read device memory through fakeCudaKernelView.
+// FAKE_STREAM_JITTER_US delays each stream operation by a random time up to that bound.
 // Not modelled: graphs, several devices, the legacy default stream's implicit synchronisation.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -42,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -181,6 +183,14 @@ void allocation_lock(const char* call) {
   }
 }
 
+long jitter_us() {
+  static const long jitter = [] {
+    const char* text = getenv("FAKE_STREAM_JITTER_US");
+    return text != nullptr && atol(text) > 0 ? atol(text) : 0L;
+  }();
+  return jitter;
+}
+
 struct FakeStream;
 std::mutex streams_mutex;
 std::set<FakeStream*>& all_streams() {
@@ -208,6 +218,7 @@ struct FakeStream {
     cv.notify_all();
   }
   void loop() {
+    std::minstd_rand random(static_cast<unsigned>(reinterpret_cast<uintptr_t>(this)));
     for (;;) {
       std::function<void()> op;
       {
@@ -216,6 +227,11 @@ struct FakeStream {
         op = std::move(ops.front());
         ops.pop_front();
         busy = true;
+      }
+      // FAKE_STREAM_JITTER_US=n: each operation starts up to n us late, so streams interleave
+      // differently from run to run, as a GPU's do.
+      if (jitter_us() > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(random() % (jitter_us() + 1)));
       }
       op();
       {
