@@ -3,7 +3,6 @@
 // reaches a barrier (__syncthreads, __syncwarp, a shuffle), so the order in which the block's
 // threads see each other's writes is decided only by the kernel's own barriers; the scheduler
 // runs the fibers in a shuffled order to show a kernel that relies on more.
-#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_cudart_extensions.h"
 #include "simt.h"
 
 #if !defined(__x86_64__)
@@ -367,17 +367,6 @@ uint64_t warp_exchange(unsigned mask, uint64_t mine, unsigned source, const char
 
 namespace {
 
-using LaunchHostKernel = cudaError_t (*)(const void* kernel, const char* name, dim3 grid,
-                                         dim3 block, cudaStream_t stream,
-                                         int (*run)(void* work, char* fault, size_t fault_bytes),
-                                         void* work, void (*release)(void* work));
-using KernelView = void* (*)(const void* pointer);
-
-template <typename Fn>
-Fn model_entry(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
-
 // Runs every block of `grid`; 0, or 1 with the fault's description in `fault`.
 int run_grid(void* work, char* fault_text, size_t fault_bytes) {
   const Grid& grid = *static_cast<const Grid*>(work);
@@ -409,12 +398,14 @@ int run_grid(void* work, char* fault_text, size_t fault_bytes) {
 }  // namespace
 
 void* kernel_view(const void* pointer) {
-  static const KernelView view = model_entry<KernelView>("fakeCudaKernelView");
+  static const fake_cudart::KernelView view =
+      fake_cudart::entry<fake_cudart::KernelView>("fakeCudaKernelView");
   return view != nullptr ? view(pointer) : const_cast<void*>(pointer);
 }
 
 cudaError_t enqueue(const void* kernel, Grid grid, cudaStream_t stream) {
-  static const LaunchHostKernel launch = model_entry<LaunchHostKernel>("fakeCudaLaunchHostKernel");
+  static const fake_cudart::LaunchHostKernel launch =
+      fake_cudart::entry<fake_cudart::LaunchHostKernel>("fakeCudaLaunchHostKernel");
   if (launch == nullptr) {
     fprintf(stderr,
             "simt: kernel %s launched without the CUDA runtime model (tests/plugin/fake_cudart) "

@@ -2,16 +2,15 @@
 // failed call is an ncclUnhandledCudaError that names what failed, it is not left behind as the
 // thread's last error for an unrelated later call, and the codec's next encode gives the host's
 // bytes. Runs on the kernels built for the host (codec_host_kernel_tests).
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "codecs/codec_registry.h"
 #include "codecs/codec_test_support.h"
 #include "codecs/sparse_test_support.h"
 #include "common/result.h"
+#include "fake_cudart_extensions.h"
 
 #if TERSE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -19,16 +18,9 @@
 namespace terse::testing {
 namespace {
 
-std::unique_ptr<Codec> make(const std::string& spec) {
-  std::unique_ptr<Codec> codec;
-  EXPECT_EQ(create_codec(spec, &codec), ncclSuccess) << last_error();
-  return codec;
-}
-
 // The n-th call of `function` from now fails (1: the next one).
 void fail_call(const char* function, long n) {
-  using FailCall = void (*)(const char*, long);
-  auto fail = reinterpret_cast<FailCall>(dlsym(RTLD_DEFAULT, "fakeCudaFailCall"));
+  auto fail = fake_cudart::entry<fake_cudart::FailCall>("fakeCudaFailCall");
   ASSERT_NE(fail, nullptr) << "run under the CUDA runtime model (tests/plugin/fake_cudart)";
   fail(function, n);
 }
@@ -54,7 +46,7 @@ TEST(DeviceFailuresGpu, AFailedScratchAllocationNamesItselfAndTheNextEncodeWorks
 
 TEST(DeviceFailuresGpu, AFailedKernelLaunchIsAnErrorNamingTheKernelsWork) {
   TERSE_REQUIRE_GPU();
-  auto codec = make("int8");
+  auto codec = make_codec("int8");
   const size_t count = 4099;
   const auto input = to_dtype(random_normal(count, 6), DType::kFloat32);
   const auto host_message = encode_host(*codec, input, DType::kFloat32, EncodeContext{});

@@ -8,13 +8,14 @@
 #include "simt.h"  // first: it defines CUDA's keywords before any CUDA header does
 
 #include <cuda.h>
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include "fake_cudart_extensions.h"
 
 namespace {
 
@@ -85,15 +86,14 @@ std::vector<T> host_copy(const T* device, size_t count) {
 }
 
 const char* model_fault() {
-  using Fault = const char* (*)();
-  auto fault = reinterpret_cast<Fault>(dlsym(RTLD_DEFAULT, "fakeCudaKernelFault"));
+  auto fault = fake_cudart::entry<fake_cudart::KernelFault>("fakeCudaKernelFault");
   return fault != nullptr ? fault() : "(the CUDA runtime model is not loaded)";
 }
 
 class Simt : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (dlsym(RTLD_DEFAULT, "fakeCudaLaunchHostKernel") == nullptr) {
+    if (fake_cudart::entry<fake_cudart::LaunchHostKernel>("fakeCudaLaunchHostKernel") == nullptr) {
       FAIL() << "run under the CUDA runtime model: its folder first on LD_LIBRARY_PATH";
     }
     GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -6,9 +6,10 @@
 // sums run in order over k in fp32: the device path's tests allow cuBLAS's rounding, not this.
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstdio>
+
+#include "fake_cudart_extensions.h"
 
 namespace {
 
@@ -23,17 +24,6 @@ struct Gemm {
   const float *a, *b;
   float* c;
 };
-
-using LaunchHostKernel = cudaError_t (*)(const void* kernel, const char* name, dim3 grid,
-                                         dim3 block, cudaStream_t stream,
-                                         int (*run)(void* work, char* fault, size_t fault_bytes),
-                                         void* work, void (*release)(void* work));
-using KernelView = void* (*)(const void* pointer);
-
-template <typename Fn>
-Fn model_entry(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
 
 int run_gemm(void* work, char*, size_t) {
   const Gemm& g = *static_cast<const Gemm*>(work);
@@ -91,8 +81,9 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  static const LaunchHostKernel launch = model_entry<LaunchHostKernel>("fakeCudaLaunchHostKernel");
-  static const KernelView view = model_entry<KernelView>("fakeCudaKernelView");
+  static const auto launch =
+      fake_cudart::entry<fake_cudart::LaunchHostKernel>("fakeCudaLaunchHostKernel");
+  static const auto view = fake_cudart::entry<fake_cudart::KernelView>("fakeCudaKernelView");
   if (launch == nullptr || view == nullptr) {
     fprintf(stderr, "fake cuBLAS: loaded without the CUDA runtime model\n");
     return CUBLAS_STATUS_NOT_INITIALIZED;
