@@ -25,7 +25,7 @@
 // swapcontext, which also sets the signal mask: a kernel launch switches a million times.
 extern "C" void terse_simt_switch(void** save, void* load);
 asm(R"(
-.text
+.pushsection .text
 .globl terse_simt_switch
 .type terse_simt_switch, @function
 terse_simt_switch:
@@ -45,6 +45,7 @@ terse_simt_switch:
   popq %rbp
   ret
 .size terse_simt_switch, .-terse_simt_switch
+.popsection
 )");
 
 namespace terse {
