@@ -163,6 +163,44 @@ TEST_F(Simt, ABadConfigurationIsTheLastErrorUntilRead) {
   EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
 }
 
+// The calls an ordinary CUDA application makes beyond terse's, as CUDA answers them.
+TEST_F(Simt, TheModelAnswersTheRuntimeCallsApplicationsMake) {
+  cudaStream_t plain = nullptr, prioritised = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&plain), cudaSuccess);
+  int least = 0, greatest = 0;
+  ASSERT_EQ(cudaDeviceGetStreamPriorityRange(&least, &greatest), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithPriority(&prioritised, cudaStreamNonBlocking, greatest),
+            cudaSuccess);
+  cudaEvent_t start = nullptr, end = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  float ms = -1.0f;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 64), cudaSuccess);
+  ASSERT_EQ(cudaMemset(device, 0x5a, 64), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, plain), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(device, 0x11, 32, plain), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, plain), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  const std::vector<uint8_t> bytes = host_copy(static_cast<const uint8_t*>(device), 64);
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(bytes[i], i < 32 ? 0x11 : 0x5a) << i;
+  std::vector<float> registered(1024);
+  ASSERT_EQ(cudaHostRegister(registered.data(), 4096, cudaHostRegisterDefault), cudaSuccess);
+  cudaPointerAttributes attributes;
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, registered.data() + 7), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+  EXPECT_EQ(cudaHostRegister(registered.data(), 4096, 0), cudaErrorHostMemoryAlreadyRegistered);
+  ASSERT_EQ(cudaHostUnregister(registered.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(registered.data()), cudaErrorHostMemoryNotRegistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, registered.data()), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeUnregistered);
+  cudaGetLastError();
+}
+
 // Runs `launch` in this (child) process and exits 0 if the stream then reports a sticky fault
 // whose description holds `expected`, which every later call returns too.
 void expect_fault(cudaStream_t stream, void (*launch)(cudaStream_t, int*), const char* expected) {

@@ -263,6 +263,7 @@ struct FakeEvent {
   std::mutex mutex;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
+  std::chrono::steady_clock::time_point completed_at;  // for cudaEventElapsedTime
 };
 
 // Every stream idle (cudaFree, cudaFreeHost, cudaDeviceSynchronize).
@@ -603,6 +604,28 @@ cudaError_t cudaFreeHost(void* ptr) {
   free(ptr);
   return cudaSuccess;
 }
+// Registered host memory is host memory to cudaPointerGetAttributes, as pinned memory is.
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int) {
+  FAKE_ENTRY(cudaErrorMemoryAllocation);
+  allocation_lock("cudaHostRegister");
+  if (ptr == nullptr || size == 0) return result(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  if (!regions.emplace(reinterpret_cast<uintptr_t>(ptr), Region{size, cudaMemoryTypeHost, nullptr})
+           .second) {
+    return result(cudaErrorHostMemoryAlreadyRegistered);
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void* ptr) {
+  FAKE_ENTRY(cudaErrorUnknown);
+  std::lock_guard<std::mutex> lock(regions_mutex);
+  auto it = regions.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == regions.end() || it->second.type != cudaMemoryTypeHost) {
+    return result(cudaErrorHostMemoryNotRegistered);
+  }
+  regions.erase(it);
+  return cudaSuccess;
+}
 cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int) {
   *device = host;
   return cudaSuccess;
@@ -624,6 +647,18 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   FAKE_ENTRY(cudaErrorUnknown);
   *stream = reinterpret_cast<cudaStream_t>(new FakeStream());
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+// Priorities are accepted and not modelled.
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
+  return cudaStreamCreateWithFlags(stream, flags);
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) {
@@ -686,6 +721,12 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind)
   std::memcpy(accessible(dst), accessible(src), count);
   return cudaSuccess;
 }
+// Synchronous, as cudaMemcpy (on no stream of the model's).
+cudaError_t cudaMemset(void* dst, int value, size_t count) {
+  FAKE_ENTRY(cudaErrorUnknown);
+  std::memset(accessible(dst), value, count);
+  return cudaSuccess;
+}
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t stream) {
   FAKE_ENTRY(cudaErrorUnknown);
   stream_of(stream)->push([dst, value, count] { std::memset(accessible(dst), value, count); });
@@ -700,6 +741,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
   FAKE_ENTRY(cudaErrorUnknown);
   *event = reinterpret_cast<cudaEvent_t>(new FakeEvent());
   return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 cudaError_t cudaEventDestroy(cudaEvent_t) {
   return cudaSuccess;
@@ -716,9 +760,22 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     {
       std::lock_guard<std::mutex> lock(e->mutex);
       if (e->completed < generation) e->completed = generation;
+      e->completed_at = std::chrono::steady_clock::now();
     }
     e->cv.notify_all();
   });
+  return cudaSuccess;
+}
+// Milliseconds between two completed events (host time: the model's streams are host threads).
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  FAKE_ENTRY(cudaErrorUnknown);
+  if (ms == nullptr || start == nullptr || end == nullptr) return result(cudaErrorInvalidValue);
+  FakeEvent* a = reinterpret_cast<FakeEvent*>(start);
+  FakeEvent* b = reinterpret_cast<FakeEvent*>(end);
+  std::scoped_lock lock(a->mutex, b->mutex);
+  if (a->recorded == 0 || b->recorded == 0) return result(cudaErrorInvalidResourceHandle);
+  if (a->completed < a->recorded || b->completed < b->recorded) return result(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(b->completed_at - a->completed_at).count();
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
