@@ -39,10 +39,6 @@ ncclResult_t refuse_device_state(const Codec& codec, const EncodeContext& contex
               codec.spec().c_str(), count);
 }
 
-}  // namespace
-
-namespace {
-
 // Device pointers must be aligned as the kernels access them: a misaligned access is a sticky
 // fault on a GPU (every later CUDA call of the process fails), so it is refused here.
 ncclResult_t check_device_alignment(const Codec& codec, const char* what, const void* pointer,

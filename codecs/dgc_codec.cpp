@@ -91,7 +91,9 @@ class DgcState final : public CodecState {
         error = cudaMemsetAsync(device_, 0, bytes, static_cast<cudaStream_t>(stream));
       }
       if (error != cudaSuccess) {
-        return cuda_call_failed(error, "dgc: allocating its state");
+        const std::string what =
+            std::string(kName) + ": allocating " + std::to_string(bytes) + " bytes of state";
+        return cuda_call_failed(error, what.c_str());
       }
 #else
       (void)stream;

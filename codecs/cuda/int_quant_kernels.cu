@@ -204,10 +204,6 @@ unsigned grid_for_blocks(size_t blocks) {
   return grid_for(blocks * kWarpSize, kThreads);
 }
 
-ncclResult_t cuda_failure(const char* what, cudaError_t error) {
-  return cuda_call_failed(error, what);
-}
-
 }  // namespace
 
 ncclResult_t launch_int_quant_encode(int bits, bool absmax, bool stochastic, DType input_type,
@@ -271,7 +267,8 @@ ncclResult_t launch_int_quant_validate(int bits, bool absmax, const void* payloa
   unsigned long long* device_answer = nullptr;
   cudaError_t status = cudaMallocAsync(reinterpret_cast<void**>(&device_answer),
                                        sizeof(*device_answer), cuda_stream);
-  if (status != cudaSuccess) return cuda_failure("int quantizer validate: cudaMallocAsync", status);
+  if (status != cudaSuccess)
+    return cuda_call_failed(status, "int quantizer validate: cudaMallocAsync");
   status = cudaMemsetAsync(device_answer, 0xff, sizeof(*device_answer), cuda_stream);
   if (status == cudaSuccess) {
     dispatch_bits(bits, [&](auto bits_type) {
@@ -291,7 +288,7 @@ ncclResult_t launch_int_quant_validate(int bits, bool absmax, const void* payloa
   cudaError_t free_status = cudaFreeAsync(device_answer, cuda_stream);
   if (status == cudaSuccess) status = free_status;
   if (status == cudaSuccess) status = cudaStreamSynchronize(cuda_stream);
-  if (status != cudaSuccess) return cuda_failure("int quantizer validate", status);
+  if (status != cudaSuccess) return cuda_call_failed(status, "int quantizer validate");
   if (answer >= layout.blocks) return ncclSuccess;
   // Fetch the offending values for the error message.
   *first_invalid = static_cast<size_t>(answer);
@@ -303,7 +300,7 @@ ncclResult_t launch_int_quant_validate(int bits, bool absmax, const void* payloa
                              cudaMemcpyDeviceToHost, cuda_stream);
   }
   if (status == cudaSuccess) status = cudaStreamSynchronize(cuda_stream);
-  if (status != cudaSuccess) return cuda_failure("int quantizer validate", status);
+  if (status != cudaSuccess) return cuda_call_failed(status, "int quantizer validate");
   return ncclSuccess;
 }
 

@@ -24,9 +24,7 @@ cudaEvent_t event(void* handle) {
 }
 
 ncclResult_t cuda_failure(cudaError_t error, const char* what) {
-  cudaGetLastError();  // not sticky: leave the application's next call a clean slate
-  return fail(ncclUnhandledCudaError, "device backend: %s failed: %s", what,
-              cudaGetErrorString(error));
+  return cuda_call_failed(error, ("device backend: " + std::string(what) + " failed").c_str());
 }
 
 void count_copy(const CompressedContext& context, size_t bytes, bool to_host) {
@@ -227,8 +225,7 @@ ncclResult_t CudaBackend::decode(const CompressedArgs& args, const CompressedCon
   // Room for the largest message of the whole tensor: a later one escaping NaN or Inf (one
   // overflowing step) is longer, and its plan may send larger pieces; it may arrive while the
   // caller's stream is held, when nothing can be allocated.
-  const size_t room =
-      std::max(message_bytes, args.codec->max_encoded_bytes(args.count, DType::kFloat32));
+  const size_t room = std::max(message_bytes, message_capacity(args, args.count));
   void* device_message = grow(&received_, room, /*device=*/true);
   if (device_message == nullptr) return ncclUnhandledCudaError;
   // Enqueued before the codec validates the host bytes: a refused message leaves only a copy

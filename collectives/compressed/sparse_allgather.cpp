@@ -319,8 +319,7 @@ ncclResult_t run_whole(const CompressedArgs& args, const CompressedContext& cont
   // Room for every peer's largest message, not only this call's: a later call's messages may
   // escape NaN or Inf and be longer, perhaps while the caller's stream is held (device buffers),
   // when nothing can be allocated.
-  const size_t room = static_cast<size_t>(n - 1) *
-                      ((capacity + kMessageAlignment - 1) / kMessageAlignment * kMessageAlignment);
+  const size_t room = static_cast<size_t>(n - 1) * capacity;  // capacity: cache lines already
   uint8_t* incoming =
       backend.message_buffer(context, ScratchSlot::kIncoming, std::max(incoming_bytes, room));
   if (incoming == nullptr) return ncclSystemError;
