@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, runs the codec tests once more under
+# The test command: installs what is missing, builds, checks the codecs' speed against a pinned
+# baseline, runs the codec tests once more under
 # AddressSanitizer/UBSan (decoders must never read or write out of bounds, whatever arrives) and
 # the fuzz targets briefly, then the whole suite with CTest.
 set -euo pipefail
@@ -21,6 +22,11 @@ trap 'echo "terse: stage times: ${stage_times[*]:-none}; total $((SECONDS - star
 # perf/gpu_check.sh builds the machine code of the GPU it runs on.
 ./cmake/build.sh -DCMAKE_CUDA_ARCHITECTURES=90-virtual
 stage_done "packages and the build (cmake/build.sh)"
+
+# Every codec's speed against its pinned baseline (perf/codec_check.py, ratios to memcpy in the
+# same runs), while nothing else runs: a codec that got 30% slower fails the command.
+python3 perf/codec_check.py --build build --quick
+stage_done "codec speeds against perf/codec_baseline.csv"
 
 # One sanitized build (build-fuzz: clang, AddressSanitizer, UBSan and libFuzzer's coverage, -O1,
 # tests/fuzz/README.md) for two checks, so that the codecs are compiled with the sanitizers once:
