@@ -126,6 +126,21 @@ ncclResult_t hierarchical_setting(CommSettings* settings, AgreedSetting* setting
   return ncclSuccess;
 }
 
+ncclResult_t planner_learn_setting(CommSettings* settings, AgreedSetting* setting) {
+  const std::string text = written("TERSE_PLANNER_LEARN");
+  bool& learn = settings->compression.planner.learn;
+  if (text.empty() || text == "1" || text == "on") {
+    learn = true;
+  } else if (text == "0" || text == "off") {
+    learn = false;
+  } else {
+    return fail(ncclInvalidArgument, "TERSE_PLANNER_LEARN=%s: expected on or off (1 or 0)",
+                text.c_str());
+  }
+  *setting = make_agreed_setting("TERSE_PLANNER_LEARN", text, learn ? "on" : "off");
+  return ncclSuccess;
+}
+
 // A pipeline piece size: bytes, at least one.
 ncclResult_t piece_bytes_setting(const char* name, size_t fallback, size_t* piece_bytes,
                                  AgreedSetting* setting) {
@@ -221,6 +236,7 @@ ncclResult_t read_comm_settings(CommSettings* settings, std::vector<AgreedSettin
       {"TERSE_POLICY", policy_setting},
       {"TERSE_COMPRESSED_ALGO", compressed_algorithm_setting},
       {"TERSE_HIERARCHICAL", hierarchical_setting},
+      {"TERSE_PLANNER_LEARN", planner_learn_setting},
       {"TERSE_COMPRESSED_PIECE_BYTES", compressed_piece_bytes_setting},
       {"TERSE_MEMORY_MAX_BYTES", memory_max_bytes_setting},
       {"TERSE_MEMORY_IDLE_STEPS", memory_idle_steps_setting},

@@ -8,6 +8,7 @@
 //   TERSE_POLICY                  a hash of the file's contents (its path only for messages)
 //   TERSE_COMPRESSED_ALGO         the algorithm's name
 //   TERSE_HIERARCHICAL            auto, on or off (1 and 0 are on and off)
+//   TERSE_PLANNER_LEARN           on or off (1 and 0 are on and off)
 //   TERSE_COMPRESSED_PIECE_BYTES  bytes (1M and 1048576 agree)
 //   TERSE_MEMORY_MAX_BYTES        bytes, as the residual memory reads it
 //   TERSE_MEMORY_IDLE_STEPS       steps, as the residual memory reads it (08 and 8 agree)
@@ -35,7 +36,7 @@ namespace terse {
 
 // The settings above, typed.
 struct CommSettings {
-  // TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL,
+  // TERSE_CODEC/TERSE_POLICY, TERSE_COMPRESSED_ALGO, TERSE_HIERARCHICAL, TERSE_PLANNER_LEARN,
   // TERSE_COMPRESSED_PIECE_BYTES, TERSE_MEMORY_MAX_BYTES, TERSE_MEMORY_IDLE_STEPS, and the
   // uncompressed allreduce as the planner weighs it (from the two below).
   CompressionSettings compression;

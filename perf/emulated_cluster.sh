@@ -17,11 +17,13 @@
 #   sudo perf/emulated_cluster.sh [-n NODES] [-r "1gbit 10gbit"] [-l "0 0.1ms 10ms"]
 #        [-c "none int8 ..."] [-s 64M | -s MIN:MAX:FACTOR] [-i ITERS] [-o OUTDIR] [-p PNG]
 #        [-B BUILDDIR] [-P | -M] [-e "VAR=value ..."] [-S link:RATE | -S cpu:FRACTION] [-x "COMMAND"]
+#        [-w WARMUP]
 #
 # Defaults: 4 nodes, rates 1gbit and 10gbit, RTT 0 (no added delay), codecs none int8 int4
 # topk:ratio=0.01 powersgd:rank=4 (-c "": only the link checks), 64M fp32, 5 timed iterations,
 # output (JSON, logs, table.md, and the chart unless -p) in build/emulated_cluster/, binaries
-# from build/. Rates are tc's
+# from build/, 1 untimed warm-up call before them (-w: more, so that the planner has learned this
+# link before the timed calls; planner.h, Learning). Rates are tc's
 # (100mbit, 1gbit, 2.5gbit, ...), RTTs a number with us, ms or s (0.1ms, 10ms, 50ms). Each rank
 # is told the link it sits behind (TERSE_NET_GBPS = the rate, TERSE_NET_LATENCY_US = half the
 # measured ping RTT), which the planner reads; -P leaves them unset, to see what it does
@@ -59,6 +61,7 @@ rtts="0"
 codecs="none int8 int4 topk:ratio=0.01 powersgd:rank=4"
 size=64M
 iters=5
+warmup=1
 out=build/emulated_cluster
 build=build
 png=
@@ -67,7 +70,7 @@ extra_env=()
 straggler=
 command_line=
 codecs_given=0
-while getopts "n:r:l:c:s:i:o:p:B:e:S:x:PMh" flag; do
+while getopts "n:r:l:c:s:i:w:o:p:B:e:S:x:PMh" flag; do
   case $flag in
     n) nodes=$OPTARG ;;
     r) rates=$OPTARG ;;
@@ -75,6 +78,7 @@ while getopts "n:r:l:c:s:i:o:p:B:e:S:x:PMh" flag; do
     c) codecs=$OPTARG; codecs_given=1 ;;
     s) size=$OPTARG ;;
     i) iters=$OPTARG ;;
+    w) warmup=$OPTARG ;;
     o) out=$OPTARG ;;
     p) png=$OPTARG ;;
     B) build=$OPTARG ;;
@@ -347,7 +351,8 @@ print(json.load(open(sys.argv[1]))["tcp_ring"]["min_mbit"] / 1000)' "$out/link_$
   fi
   # What each node runs: all_reduce_perf, or -x's command with {out} filled in and the codec
   # in TERSE_CODEC.
-  local program=("$binary" "${sweep[@]}" -n "$iters" -w 1 -Z "$codec" -J "$json") codec_env=()
+  local program=("$binary" "${sweep[@]}" -n "$iters" -w "$warmup" -Z "$codec" -J "$json")
+  local codec_env=()
   if [[ -n $command_line ]]; then
     program=("${command_words[@]//\{out\}/${json%.json}}")
     codec_env=(TERSE_CODEC="$codec")

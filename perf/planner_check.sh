@@ -20,8 +20,11 @@
 # measured candidate that auto may choose (goal: within 10%).
 #
 #   sudo perf/planner_check.sh [-r "1gbit 10gbit"] [-l "0.1ms 10ms"] [-s "256K 4M 64M"] [-i 3]
-#        [-c "int8"] [-B build-check] [-o OUTDIR] [-M]
+#        [-w 20] [-c "int8"] [-B build-check] [-o OUTDIR] [-M] [-N]
 #
+# -w: untimed calls before the timed ones (20: what the planner needs to learn a link and settle,
+# planner.h, Learning); -N: TERSE_PLANNER_LEARN=off, the nominal figures only (the table before
+# learning).
 # -M: the ranks are told the rate every node reaches sending to the next at once (emulated_cluster.sh
 # -M) instead of the rate asked. Defaults as above (fp32; -i timed iterations); -c the codecs forced with each compressed
 # algorithm; output in BUILDDIR/planner_check/ (CANDIDATE/RATE_RTT_SIZE/ with emulated_cluster.sh's
@@ -38,16 +41,20 @@ rates="1gbit 10gbit"
 rtts="0.1ms 10ms"
 sizes="256K 4M 64M"
 iters=3
+warmup=20
+learn=()
 codecs=int8
 build="build-check"
 out=
 told=()
-while getopts "r:l:s:i:c:B:o:Mh" flag; do
+while getopts "r:l:s:i:w:c:B:o:MNh" flag; do
   case $flag in
     r) rates=$OPTARG ;;
     l) rtts=$OPTARG ;;
     s) sizes=$OPTARG ;;
     i) iters=$OPTARG ;;
+    w) warmup=$OPTARG ;;
+    N) learn=(TERSE_PLANNER_LEARN=off) ;;
     c) codecs=$OPTARG ;;
     B) build=$OPTARG ;;
     o) out=$OPTARG ;;
@@ -79,12 +86,12 @@ under_lock='echo "  $(date -u +%T) lock held; $(uptime);'\
 candidate() {
   local name=$1 rate=$2 rtt=$3 size=$4 codec=$5
   shift 5
-  local env=("TERSE_DEBUG=INFO" "$@") dir=$out/$name/${rate}_${rtt}_$size
+  local env=("TERSE_DEBUG=INFO" "${learn[@]}" "$@") dir=$out/$name/${rate}_${rtt}_$size
   echo "planner_check.sh: $name, $rate, RTT $rtt, $size" >&2
   mkdir -p "$(dirname "$dir")"
   echo "== $name $rate $rtt $size: -c $codec -e \"${env[*]}\"" >>"$out/load.log"
   flock "$lock" bash -c "$under_lock" "$out/load.log" \
-    perf/emulated_cluster.sh -B "$build" -r "$rate" -l "$rtt" -s "$size" -i "$iters" \
+    perf/emulated_cluster.sh -B "$build" -r "$rate" -l "$rtt" -s "$size" -i "$iters" -w "$warmup" \
     -c "$codec" -e "${env[*]}" "${told[@]}" -o "$dir" -p "$dir/chart.png" >"$dir.log" 2>&1 || {
     echo "planner_check.sh: $name failed; see $dir.log" >&2
     tail -5 "$dir.log" >&2

@@ -5,14 +5,15 @@ directory per run with emulated_cluster.sh's RATE_RTT_CODEC.json (all_reduce_per
 logs (TERSE_DEBUG=INFO).
 
 Measured: the mean of the out-of-place and in-place time_us (each a mean over ranks).
-Predicted: for a compressed candidate, the JSON's predicted_us (the planner's prediction of the
-forced algorithm); for an uncompressed one, the prediction of that dense algorithm in the plan
-its own run logged (rank 0's "... (predicted: none dense_ring 3.55 ms, ...)", 3 significant
-digits), since the JSON's predicted_us of an uncompressed auto call is that of the plan's pick.
+Predicted: the JSON's predicted_us, the planner's prediction for the last timed call of what ran
+(the forced algorithm; for an uncompressed candidate, run as auto:max_rel_err=0, the only
+candidate that plan has), on the figures learned by then (planner.h, Learning); where a JSON has
+none, for an uncompressed candidate, the prediction its run logged at its first call (rank 0's
+"... (predicted: none dense_ring 3.55 ms, ...)", 3 significant digits).
 auto: the candidate its plan chose (logged) and what ran (the JSON's codec and algorithm);
 `best` is the fastest measured candidate among those auto weighed (its logged plan: candidates
-whose error bound keeps max_rel_err). Goals: auto within 10% of the best; every measured /
-predicted within 2x.
+whose error bound keeps max_rel_err). Goals: auto within 10% of the best; measured / predicted
+within 1.5x in at least 90% of the cells.
 
     planner_check_table.py OUTDIR
 """
@@ -173,8 +174,8 @@ def main():
 
     head = ["link", "RTT", "size"] + [label(n) for n in candidates]
     head += ["auto's plan", "auto ran", "auto: measured (predicted)", "best auto may choose",
-             "auto / best", "auto's pick, forced run / best", "all within 2x"]
-    print("Each candidate: measured / predicted ms (ratio); `*` off by more than 2x; `n/w`: not "
+             "auto / best", "auto's pick, forced run / best", "all within 1.5x"]
+    print("Each candidate: measured / predicted ms (ratio); `*` off by more than 1.5x; `n/w`: not "
           "weighed by auto (its error bound exceeds max_rel_err). auto / best: **bold** past 10%.")
     print()
     print("| " + " | ".join(head) + " |")
@@ -198,7 +199,9 @@ def main():
                     cells.append("-")
                     continue
                 measured[name] = row["time_s"]
-                predicted = row["plan"].get(name) if name.startswith("none_") else row["predicted_s"]
+                predicted = row["predicted_s"]
+                if predicted is None and name.startswith("none_"):
+                    predicted = row["plan"].get(name)
                 ratio = row["time_s"] / predicted if predicted else None
                 if ratio is None:
                     unknown += 1
@@ -207,7 +210,7 @@ def main():
                 else:
                     total += 1
                     cell = f"{ms(row['time_s'])} / {ms(predicted)} ({ratio:.2f})"
-                    if not 0.5 <= ratio <= 2.0:
+                    if not 1 / 1.5 <= ratio <= 1.5:
                         all_within = False
                         off.append(name)
                         cell += " *"
@@ -248,7 +251,7 @@ def main():
                             f"{auto['time_s'] / auto['predicted_s']:.2f}" if auto["predicted_s"] else "-",
                             "/".join(str(w) for w in auto["wrong"])])
     print()
-    print(f"Predictions within 2x: {total - len(off)} of {total}"
+    print(f"Predictions within 1.5x: {total - len(off)} of {total}"
           f"{f' ({unknown} without a prediction)' if unknown else ''}. "
           f"auto's run within 10% of the best candidate it may choose: {judged - misses} of {judged}; "
           f"its pick's forced run within 10%: {pick_judged - pick_misses} of {pick_judged}.")

@@ -67,6 +67,31 @@ terseStats public_stats(const CompressionStats& now, const ResidualStats& residu
   out->last_predicted_seconds = now.last_call.predicted_seconds;
   out->pcie_bytes_to_host = now.device_copies.to_host;
   out->pcie_bytes_to_device = now.device_copies.to_device;
+  const PlannerEstimates& planner = now.planner;
+  out->planner_learning = planner.learning ? 1 : 0;
+  out->planner_agreements = planner.agreements;
+  out->planner_plan_changes = planner.plan_changes;
+  out->planner_explorations = planner.explorations;
+  out->intra_latency_s = planner.intra.latency_s;
+  out->intra_bytes_per_s = planner.intra.bytes_per_s;
+  out->nominal_intra_latency_s = planner.intra.nominal_latency_s;
+  out->nominal_intra_bytes_per_s = planner.intra.nominal_bytes_per_s;
+  out->inter_latency_s = planner.inter.latency_s;
+  out->inter_bytes_per_s = planner.inter.bytes_per_s;
+  out->nominal_inter_latency_s = planner.inter.nominal_latency_s;
+  out->nominal_inter_bytes_per_s = planner.inter.nominal_bytes_per_s;
+  out->reduce_bytes_per_s = planner.reduce_bytes_per_s;
+  out->nominal_reduce_bytes_per_s = planner.nominal_reduce_bytes_per_s;
+  for (const CodecEstimate& codec : planner.codecs) {
+    if (out->planner_ncodecs == TERSE_STATS_MAX_CODECS) break;
+    auto& entry = out->planner_codecs[out->planner_ncodecs++];
+    copy_text(codec.codec, entry.codec, sizeof(entry.codec));
+    entry.encode_bytes_per_s = codec.encode_bytes_per_s;
+    entry.decode_bytes_per_s = codec.decode_bytes_per_s;
+    entry.probed_encode_bytes_per_s = codec.probed_encode_bytes_per_s;
+    entry.probed_decode_bytes_per_s = codec.probed_decode_bytes_per_s;
+    entry.observations = codec.observations;
+  }
   return full;
 }
 

@@ -121,6 +121,7 @@ ncclResult_t CompressionEngine::plan_call(Codec* codec, double max_rel_err, bool
   request.max_rel_err = max_rel_err;
   request.error_feedback = plan->decision.memory == MemoryKind::kResidual;
   request.may_agree = may_agree;
+  plan->request = request;
   TERSE_CHECK(planner_->plan(request, &plan->call));
   plan->codec = plan->call.codec;
   plan->algorithm = plan->call.algorithm;

@@ -55,7 +55,9 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   *handled = false;
   std::unique_lock<std::mutex> lock(mutex_);
   // The common case of an application without any compression: nothing to decide.
+  dense_to_observe_ = false;
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
+  TERSE_CHECK(planner_->begin_call());
   Plan plan;
   TERSE_CHECK(this->plan(args, /*may_agree=*/true, /*pending=*/nullptr, &plan));
   advance_clock(plan);
@@ -66,7 +68,15 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
       plan.call.chosen >= 0
           ? plan.call.candidates[static_cast<size_t>(plan.call.chosen)].prediction.seconds
           : 0;
-  if (!plan.compressed) return ncclSuccess;
+  if (!plan.compressed) {
+    // The communicator runs it; an uncompressed call auto chose tells the planner its time.
+    if (plan.automatic && plan.call.chosen >= 0 && args.device == nullptr) {
+      dense_to_observe_ = true;
+      dense_request_ = plan.request;
+      dense_plan_ = plan.call;
+    }
+    return ncclSuccess;
+  }
 
   // Device buffers run on the device backend (every compressed algorithm is written against
   // it), with their residual in device memory (device_buffers.h).
@@ -121,10 +131,17 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   lock.unlock();
   const ncclResult_t result =
       run_compressed_algorithm(*plan.algorithm, compressed, compressed_context);
+  const double seconds = seconds_since(start);
   lock.lock();
   if (result != ncclSuccess) return result;
   record(plan.decision.spec, plan.algorithm->name, args.count * dtype_size(plan.dtype),
-         transport_->bytes_sent() - sent_before, counters, seconds_since(start), true);
+         transport_->bytes_sent() - sent_before, counters, seconds, true);
+  // Calls on host buffers teach the planner (a device call's time is the GPU's and the copies').
+  // A call that fell back ran another plan than the planner's.
+  if (device == nullptr && plan.codec == plan.call.codec) {
+    planner_->observe(plan.request, plan.call,
+                      Planner::Measured{seconds, counters.encode_seconds, counters.decode_seconds});
+  }
   stats_.last_call.seed = compressed.encode.seed;
   stats_.last_call.step = plan.step;
   stats_.last_call.piece_bytes = plan.call.piece_bytes;

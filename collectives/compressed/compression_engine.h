@@ -197,7 +197,8 @@ class CompressionEngine {
     Decision decision;
     Codec* codec = nullptr;
     const CompressedAlgorithmInfo* algorithm = nullptr;
-    CallPlan call;  // the planner's plan: algorithm, group, pieces, predictions
+    CallPlan call;        // the planner's plan: algorithm, group, pieces, predictions
+    PlanRequest request;  // what the planner was asked for it
     TensorKey key;
     MatrixShape shape;
     DType dtype = DType::kFloat32;
@@ -293,6 +294,11 @@ class CompressionEngine {
   std::unordered_map<TensorKey, bool, TensorIdentityHash, TensorIdentityEqual> refused_;
   CompressionStats stats_;
   CompressionScratch scratch_;
+  // An uncompressed call `auto` planned, which the communicator is running now: record_dense
+  // gives the planner its time (planner.h, Learning).
+  bool dense_to_observe_ = false;
+  PlanRequest dense_request_;
+  CallPlan dense_plan_;
 };
 
 class CompressionEngine::HandOff {

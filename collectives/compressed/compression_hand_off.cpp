@@ -58,6 +58,9 @@ void CompressionEngine::commit(PendingSteps* pending) {
 
 ncclResult_t CompressionEngine::prepare_hand_off() {
   std::lock_guard<std::mutex> lock(mutex_);
+  // Hand-offs are decided outside the calls whose agreements move the figures (the stream proxy
+  // may run an allreduce at any moment), so the figures must stay as agreed now.
+  planner_->stop_learning();
   const std::vector<PolicyRule>& rules = policy_.rules();
   const bool automatic = std::any_of(rules.begin(), rules.end(), [](const PolicyRule& rule) {
     return rule.codec.name == kAutoCodec;

@@ -48,6 +48,10 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
   std::lock_guard<std::mutex> lock(mutex_);
   record("none", algorithm, args.count * nccl_type_size(args.type), wire_bytes,
          CompressionCounters{}, seconds, false);
+  if (dense_to_observe_) {
+    dense_to_observe_ = false;
+    planner_->observe(dense_request_, dense_plan_, Planner::Measured{seconds, 0, 0});
+  }
 }
 
 void CompressionEngine::count_staging_copies(uint64_t to_host, uint64_t to_device) {
@@ -58,7 +62,9 @@ void CompressionEngine::count_staging_copies(uint64_t to_host, uint64_t to_devic
 
 CompressionStats CompressionEngine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  CompressionStats stats = stats_;
+  stats.planner = planner_->estimates();
+  return stats;
 }
 
 void CompressionEngine::reset_stats() {

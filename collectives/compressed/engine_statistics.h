@@ -58,12 +58,43 @@ struct DeviceCopyStats {
   uint64_t to_device = 0;
 };
 
+// The planner's current estimates (planner.h, Learning): each link class's and each measured
+// codec's figures as the ranks agreed them, beside the nominal ones they started from.
+struct LinkEstimate {
+  double latency_s = 0;
+  double bytes_per_s = 0;
+  double nominal_latency_s = 0;
+  double nominal_bytes_per_s = 0;
+};
+struct CodecEstimate {
+  std::string codec;  // canonical spec
+  // Per byte of fp32 input on one rank as the calls ran (the core share included).
+  double encode_bytes_per_s = 0;
+  double decode_bytes_per_s = 0;
+  double probed_encode_bytes_per_s = 0;  // the probe times the core share: the prior
+  double probed_decode_bytes_per_s = 0;
+  uint64_t observations = 0;  // encodes measured into the estimate, over every rank
+};
+struct PlannerEstimates {
+  bool learning = false;
+  LinkEstimate intra, inter;
+  // The additions (an fp32 sum of two buffers) on one rank, bytes per second, as the calls ran
+  // and as probed times the core share.
+  double reduce_bytes_per_s = 0;
+  double nominal_reduce_bytes_per_s = 0;
+  std::vector<CodecEstimate> codecs;  // every codec whose speed the ranks agreed on
+  uint64_t agreements = 0;
+  uint64_t plan_changes = 0;  // re-plans that changed a tensor's choice
+  uint64_t explorations = 0;  // calls that ran a contender instead of the best
+};
+
 // The engine's statistics, by concern.
 struct CompressionStats {
   TrafficStats traffic;
   LastCallStats last_call;
   AdmissionStats admission;
   DeviceCopyStats device_copies;
+  PlannerEstimates planner;  // read from the planner when asked, never reset
 };
 
 }  // namespace terse

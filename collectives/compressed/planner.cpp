@@ -50,24 +50,81 @@ std::string CallPlan::describe() const {
   return text;
 }
 
+std::string CallPlan::choice() const {
+  if (chosen < 0) return "";
+  const PlanCandidate& c = candidates[static_cast<size_t>(chosen)];
+  return c.codec + " " + c.algorithm;
+}
+
 ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
-  // A training step asks the same questions every time: the agreed figures never change once
-  // agreed, so a plan made with them holds for every later call with the same request.
+  // A training step asks the same questions every time: a plan made on agreed figures holds for
+  // every later call with the same request until the figures move (Learning).
   const PlanKey key{request.codec, request.count, request.dtype, request.max_rel_err,
                     request.error_feedback};
-  if (request.may_agree) {
+  if (!request.may_agree) {
     const auto known = plans_.find(key);
-    if (known != plans_.end()) {
-      *plan = known->second;
+    if (known != plans_.end() && known->second.generation == generation_) {
+      *plan = known->second.plan;
+      choose(request, plan->best, plan);
       return ncclSuccess;
     }
+    return make_plan(request, plan);
   }
-  TERSE_CHECK(make_plan(request, plan));
-  if (request.may_agree) {
+  auto known = plans_.find(key);
+  if (known == plans_.end()) {
     if (plans_.size() >= kMaxCachedPlans) plans_.clear();
-    plans_.emplace(key, *plan);
+    known = plans_.emplace(key, KeyState{}).first;
+  }
+  KeyState& state = known->second;
+  if (state.plan.best < 0 || state.generation != generation_) {
+    CallPlan fresh;
+    TERSE_CHECK(make_plan(request, &fresh));
+    if (state.plan.best >= 0 && fresh.choice() != state.plan.choice()) {
+      ++plan_changes_;
+      if (rank_ == 0) {
+        TERSE_INFO(
+            "planner: %zu x %s (%s): plan changed from %s to %s; its last call ran %s in %s; "
+            "predicted now: %s; figures: %s",
+            request.count, dtype_name(request.dtype),
+            request.codec != nullptr ? request.codec->spec().c_str() : "auto",
+            state.plan.choice().c_str(), fresh.choice().c_str(), state.last_choice.c_str(),
+            milliseconds(state.last_measured).c_str(), fresh.describe().c_str(),
+            describe_figures().c_str());
+      }
+    }
+    state.plan = std::move(fresh);
+    state.generation = generation_;
+  }
+  *plan = state.plan;
+  ++state.calls;
+  if (learning_) {
+    const int explored = request.codec == nullptr ? exploration(*plan, state.calls) : -1;
+    if (explored >= 0) {
+      choose(request, explored, plan);
+      ++explorations_;
+      TERSE_TRACE("planner: %zu x %s: call %llu explores %s (best: %s)", request.count,
+                  dtype_name(request.dtype), static_cast<unsigned long long>(state.calls),
+                  plan->choice().c_str(),
+                  plan->candidates[static_cast<size_t>(plan->best)].algorithm.c_str());
+    }
   }
   return ncclSuccess;
+}
+
+void Planner::choose(const PlanRequest& request, int index, CallPlan* plan) const {
+  plan->chosen = index;
+  plan->codec = nullptr;
+  plan->algorithm = plan->inner = nullptr;
+  plan->stage_elements = 0;
+  if (index < 0) return;
+  const PlanCandidate& candidate = plan->candidates[static_cast<size_t>(index)];
+  plan->codec = candidate.codec_object;
+  plan->algorithm = candidate.run;
+  plan->inner = candidate.inner;
+  if (plan->codec != nullptr && plan->algorithm != nullptr) {
+    plan->stage_elements = plan->algorithm->stage_elements(*plan->codec, request.count,
+                                                           request.dtype, plan->group, plan->inner);
+  }
 }
 
 ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
@@ -92,8 +149,6 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
   plan->agreed = std::all_of(codecs.begin(), codecs.end(),
                              [&](Codec* codec) { return agreed_.count(codec->spec()) != 0; });
 
-  std::vector<const CompressedAlgorithmInfo*> runs, inners;
-  std::vector<Codec*> codec_of;
   if (request.codec == nullptr) {
     // The uncompressed allreduce, as the communicator runs it (allreduce_selection.h and
     // TERSE_ALGO): candidate 0.
@@ -103,14 +158,8 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
     candidate.algorithm = std::string("dense_") + dense->name;
     candidate.prediction = predict(*dense, query(raw, settings_.dense_piece_bytes));
     plan->candidates.push_back(candidate);
-    runs.push_back(nullptr);
-    inners.push_back(nullptr);
-    codec_of.push_back(nullptr);
   }
-  for (Codec* codec : codecs) {
-    add_candidates(*codec, request, request.codec == nullptr, plan, &runs, &inners);
-    codec_of.resize(plan->candidates.size(), codec);
-  }
+  for (Codec* codec : codecs) add_candidates(*codec, request, request.codec == nullptr, plan);
   if (plan->candidates.empty()) {
     // A fixed codec always has an algorithm; only a forced one that cannot run it leaves none.
     return fail(ncclInvalidArgument,
@@ -127,22 +176,15 @@ ncclResult_t Planner::make_plan(const PlanRequest& request, CallPlan* plan) {
       best = static_cast<int>(i);
     }
   }
-  if (request.codec == nullptr && codec_of[static_cast<size_t>(best)] != nullptr) {
+  if (request.codec == nullptr && plan->candidates[static_cast<size_t>(best)].codec_object) {
     // auto: the uncompressed candidate comes first; compression must win clearly.
     if (plan->candidates[static_cast<size_t>(best)].prediction.seconds * kAutoMinGain >
         plan->candidates[0].prediction.seconds) {
       best = 0;
     }
   }
-  plan->chosen = best;
-  const size_t chosen = static_cast<size_t>(best);
-  plan->codec = codec_of[chosen];
-  plan->algorithm = runs[chosen];
-  plan->inner = inners[chosen];
-  if (plan->codec != nullptr && plan->algorithm != nullptr) {
-    plan->stage_elements = plan->algorithm->stage_elements(*plan->codec, request.count,
-                                                           request.dtype, plan->group, plan->inner);
-  }
+  plan->best = best;
+  choose(request, best, plan);
   return ncclSuccess;
 }
 

@@ -38,10 +38,37 @@
 // which every rank makes at the same call because their decisions are the same), both taking the
 // slowest rank's figures.
 //
+// Learning (TERSE_PLANNER_LEARN, on by default; issue 24). The figures above are a prior: every
+// call the engine plans on host buffers refines them from what it measured, with no traffic of
+// its own (learned_figures.h holds the arithmetic):
+//   codec speeds   the call's encode and decode seconds (CompressionCounters) against the parts
+//                  of its prediction that encode and decode make;
+//   the rest       of the figures the call's time rests on most (the bandwidth or the latency of
+//                  the link it crossed, between nodes once the communicator spans several, or the
+//                  additions' speed), the factor under which the cost model, fed the call's own
+//                  codec seconds, predicts the time the call took. Uncompressed calls of `auto`
+//                  count too.
+// The ranks agree on them (one control allgather of each rank's sums, at the start of a call
+// every rank counts alike: after the first call, then at gaps that double up to 32 calls while
+// every rank's calls stay within 1.5x of their predictions, back to every call when one does
+// not); links take every rank's mean, codecs the slowest rank's. A factor that moved by more
+// than 5% makes every plan stale: the next call of each tensor is planned again, and a change of
+// choice is logged at INFO with the predictions and figures behind it.
+// Exploration keeps the figures of `auto`'s rejected codecs fresh: a tensor's 2nd and 4th calls
+// run the two contenders (candidates predicted within kExploreWithin of the best that compress
+// as the best does: a call the device route staged stays staged), and every kExplorePeriod-th
+// call one of them in turn. The choice depends only on agreed figures and the tensor's calls, so
+// every rank explores alike. A fixed codec's calls never explore: a policy that names a codec
+// gets it on the algorithm predicted fastest, call after call. The residual carries over between
+// stateless codecs of one layout (memory/residual_memory.h), so a call that explores drops none
+// of it. Device buffers teach nothing (their time is the GPU's and the copies'), but explore
+// alike.
+//
 // Sources: planner.cpp (the plan of a call: the candidates weighed and the selection, the cache
 // of agreed plans), planner_agreement.cpp (the figures the ranks agree on, and a plan's figures
 // from them), planner_candidates.cpp (a codec's candidates from the algorithm tables, and the
-// uncompressed allreduce's prediction).
+// uncompressed allreduce's prediction), planner_learning.cpp (Learning: observations,
+// agreements, exploration, the estimates).
 #pragma once
 
 #include <nccl.h>
@@ -59,6 +86,8 @@
 #include "collectives/compressed/codec_speed.h"
 #include "collectives/compressed/compressed_algorithm_table.h"
 #include "collectives/compressed/compressed_args.h"
+#include "collectives/compressed/engine_statistics.h"
+#include "collectives/compressed/learned_figures.h"
 #include "collectives/cost_model.h"
 #include "topology/link_model.h"
 
@@ -72,6 +101,10 @@ ncclResult_t parse_hierarchy_mode(const std::string& text, HierarchyMode* mode);
 
 // How much faster than uncompressed `auto` wants a compressed plan to be (file comment).
 constexpr double kAutoMinGain = 1.2;
+// Exploration (Learning, file comment): the contenders a tensor's calls try now and then.
+constexpr double kExploreWithin = 1.5;
+constexpr size_t kMaxContenders = 2;
+constexpr uint64_t kExplorePeriod = 50;
 
 // The codecs `auto` weighs (canonical specs as the registry makes them from these).
 const std::vector<std::string>& auto_codec_candidates();
@@ -81,6 +114,11 @@ struct PlanCandidate {
   std::string algorithm;       // a table name, "hierarchical/<inner>", or "dense_ring" ...
   Prediction prediction;
   double error_bound = 0;  // relative bound of the result, (1 + c)^k - 1
+  // What runs it: the codec (null for the uncompressed allreduce), the table row, and the row
+  // between node leaders of a composite.
+  Codec* codec_object = nullptr;
+  const CompressedAlgorithmInfo* run = nullptr;
+  const CompressedAlgorithmInfo* inner = nullptr;
 };
 
 struct CallPlan {
@@ -93,13 +131,16 @@ struct CallPlan {
   // With memory residual: the stage residual the algorithm keeps (EntryOptions::stage_count).
   size_t stage_elements = 0;
   std::vector<PlanCandidate> candidates;
-  int chosen = -1;  // index into candidates
+  int chosen = -1;  // index into candidates: what runs
+  int best = -1;    // the candidate predicted fastest (chosen, unless this call explores)
   // Every codec speed the plan used was agreed between the ranks, so every rank that asks the
   // same question gets this plan, even one made without agreeing (PlanRequest::may_agree false).
   bool agreed = false;
 
   // "int8 sra 12.3 ms (of: none dense_ring 80.1 ms, int8 tree 40.2 ms, ...)", for the log.
   std::string describe() const;
+  // "int8 sra": the chosen candidate's codec and algorithm.
+  std::string choice() const;
 };
 
 struct PlanRequest {
@@ -125,6 +166,9 @@ class Planner {
     // pipeline pieces (TERSE_PIECE_BYTES).
     std::string dense_forced;
     size_t dense_piece_bytes = size_t{1} << 20;
+    // TERSE_PLANNER_LEARN: whether the figures are learned from the calls and candidates
+    // explored (Learning, above); off, every plan stays on the nominal figures and probes.
+    bool learn = true;
   };
   // Makes (once) the codec of a canonical spec: auto's candidates.
   using CodecMaker = std::function<ncclResult_t(const std::string& spec, Codec** codec)>;
@@ -141,6 +185,23 @@ class Planner {
   // Collective: measures and agrees now the speeds of every codec `auto` may weigh, so that
   // later plans of `auto` are agreed (CallPlan::agreed) without a call agreeing on them.
   ncclResult_t agree_auto_speeds();
+
+  // ---- Learning (file comment) ----
+  // Collective, at the start of every allreduce the engine plans (every rank counts them alike):
+  // agrees on what the ranks measured since the last agreement when one is due.
+  ncclResult_t begin_call();
+  // What a call that ran `plan` (made for `request`) measured on this rank.
+  struct Measured {
+    double seconds = 0;         // the whole call
+    double encode_seconds = 0;  // in encodes (CompressionCounters)
+    double decode_seconds = 0;
+  };
+  void observe(const PlanRequest& request, const CallPlan& plan, const Measured& measured);
+  // From now on nothing is learned or explored (a communicator that hands calls off decides
+  // them outside the calls that agree, so its figures must stay as they are).
+  void stop_learning() { learning_ = false; }
+  // The current estimates, for the statistics.
+  PlannerEstimates estimates() const;
 
   // Whether the communicator spans several nodes (the policy's link class).
   bool multi_node() const { return shape_.nodes > 1; }
@@ -163,6 +224,20 @@ class Planner {
  private:
   Planner() = default;
   ncclResult_t make_plan(const PlanRequest& request, CallPlan* plan);
+  // Makes candidate `index` the one that runs.
+  void choose(const PlanRequest& request, int index, CallPlan* plan) const;
+  // The candidate this call of a tensor explores instead of the best, or -1 (Learning, above):
+  // `calls` counts the tensor's calls so far, this one included.
+  int exploration(const CallPlan& plan, uint64_t calls) const;
+  // The link model with the learned factors applied.
+  LinkModel effective_links() const;
+  // Seconds per byte of an fp32 addition on one rank, the learned factor applied.
+  double reduce_seconds_per_byte() const;
+  // A candidate's prediction on `figures` and `links`.
+  Prediction predict_candidate(const PlanCandidate& candidate, const CodecFigures& figures,
+                               const LinkModel& links, size_t bytes) const;
+  // One line of the learned figures, for the log.
+  std::string describe_figures() const;
   // The dense allreduce the communicator runs for `bytes` (TERSE_ALGO's, else the table's
   // default); never null.
   const AlgorithmInfo* dense_allreduce(size_t bytes) const;
@@ -175,9 +250,7 @@ class Planner {
   // The algorithms `codec` may run here, as the file comment lists them.
   std::vector<const CompressedAlgorithmInfo*> algorithms_for(const Codec& codec,
                                                              size_t count) const;
-  void add_candidates(Codec& codec, const PlanRequest& request, bool bounded, CallPlan* plan,
-                      std::vector<const CompressedAlgorithmInfo*>* runs,
-                      std::vector<const CompressedAlgorithmInfo*>* inners) const;
+  void add_candidates(Codec& codec, const PlanRequest& request, bool bounded, CallPlan* plan) const;
 
   Transport* transport_ = nullptr;
   Settings settings_;
@@ -201,7 +274,23 @@ class Planner {
     }
   };
   static constexpr size_t kMaxCachedPlans = 4096;
-  std::map<PlanKey, CallPlan> plans_;
+  // A request's plan, made on the figures of `generation`, and what its calls did.
+  struct KeyState {
+    CallPlan plan;
+    uint64_t generation = 0;
+    uint64_t calls = 0;
+    double last_measured = 0;  // seconds of its last observed call
+    std::string last_choice;   // what that call ran
+  };
+  std::map<PlanKey, KeyState> plans_;
+  // Learning (file comment): the learned factors, the calls counted for their agreements, and the
+  // generation of the figures (plans made on an older one are made again).
+  bool learning_ = false;
+  LearnedFigures learned_;
+  uint64_t calls_ = 0;
+  uint64_t generation_ = 0;
+  uint64_t plan_changes_ = 0;
+  uint64_t explorations_ = 0;
   std::map<std::string, CodecSpeed> agreed_;  // by spec
   std::map<std::string, CodecSpeed> own_;     // this rank's, not yet agreed
   double reduce_bytes_per_s_ = 0;             // agreed with the link model

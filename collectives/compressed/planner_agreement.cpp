@@ -42,6 +42,7 @@ ncclResult_t Planner::create(Transport* transport, const Settings& settings, Cod
   planner->settings_ = settings;
   planner->make_codec_ = std::move(make_codec);
   planner->rank_ = transport->rank();
+  planner->learning_ = settings.learn;
   for (int r = 0; r < transport->nranks(); ++r) {
     planner->hosts_.push_back(transport->host_identity(r));
   }
@@ -124,6 +125,7 @@ std::unique_ptr<Planner> Planner::for_figures(int rank, const std::vector<std::s
   planner->settings_ = settings;
   planner->make_codec_ = std::move(make_codec);
   planner->rank_ = rank;
+  planner->learning_ = settings.learn;
   planner->hosts_ = hosts;
   const NodeLayout layout = group_into_nodes(hosts);
   planner->shape_ = shape_of(layout, static_cast<int>(hosts.size()));
@@ -195,7 +197,7 @@ CodecFigures Planner::figures_of(const Codec* codec, size_t count, DType dtype,
   CodecFigures figures;
   figures.raw_bytes = static_cast<double>(count * dtype_size(dtype));
   figures.input_bytes = static_cast<double>(count * sizeof(float));
-  figures.reduce_seconds_per_byte = 1.0 / std::max(reduce_bytes_per_s_ * cpu_share_, 1.0);
+  figures.reduce_seconds_per_byte = reduce_seconds_per_byte();
   if (codec == nullptr) {
     figures.wire_bytes = figures.raw_bytes;
     return figures;
@@ -213,6 +215,9 @@ CodecFigures Planner::figures_of(const Codec* codec, size_t count, DType dtype,
     figures.decode_seconds_per_byte = 1.0 / std::max(speed->decode_bytes_per_s * cpu_share_, 1.0);
   }
   if (error_feedback) figures.encode_seconds_per_byte += figures.reduce_seconds_per_byte;
+  // What the calls measured (Learning).
+  figures.encode_seconds_per_byte *= learned_.encode_factor(spec);
+  figures.decode_seconds_per_byte *= learned_.decode_factor(spec);
   return figures;
 }
 

@@ -39,9 +39,8 @@ std::vector<const CompressedAlgorithmInfo*> Planner::algorithms_for(const Codec&
   return algorithms;
 }
 
-void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool bounded, CallPlan* plan,
-                             std::vector<const CompressedAlgorithmInfo*>* runs,
-                             std::vector<const CompressedAlgorithmInfo*>* inners) const {
+void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool bounded,
+                             CallPlan* plan) const {
   const CodecFigures figures =
       figures_of(&codec, request.count, request.dtype, request.error_feedback);
   const CostQuery cost_query = query(figures, settings_.piece_bytes);
@@ -85,9 +84,10 @@ void Planner::add_candidates(Codec& codec, const PlanRequest& request, bool boun
     candidate.error_bound = relative_bound(bound, lossy->lossy_steps(lossy_ranks));
     if (bounded && candidate.error_bound > request.max_rel_err) return;
     candidate.prediction = predict(*run, cost_query, inner);
+    candidate.codec_object = &codec;
+    candidate.run = run;
+    candidate.inner = inner;
     plan->candidates.push_back(candidate);
-    runs->push_back(run);
-    inners->push_back(inner);
   };
   for (const CompressedAlgorithmInfo* algorithm : algorithms) {
     if (flat_candidates) consider(algorithm, nullptr, algorithm->name, shape_.ranks);
@@ -102,7 +102,7 @@ CostQuery Planner::query(const CodecFigures& figures, size_t piece_bytes) const 
   CostQuery query;
   query.codec = figures;
   query.group = shape_;
-  query.links = links_;
+  query.links = effective_links();
   query.piece_bytes = static_cast<double>(piece_bytes);
   return query;
 }
@@ -115,7 +115,7 @@ double Planner::predict_uncompressed(CollectiveKind kind, const std::string& alg
   raw.raw_bytes = static_cast<double>(count * element_bytes);
   raw.input_bytes = static_cast<double>(count * sizeof(float));
   raw.wire_bytes = raw.raw_bytes;
-  raw.reduce_seconds_per_byte = 1.0 / std::max(reduce_bytes_per_s_ * cpu_share_, 1.0);
+  raw.reduce_seconds_per_byte = reduce_seconds_per_byte();
   return predict(*row, query(raw, settings_.dense_piece_bytes)).seconds;
 }
 

@@ -22,7 +22,7 @@ extern "C" {
 /* The library's version: TERSE_VERSION is TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR,
  * TERSE_PATCH) of the header a program was compiled with; terseGetVersion gives the library's. */
 #define TERSE_MAJOR 0
-#define TERSE_MINOR 2
+#define TERSE_MINOR 3
 #define TERSE_PATCH 0
 #define TERSE_VERSION_CODE(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define TERSE_VERSION TERSE_VERSION_CODE(TERSE_MAJOR, TERSE_MINOR, TERSE_PATCH)
@@ -45,6 +45,8 @@ ncclResult_t terseGetVersion(int* version);
 #define TERSE_NAME_BYTES 32
 /* Rows of terseStats::rows: one per (codec, algorithm) pair seen on a communicator. */
 #define TERSE_STATS_MAX_ROWS 32
+/* Entries of terseStats::planner_codecs: one per codec whose speed the planner knows. */
+#define TERSE_STATS_MAX_CODECS 16
 
 /* What the application knows about one tensor. Every member but size may be left zero/NULL. */
 typedef struct {
@@ -95,7 +97,8 @@ typedef struct {
  *   the last call last_codec, last_algorithm, last_seed, last_step, last_piece_bytes,
  *                 last_inner_algorithm, last_predicted_seconds;
  *   memory        residual_* and fallback_calls (residual memory and its admission);
- *   device copies pcie_bytes_to_host, pcie_bytes_to_device. */
+ *   device copies pcie_bytes_to_host, pcie_bytes_to_device;
+ *   the planner   planner_* and the links' figures (since 0.3.0). */
 typedef struct {
   size_t size;               /* sizeof(terseStats) (Structs that grow, above) */
   uint64_t calls;            /* every allreduce, compressed or not */
@@ -169,6 +172,32 @@ typedef struct {
   /* Since 0.2.0. (codec, algorithm) pairs that did not fit in rows (more than
    * TERSE_STATS_MAX_ROWS were used): they count in the totals above, not in a row. */
   uint64_t rows_beyond;
+  /* Since 0.3.0. The planner's current estimates, which every rank agreed on. It starts from the
+   * nominal figures (the links' from topology or TERSE_NET_GBPS and kin, each codec's speed from
+   * a probe times the ranks' share of a core) and, unless TERSE_PLANNER_LEARN=off, refines them
+   * from the times its calls on host buffers measured: calls that depart from their predictions
+   * move them within a few calls; plans made on figures that moved are made again
+   * (planner_plan_changes counts the choices that changed), and now and then a call runs a
+   * rejected candidate predicted close to the best (planner_explorations) to keep its figures
+   * fresh. Links: latency in seconds and bandwidth in bytes per second, inside a node and
+   * between nodes; the additions and the codecs: bytes of fp32 input per second on one rank as the
+   * calls ran, and how many encodes of all ranks were measured into them. Not zeroed by
+   * terseCommResetStats. */
+  int planner_learning; /* 1 while the figures are learned */
+  int planner_ncodecs;  /* entries of planner_codecs used */
+  uint64_t planner_agreements;
+  uint64_t planner_plan_changes;
+  uint64_t planner_explorations;
+  double intra_latency_s, intra_bytes_per_s, nominal_intra_latency_s, nominal_intra_bytes_per_s;
+  double inter_latency_s, inter_bytes_per_s, nominal_inter_latency_s, nominal_inter_bytes_per_s;
+  /* An fp32 addition of two buffers on one rank, bytes per second. */
+  double reduce_bytes_per_s, nominal_reduce_bytes_per_s;
+  struct {
+    char codec[TERSE_NAME_BYTES]; /* canonical spec, cut to fit */
+    double encode_bytes_per_s, decode_bytes_per_s;
+    double probed_encode_bytes_per_s, probed_decode_bytes_per_s; /* the nominal figures */
+    uint64_t observations;
+  } planner_codecs[TERSE_STATS_MAX_CODECS];
 } terseStats;
 #define TERSE_STATS_INITIALIZER \
   { sizeof(terseStats) }

@@ -45,11 +45,11 @@ TEST(AgreedSettings, ListsEverySettingThatChangesWhichMessagesFlow) {
   const std::vector<AgreedSetting> settings = collect_agreed_settings();
   std::vector<std::string> names;
   for (const AgreedSetting& setting : settings) names.push_back(setting.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"TERSE_CODEC", "TERSE_POLICY", "TERSE_COMPRESSED_ALGO",
-                                      "TERSE_HIERARCHICAL", "TERSE_COMPRESSED_PIECE_BYTES",
-                                      "TERSE_MEMORY_MAX_BYTES", "TERSE_MEMORY_IDLE_STEPS",
-                                      "TERSE_ALGO", "TERSE_PIECE_BYTES", "TERSE_UCX_ERROR_MODE"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "TERSE_CODEC", "TERSE_POLICY", "TERSE_COMPRESSED_ALGO", "TERSE_HIERARCHICAL",
+                       "TERSE_PLANNER_LEARN", "TERSE_COMPRESSED_PIECE_BYTES",
+                       "TERSE_MEMORY_MAX_BYTES", "TERSE_MEMORY_IDLE_STEPS", "TERSE_ALGO",
+                       "TERSE_PIECE_BYTES", "TERSE_UCX_ERROR_MODE"}));
 }
 
 // The typed values the communicator and its engine are made from, each from its variable.
@@ -61,6 +61,7 @@ TEST(AgreedSettings, EachSettingIsParsedIntoItsTypedValue) {
     EXPECT_TRUE(settings.compression.policy.rules().empty());
     EXPECT_EQ(settings.compression.planner.forced, nullptr);
     EXPECT_EQ(settings.compression.planner.hierarchy, HierarchyMode::kAuto);
+    EXPECT_TRUE(settings.compression.planner.learn);
     EXPECT_EQ(settings.compression.planner.piece_bytes, size_t{256} << 10);
     EXPECT_EQ(settings.compression.planner.dense_forced, "");
     EXPECT_EQ(settings.compression.planner.dense_piece_bytes, size_t{1} << 20);
@@ -68,11 +69,12 @@ TEST(AgreedSettings, EachSettingIsParsedIntoItsTypedValue) {
     EXPECT_EQ(settings.compression.memory_idle_steps, 8u);
     EXPECT_EQ(settings.selection.forced(CollectiveKind::kAllReduce), nullptr);
     EXPECT_EQ(settings.piece_bytes, size_t{1} << 20);
-    EXPECT_EQ(compared.size(), 10u);
+    EXPECT_EQ(compared.size(), 11u);
   }
   ScopedEnv codec("TERSE_CODEC", "int8:block=64");
   ScopedEnv algorithm("TERSE_COMPRESSED_ALGO", "ring");
   ScopedEnv hierarchical("TERSE_HIERARCHICAL", "0");
+  ScopedEnv learn("TERSE_PLANNER_LEARN", "off");
   ScopedEnv compressed_piece("TERSE_COMPRESSED_PIECE_BYTES", "64K");
   ScopedEnv max_bytes("TERSE_MEMORY_MAX_BYTES", "3M");
   ScopedEnv idle_steps("TERSE_MEMORY_IDLE_STEPS", "5");
@@ -88,6 +90,7 @@ TEST(AgreedSettings, EachSettingIsParsedIntoItsTypedValue) {
   ASSERT_NE(settings.compression.planner.forced, nullptr);
   EXPECT_STREQ(settings.compression.planner.forced->name, "ring");
   EXPECT_EQ(settings.compression.planner.hierarchy, HierarchyMode::kOff);
+  EXPECT_FALSE(settings.compression.planner.learn);
   EXPECT_EQ(settings.compression.planner.piece_bytes, size_t{64} << 10);
   EXPECT_EQ(settings.compression.memory_max_bytes, uint64_t{3} << 20);
   EXPECT_EQ(settings.compression.memory_idle_steps, 5u);
@@ -109,10 +112,10 @@ TEST(AgreedSettings, TheFirstRefusalIsTheResultAndEverySettingIsStillListed) {
   EXPECT_EQ(read_comm_settings(&settings, &compared), ncclInvalidArgument);
   EXPECT_NE(std::string(last_error()).find("TERSE_MEMORY_IDLE_STEPS=soon"), std::string::npos)
       << last_error();
-  ASSERT_EQ(compared.size(), 10u);
-  EXPECT_EQ(compared[8].name, "TERSE_PIECE_BYTES");
-  EXPECT_NE(compared[8].value.find("TERSE_PIECE_BYTES is 0"), std::string::npos)
-      << compared[8].value;
+  ASSERT_EQ(compared.size(), 11u);
+  EXPECT_EQ(compared[9].name, "TERSE_PIECE_BYTES");
+  EXPECT_NE(compared[9].value.find("TERSE_PIECE_BYTES is 0"), std::string::npos)
+      << compared[9].value;
 }
 
 TEST(AgreedSettings, TwoSpellingsOfOneValueAgree) {
@@ -126,6 +129,9 @@ TEST(AgreedSettings, TwoSpellingsOfOneValueAgree) {
   EXPECT_EQ(value_with("TERSE_CODEC", "int8"), value_with("TERSE_CODEC", "int8:block=256"));
   EXPECT_EQ(value_with("TERSE_HIERARCHICAL", "1"), value_with("TERSE_HIERARCHICAL", "on"));
   EXPECT_EQ(value_with("TERSE_HIERARCHICAL", "auto"), value_with("TERSE_HIERARCHICAL", nullptr));
+  EXPECT_EQ(value_with("TERSE_PLANNER_LEARN", "1"), value_with("TERSE_PLANNER_LEARN", "on"));
+  EXPECT_EQ(value_with("TERSE_PLANNER_LEARN", "on"), value_with("TERSE_PLANNER_LEARN", nullptr));
+  EXPECT_NE(value_with("TERSE_PLANNER_LEARN", "0"), value_with("TERSE_PLANNER_LEARN", "1"));
   EXPECT_EQ(value_with("TERSE_ALGO", "ring"),
             value_with("TERSE_ALGO", "reducescatter:ring, allgather:ring,ALLREDUCE:ring"));
   EXPECT_EQ(value_with("TERSE_UCX_ERROR_MODE", "auto"),

@@ -282,8 +282,8 @@ TEST(ResidualMemory, ChangedCountDtypeCodecOrKindRecreatesTheEntry) {
   const Recreation changes[] = {
       {"count", bigger, "rounding", MemoryKind::kResidual},
       {"dtype", half, "rounding", MemoryKind::kResidual},
-      {"codec spec", base, "rounding:block=64", MemoryKind::kResidual},
       {"memory kind", base, "rounding", MemoryKind::kNone},
+      {"codec spec, to a codec with state", base, "stateful", MemoryKind::kResidual},
   };
   for (const Recreation& change : changes) {
     SCOPED_TRACE(change.what);
@@ -291,7 +291,8 @@ TEST(ResidualMemory, ChangedCountDtypeCodecOrKindRecreatesTheEntry) {
     RoundingCodec codec;
     auto old_entry = acquire_ok(memory, base, codec);
     old_entry->residual()[0] = 7.0f;
-    RoundingCodec new_codec(change.codec_spec);
+    RoundingCodec new_codec(change.codec_spec,
+                            std::string(change.codec_spec) == "stateful" ? 16 : 0);
     auto new_entry = acquire_ok(memory, change.key, new_codec, change.kind);
     EXPECT_NE(new_entry, old_entry);
     EXPECT_EQ(new_entry->key().count, change.key.count);
@@ -305,6 +306,29 @@ TEST(ResidualMemory, ChangedCountDtypeCodecOrKindRecreatesTheEntry) {
     EXPECT_EQ(stats.evictions, 0u);
     EXPECT_EQ(stats.bytes, new_entry->bytes());
   }
+}
+
+// auto moving a tensor between codecs (or exploring one) keeps what earlier calls did not send.
+TEST(ResidualMemory, AnotherStatelessCodecOfTheSameLayoutCarriesTheResidualOver) {
+  const TensorKey key = anonymous(0x10, 100);
+  ResidualMemory memory(1 << 20);
+  RoundingCodec codec;
+  auto old_entry = acquire_ok(memory, key, codec);
+  old_entry->residual()[0] = 7.0f;
+  RoundingCodec other("rounding:block=64");
+  auto entry = acquire_ok(memory, key, other);
+  EXPECT_EQ(entry, old_entry);
+  EXPECT_EQ(entry->codec_spec(), "rounding:block=64");
+  EXPECT_EQ(entry->residual()[0], 7.0f);
+  EXPECT_TRUE(all_zero(entry->residual() + 1, key.count - 1));
+  const ResidualStats stats = memory.stats();
+  EXPECT_EQ(stats.entries, 1u);
+  EXPECT_EQ(stats.recreations, 0u);
+  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.hits, 1u);
+  // Back to the first codec: the same entry again.
+  EXPECT_EQ(acquire_ok(memory, key, codec), old_entry);
+  EXPECT_EQ(old_entry->codec_spec(), codec.spec());
 }
 
 TEST(ResidualMemory, ChangedShapeRecreatesTheEntry) {

@@ -44,6 +44,9 @@ class ResidualEntry {
   Memory memory() const { return residual_.memory(); }
   // Canonical spec of the codec whose state this is (Codec::spec()).
   const std::string& codec_spec() const { return codec_spec_; }
+  // The entry now serves codec `spec`: its residual is what the tensor's earlier calls did not
+  // send, whichever stateless codec sent the rest (ResidualMemory::acquire decides when).
+  void serve_codec(std::string spec) { codec_spec_ = std::move(spec); }
   const MatrixShape& shape() const { return shape_; }
 
   // The residual, key().count fp32 elements, zero at creation; null unless kind is kResidual.

@@ -26,6 +26,19 @@ bool fits(const ResidualEntry& entry, const TensorKey& key, const std::string& c
          entry.stage_count() == (kind == MemoryKind::kResidual ? options.stage_count : 0);
 }
 
+// Whether `entry`, made for another codec, carries over to `codec` as it is: both keep a residual
+// and no state, in the same layout. The residual is what earlier calls did not send, whichever
+// codec sent the rest, so it compensates the next call of any codec (auto's choice moving between
+// codecs, or exploring one, loses nothing).
+bool carries_over(const ResidualEntry& entry, const TensorKey& key, const Codec& codec,
+                  MemoryKind kind, const EntryOptions& options) {
+  return kind == MemoryKind::kResidual && entry.kind() == kind && entry.state() == nullptr &&
+         entry.key().count == key.count && entry.key().dtype == key.dtype &&
+         entry.memory() == options.memory && same_shape(entry.shape(), options.shape) &&
+         entry.stage_count() == options.stage_count &&
+         !codec.stateful(key.count, key.dtype, options.shape);
+}
+
 // Bytes of an entry with `state` for this request.
 uint64_t bytes_with_state(const TensorKey& key, MemoryKind kind, const EntryOptions& options,
                           const CodecState* state) {
@@ -143,6 +156,20 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
       position->charged = now;
       evict_idle_for(0);
       decided.needed = now;
+      decided.held = bytes_;
+      if (admission != nullptr) *admission = decided;
+      *entry = position->entry;
+      return ncclSuccess;
+    }
+    if (carries_over(*position->entry, key, codec, kind, options)) {
+      TERSE_TRACE("residual memory: %s's residual carries over from %s to %s",
+                  key.describe().c_str(), position->entry->codec_spec().c_str(),
+                  codec_spec.c_str());
+      position->entry->serve_codec(codec_spec);
+      ++counters_.hits;
+      lru_.splice(lru_.begin(), lru_, position);
+      position->last_step = step_;
+      decided.needed = position->charged;
       decided.held = bytes_;
       if (admission != nullptr) *admission = decided;
       *entry = position->entry;

@@ -111,7 +111,10 @@ class ResidualMemory {
   //
   // An existing entry is reused (a hit: it becomes the most recently used, stamped with the
   // step now) when the count, dtype, codec spec, memory kind, options.memory, options.shape and
-  // options.stage_count all match; otherwise it is dropped and a fresh one made (a recreation:
+  // options.stage_count all match. An entry of another stateless codec that otherwise matches,
+  // with memory residual, carries over (a hit too): it serves `codec` from now on, its residuals
+  // kept, since they hold what earlier calls did not send whichever codec sent the rest (auto
+  // moving between codecs). Otherwise it is dropped and a fresh one made (a recreation:
   // its residual and state belonged to another layout). A new entry holds a zeroed residual of
   // key.count floats when kind is kResidual (and a zeroed stage residual of
   // options.stage_count), and codec.make_state(...) in every kind (so kNone still keeps
