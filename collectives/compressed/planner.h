@@ -44,10 +44,10 @@
 //   codec speeds   the call's encode and decode seconds (CompressionCounters) against the parts
 //                  of its prediction that encode and decode make;
 //   the rest       of the figures the call's time rests on most (the bandwidth or the latency of
-//                  the link it crossed, between nodes once the communicator spans several, or the
-//                  additions' speed), the factor under which the cost model, fed the call's own
-//                  codec seconds, predicts the time the call took. Uncompressed calls of `auto`
-//                  count too.
+//                  the link it crossed, between nodes once the communicator spans several, or, for
+//                  an uncompressed call, which measured no codec work, the additions' speed), the
+//                  factor under which the cost model, fed the call's own codec seconds, predicts
+//                  the time the call took. Uncompressed calls of `auto` count too.
 // The ranks agree on them (one control allgather of each rank's sums, at the start of a call
 // every rank counts alike: after the first call, then at gaps that double up to 32 calls while
 // every rank's calls stay within 1.5x of their predictions, back to every call when one does

@@ -149,11 +149,18 @@ void Planner::observe(const PlanRequest& request, const CallPlan& plan, const Me
     }
     return seconds_of(trial, trial_links).seconds;
   };
+  // How much each figure, 8x slower, would lengthen the call: 8x rather than a little, since a
+  // pipelined call the model thinks codec-bound does not feel a slightly slower link at all,
+  // while the call may in truth have waited on it. A compressed call measured its codec work,
+  // additions included (the residual's in its encode, the sums in its decode-accumulate), so
+  // only the link may explain the rest; an uncompressed one measured nothing but its time.
   const double base = slower_by(kBandwidth, 0);
   Figure figure = kBandwidth;
   double most = 0;
+  const bool measured_codec = candidate.codec_object != nullptr;
   for (Figure f : {kBandwidth, kLatency, kReduce}) {
-    const double rise = slower_by(f, std::log(2.0)) - base;
+    if (f == kReduce && measured_codec) continue;
+    const double rise = slower_by(f, std::log(8.0)) - base;
     if (rise > most) {
       most = rise;
       figure = f;
