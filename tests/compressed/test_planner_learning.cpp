@@ -68,14 +68,20 @@ CallPlan run_call(Worlds& worlds, const PlanRequest& request) {
   return plan;
 }
 
+// `auto` within max_rel_err 0.01 on `count` fp32 elements.
+PlanRequest auto_request(size_t count) {
+  PlanRequest request;
+  request.count = count;
+  request.max_rel_err = 0.01;
+  return request;
+}
+
 TEST(PlannerLearning, AutoFindsTheLinkSlowerThanItsNominalSpeedAndChoosesAsTheTrueWorldDoes) {
   // The case: a 10 Gbit/s NIC whose TCP delivers 4 Gbit/s. On nominal figures auto keeps
   // 64 MiB uncompressed; the machine as it is would compress it.
   Worlds worlds;
   make_worlds(10 * kGbit, 4 * kGbit, &worlds);
-  PlanRequest request;
-  request.count = 16 << 20;
-  request.max_rel_err = 0.01;
+  PlanRequest request = auto_request(16 << 20);
   request.error_feedback = true;
   PlanRequest question = request;
   question.may_agree = false;
@@ -104,9 +110,7 @@ TEST(PlannerLearning, AFasterLinkThanAssumedTurnsCompressionOff) {
   // The other way: assumed 1 Gbit/s, the machine has 40; uncompressed wins there.
   Worlds worlds;
   make_worlds(1 * kGbit, 40 * kGbit, &worlds);
-  PlanRequest request;
-  request.count = 4 << 20;
-  request.max_rel_err = 0.01;
+  PlanRequest request = auto_request(4 << 20);
   CallPlan plan;
   for (int call = 1; call <= 20; ++call) plan = run_call(worlds, request);
   PlanRequest question = request;
@@ -167,9 +171,7 @@ TEST(PlannerLearning, AutosSecondAndFourthCallsExploreItsContendersAndFixedCodec
   // 3 Gbit/s between 4 nodes, 16 MiB: int8, fp16 and bf16 on sra are close.
   Worlds worlds;
   make_worlds(3 * kGbit, 3 * kGbit, &worlds);
-  PlanRequest request;
-  request.count = 4 << 20;
-  request.max_rel_err = 0.01;
+  PlanRequest request = auto_request(4 << 20);
   uint64_t explored = 0;
   for (uint64_t call = 1; call <= 2 * kExplorePeriod; ++call) {
     CallPlan plan;
@@ -203,9 +205,7 @@ TEST(PlannerLearning, OffItKeepsTheNominalFiguresAndNeverExplores) {
   settings.learn = false;
   auto planner = Planner::for_figures(0, hosts(4, 1), links(2e-6, 4e9, 50e-6, 10 * kGbit), settings,
                                       codecs.maker(), realistic_speeds(codecs), 5e9);
-  PlanRequest request;
-  request.count = 16 << 20;
-  request.max_rel_err = 0.01;
+  const PlanRequest request = auto_request(16 << 20);
   for (int call = 1; call <= 8; ++call) {
     ASSERT_EQ(planner->begin_call(), ncclSuccess);
     CallPlan plan;
