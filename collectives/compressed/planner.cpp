@@ -79,6 +79,7 @@ ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
   if (state.plan.best < 0 || state.generation != generation_) {
     CallPlan fresh;
     TERSE_CHECK(make_plan(request, &fresh));
+    if (state.plan.best >= 0) keep_unless_clearly_slower(request, state.plan.choice(), &fresh);
     if (state.plan.best >= 0 && fresh.choice() != state.plan.choice()) {
       ++plan_changes_;
       if (rank_ == 0) {
@@ -109,6 +110,20 @@ ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
     }
   }
   return ncclSuccess;
+}
+
+void Planner::keep_unless_clearly_slower(const PlanRequest& request, const std::string& previous,
+                                         CallPlan* fresh) const {
+  const PlanCandidate& best = fresh->candidates[static_cast<size_t>(fresh->best)];
+  for (size_t i = 0; i < fresh->candidates.size(); ++i) {
+    const PlanCandidate& c = fresh->candidates[i];
+    if (c.codec + " " + c.algorithm != previous) continue;
+    if (c.prediction.seconds <= kKeepWithin * best.prediction.seconds) {
+      fresh->best = static_cast<int>(i);
+      choose(request, fresh->best, fresh);
+    }
+    return;
+  }
 }
 
 void Planner::choose(const PlanRequest& request, int index, CallPlan* plan) const {

@@ -52,8 +52,10 @@
 // every rank counts alike: after the first call, then at gaps that double up to 32 calls while
 // every rank's calls stay within 1.5x of their predictions, back to every call when one does
 // not); links take every rank's mean, codecs the slowest rank's. A factor that moved by more
-// than 5% makes every plan stale: the next call of each tensor is planned again, and a change of
-// choice is logged at INFO with the predictions and figures behind it.
+// than 5% makes every plan stale: the next call of each tensor is planned again, keeping its
+// choice while that is predicted within kKeepWithin (10%) of the best, so that choices do not
+// flap between close candidates; a change of choice is logged at INFO with the predictions and
+// figures behind it.
 // Exploration keeps the figures of `auto`'s rejected codecs fresh: a tensor's 2nd and 4th calls
 // run the two contenders (candidates predicted within kExploreWithin of the best that compress
 // as the best does: a call the device route staged stays staged), and every kExplorePeriod-th
@@ -105,6 +107,8 @@ constexpr double kAutoMinGain = 1.2;
 constexpr double kExploreWithin = 1.5;
 constexpr size_t kMaxContenders = 2;
 constexpr uint64_t kExplorePeriod = 50;
+// A re-plan keeps the previous choice while it is predicted within this factor of the best.
+constexpr double kKeepWithin = 1.1;
 
 // The codecs `auto` weighs (canonical specs as the registry makes them from these).
 const std::vector<std::string>& auto_codec_candidates();
@@ -224,6 +228,11 @@ class Planner {
  private:
   Planner() = default;
   ncclResult_t make_plan(const PlanRequest& request, CallPlan* plan);
+  // A re-plan keeps the request's `previous` choice ("codec algorithm") while it is predicted
+  // within kKeepWithin of the fresh best: choices do not flap between close candidates (a fixed
+  // codec moving to an algorithm with another stage residual recreates its tensors' entries).
+  void keep_unless_clearly_slower(const PlanRequest& request, const std::string& previous,
+                                  CallPlan* fresh) const;
   // Makes candidate `index` the one that runs.
   void choose(const PlanRequest& request, int index, CallPlan* plan) const;
   // The candidate this call of a tensor explores instead of the best, or -1 (Learning, above):

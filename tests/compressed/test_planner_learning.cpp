@@ -199,6 +199,36 @@ TEST(PlannerLearning, AutosSecondAndFourthCallsExploreItsContendersAndFixedCodec
   }
 }
 
+// A re-plan keeps the previous choice while it is predicted within 10% of the best, and only
+// then: over a sweep of true link speeds around the assumed 3 Gbit/s, every final best is either
+// the first choice within 10% of the fastest prediction, or the fastest itself.
+TEST(PlannerLearning, ARePlanKeepsAChoiceWithinTenPercentOfTheBest) {
+  int kept_slower = 0;
+  for (double gbit = 2.0; gbit <= 4.5; gbit += 0.125) {
+    Worlds worlds;
+    make_worlds(3 * kGbit, gbit * kGbit, &worlds);
+    PlanRequest request = auto_request(4 << 20);
+    CallPlan first, plan;
+    first = run_call(worlds, request);
+    for (int call = 2; call <= 20; ++call) plan = run_call(worlds, request);
+    const PlanCandidate& best = plan.candidates.at(static_cast<size_t>(plan.best));
+    double fastest = INFINITY;
+    for (const PlanCandidate& c : plan.candidates) {
+      fastest = std::min(fastest, c.prediction.seconds);
+    }
+    const std::string first_choice = chosen(first).codec + " " + chosen(first).algorithm;
+    // Uncompressed while compression is not kAutoMinGain faster: auto's own rule.
+    const bool gain_rule =
+        best.codec == "none" && best.prediction.seconds <= kAutoMinGain * fastest;
+    if (best.prediction.seconds > fastest && !gain_rule) {
+      EXPECT_EQ(best.codec + " " + best.algorithm, first_choice) << gbit << ": " << plan.describe();
+      EXPECT_LE(best.prediction.seconds, kKeepWithin * fastest) << gbit;
+      ++kept_slower;
+    }
+  }
+  EXPECT_GT(kept_slower, 0) << "no link speed of the sweep kept a choice that is not the fastest";
+}
+
 TEST(PlannerLearning, OffItKeepsTheNominalFiguresAndNeverExplores) {
   Codecs codecs;
   Planner::Settings settings;
