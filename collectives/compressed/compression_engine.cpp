@@ -55,7 +55,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   *handled = false;
   std::unique_lock<std::mutex> lock(mutex_);
   // The common case of an application without any compression: nothing to decide.
-  dense_to_observe_ = false;
+  dense_to_observe_.reset();
   if (policy_.rules().empty() && args.tensor == nullptr) return ncclSuccess;
   TERSE_CHECK(planner_->begin_call());
   Plan plan;
@@ -71,9 +71,7 @@ ncclResult_t CompressionEngine::allreduce(const CollectiveArgs& args,
   if (!plan.compressed) {
     // The communicator runs it; an uncompressed call auto chose tells the planner its time.
     if (plan.automatic && plan.call.chosen >= 0 && args.device == nullptr) {
-      dense_to_observe_ = true;
-      dense_request_ = plan.request;
-      dense_plan_ = plan.call;
+      dense_to_observe_ = DenseCall{plan.request, plan.call};
     }
     return ncclSuccess;
   }

@@ -50,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -296,9 +297,11 @@ class CompressionEngine {
   CompressionScratch scratch_;
   // An uncompressed call `auto` planned, which the communicator is running now: record_dense
   // gives the planner its time (planner.h, Learning).
-  bool dense_to_observe_ = false;
-  PlanRequest dense_request_;
-  CallPlan dense_plan_;
+  struct DenseCall {
+    PlanRequest request;
+    CallPlan plan;
+  };
+  std::optional<DenseCall> dense_to_observe_;
 };
 
 class CompressionEngine::HandOff {

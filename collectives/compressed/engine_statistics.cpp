@@ -49,8 +49,9 @@ void CompressionEngine::record_dense(const CollectiveArgs& args, const char* alg
   record("none", algorithm, args.count * nccl_type_size(args.type), wire_bytes,
          CompressionCounters{}, seconds, false);
   if (dense_to_observe_) {
-    dense_to_observe_ = false;
-    planner_->observe(dense_request_, dense_plan_, Planner::Measured{seconds, 0, 0});
+    planner_->observe(dense_to_observe_->request, dense_to_observe_->plan,
+                      Planner::Measured{seconds, 0, 0});
+    dense_to_observe_.reset();
   }
 }
 

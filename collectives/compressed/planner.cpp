@@ -59,13 +59,11 @@ std::string CallPlan::choice() const {
 ncclResult_t Planner::plan(const PlanRequest& request, CallPlan* plan) {
   // A training step asks the same questions every time: a plan made on agreed figures holds for
   // every later call with the same request until the figures move (Learning).
-  const PlanKey key{request.codec, request.count, request.dtype, request.max_rel_err,
-                    request.error_feedback};
+  const PlanKey key = PlanKey::of(request);
   if (!request.may_agree) {
     const auto known = plans_.find(key);
     if (known != plans_.end() && known->second.generation == generation_) {
-      *plan = known->second.plan;
-      choose(request, plan->best, plan);
+      *plan = known->second.plan;  // kept as made: its best chosen
       return ncclSuccess;
     }
     return make_plan(request, plan);

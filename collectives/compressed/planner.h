@@ -276,6 +276,10 @@ class Planner {
     DType dtype;
     double max_rel_err;
     bool error_feedback;
+    static PlanKey of(const PlanRequest& request) {
+      return PlanKey{request.codec, request.count, request.dtype, request.max_rel_err,
+                     request.error_feedback};
+    }
     bool operator<(const PlanKey& other) const {
       return std::tie(codec, count, dtype, max_rel_err, error_feedback) <
              std::tie(other.codec, other.count, other.dtype, other.max_rel_err,

@@ -71,25 +71,19 @@ LinkModel Planner::effective_links() const {
 
 Prediction Planner::predict_candidate(const PlanCandidate& candidate, const CodecFigures& figures,
                                       const LinkModel& links, size_t bytes) const {
-  CostQuery cost_query;
-  cost_query.codec = figures;
-  cost_query.group = shape_;
+  const bool compressed = candidate.run != nullptr;
+  CostQuery cost_query =
+      query(figures, compressed ? settings_.piece_bytes : settings_.dense_piece_bytes);
   cost_query.links = links;
-  if (candidate.run != nullptr) {
-    cost_query.piece_bytes = static_cast<double>(settings_.piece_bytes);
-    return predict(*candidate.run, cost_query, candidate.inner);
-  }
-  cost_query.piece_bytes = static_cast<double>(settings_.dense_piece_bytes);
-  return predict(*dense_allreduce(bytes), cost_query);
+  return compressed ? predict(*candidate.run, cost_query, candidate.inner)
+                    : predict(*dense_allreduce(bytes), cost_query);
 }
 
 void Planner::observe(const PlanRequest& request, const CallPlan& plan, const Measured& measured) {
   if (!learning_ || plan.chosen < 0 || !plan.agreed || !(measured.seconds > 0)) return;
   const PlanCandidate& candidate = plan.candidates[static_cast<size_t>(plan.chosen)];
   learned_.observe_call(measured.seconds, candidate.prediction.seconds);
-  const PlanKey key{request.codec, request.count, request.dtype, request.max_rel_err,
-                    request.error_feedback};
-  if (const auto state = plans_.find(key); state != plans_.end()) {
+  if (const auto state = plans_.find(PlanKey::of(request)); state != plans_.end()) {
     state->second.last_measured = measured.seconds;
     state->second.last_choice = plan.choice();
   }
@@ -140,13 +134,7 @@ void Planner::observe(const PlanRequest& request, const CallPlan& plan, const Me
     const double factor = std::exp(shift);
     if (figure == kBandwidth) cost_of(&trial_links).bytes_per_s /= factor;
     if (figure == kLatency) cost_of(&trial_links).latency_s *= factor;
-    if (figure == kReduce) {
-      // The residual's addition rides in the encode figure (figures_of); it slows alike.
-      if (request.error_feedback && candidate.codec_object != nullptr) {
-        trial.encode_seconds_per_byte += (factor - 1) * trial.reduce_seconds_per_byte;
-      }
-      trial.reduce_seconds_per_byte *= factor;
-    }
+    if (figure == kReduce) trial.reduce_seconds_per_byte *= factor;  // uncompressed calls only
     return seconds_of(trial, trial_links).seconds;
   };
   // How much each figure, 8x slower, would lengthen the call: 8x rather than a little, since a
@@ -221,27 +209,25 @@ int Planner::exploration(const CallPlan& plan, uint64_t calls) const {
 }
 
 std::string Planner::describe_figures() const {
-  const LinkModel links = effective_links();
+  const PlannerEstimates now = estimates();
   char text[512];
   std::snprintf(text, sizeof text,
                 "inside a node %.3g GB/s (x%.2f), %.3g us (x%.2f); between nodes %.3g GB/s "
-                "(x%.2f), %.3g us (x%.2f)",
-                links.intra.bytes_per_s / 1e9, learned_.bandwidth_factor(LearnedFigures::kIntra),
-                links.intra.latency_s * 1e6, learned_.latency_factor(LearnedFigures::kIntra),
-                links.inter.bytes_per_s / 1e9, learned_.bandwidth_factor(LearnedFigures::kInter),
-                links.inter.latency_s * 1e6, learned_.latency_factor(LearnedFigures::kInter));
+                "(x%.2f), %.3g us (x%.2f); additions %.3g GB/s (x%.2f)",
+                now.intra.bytes_per_s / 1e9, now.intra.bytes_per_s / now.intra.nominal_bytes_per_s,
+                now.intra.latency_s * 1e6, now.intra.latency_s / now.intra.nominal_latency_s,
+                now.inter.bytes_per_s / 1e9, now.inter.bytes_per_s / now.inter.nominal_bytes_per_s,
+                now.inter.latency_s * 1e6, now.inter.latency_s / now.inter.nominal_latency_s,
+                now.reduce_bytes_per_s / 1e9,
+                now.reduce_bytes_per_s / now.nominal_reduce_bytes_per_s);
   std::string out = text;
-  std::snprintf(text, sizeof text, "; additions %.3g GB/s (x%.2f)",
-                1 / reduce_seconds_per_byte() / 1e9, 1 / learned_.reduce_factor());
-  out += text;
-  for (const auto& [spec, speed] : agreed_) {
-    if (learned_.encode_observations(spec) == 0) continue;
+  for (const CodecEstimate& codec : now.codecs) {
+    if (codec.observations == 0) continue;
     std::snprintf(text, sizeof text, "; %s encode %.3g GB/s (x%.2f), decode %.3g GB/s (x%.2f)",
-                  spec.c_str(),
-                  speed.encode_bytes_per_s * cpu_share_ / learned_.encode_factor(spec) / 1e9,
-                  1 / learned_.encode_factor(spec),
-                  speed.decode_bytes_per_s * cpu_share_ / learned_.decode_factor(spec) / 1e9,
-                  1 / learned_.decode_factor(spec));
+                  codec.codec.c_str(), codec.encode_bytes_per_s / 1e9,
+                  codec.encode_bytes_per_s / codec.probed_encode_bytes_per_s,
+                  codec.decode_bytes_per_s / 1e9,
+                  codec.decode_bytes_per_s / codec.probed_decode_bytes_per_s);
     out += text;
   }
   return out;

@@ -26,17 +26,15 @@ bool fits(const ResidualEntry& entry, const TensorKey& key, const std::string& c
          entry.stage_count() == (kind == MemoryKind::kResidual ? options.stage_count : 0);
 }
 
-// Whether `entry`, made for another codec, carries over to `codec` as it is: both keep a residual
-// and no state, in the same layout. The residual is what earlier calls did not send, whichever
-// codec sent the rest, so it compensates the next call of any codec (auto's choice moving between
-// codecs, or exploring one, loses nothing).
+// Whether `entry`, made for another codec, carries over to `codec` as it is: it fits but for the
+// codec, and both keep a residual and no state. The residual is what earlier calls did not send,
+// whichever codec sent the rest, so it compensates the next call of any codec (auto's choice
+// moving between codecs, or exploring one, loses nothing).
 bool carries_over(const ResidualEntry& entry, const TensorKey& key, const Codec& codec,
                   MemoryKind kind, const EntryOptions& options) {
-  return kind == MemoryKind::kResidual && entry.kind() == kind && entry.state() == nullptr &&
-         entry.key().count == key.count && entry.key().dtype == key.dtype &&
-         entry.memory() == options.memory && same_shape(entry.shape(), options.shape) &&
-         entry.stage_count() == options.stage_count &&
-         !codec.stateful(key.count, key.dtype, options.shape);
+  return kind == MemoryKind::kResidual && entry.state() == nullptr &&
+         !codec.stateful(key.count, key.dtype, options.shape) &&
+         fits(entry, key, entry.codec_spec(), kind, options);
 }
 
 // Bytes of an entry with `state` for this request.
@@ -146,6 +144,13 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
   auto found = index_.find(key);
   if (found != index_.end()) {
     LruList::iterator position = found->second;
+    if (!fits(*position->entry, key, codec_spec, kind, options) &&
+        carries_over(*position->entry, key, codec, kind, options)) {
+      TERSE_TRACE("residual memory: %s's residual carries over from %s to %s",
+                  key.describe().c_str(), position->entry->codec_spec().c_str(),
+                  codec_spec.c_str());
+      position->entry->serve_codec(codec_spec);
+    }
     if (fits(*position->entry, key, codec_spec, kind, options)) {
       ++counters_.hits;
       lru_.splice(lru_.begin(), lru_, position);
@@ -156,20 +161,6 @@ ncclResult_t ResidualMemory::acquire(const TensorKey& key, const Codec& codec, M
       position->charged = now;
       evict_idle_for(0);
       decided.needed = now;
-      decided.held = bytes_;
-      if (admission != nullptr) *admission = decided;
-      *entry = position->entry;
-      return ncclSuccess;
-    }
-    if (carries_over(*position->entry, key, codec, kind, options)) {
-      TERSE_TRACE("residual memory: %s's residual carries over from %s to %s",
-                  key.describe().c_str(), position->entry->codec_spec().c_str(),
-                  codec_spec.c_str());
-      position->entry->serve_codec(codec_spec);
-      ++counters_.hits;
-      lru_.splice(lru_.begin(), lru_, position);
-      position->last_step = step_;
-      decided.needed = position->charged;
       decided.held = bytes_;
       if (admission != nullptr) *admission = decided;
       *entry = position->entry;
